@@ -1,0 +1,149 @@
+// Elementwise throughput on 4M float32 (a [4096, 1024] tensor), in bytes of the logical op per
+// second (every input element read once + every output element written once; bytes_per_second,
+// which Google Benchmark prints in binary units: 1 G/s = 2^30 B/s), at 1 and 2 threads.
+//
+//   relu_xw_b/full          relu(x * w + b), x, w, b all [4096, 1024]   (read 3, write 1 array)
+//   relu_xw_b/per_feature   relu(x * w + b), w, b [1024] broadcast over [4096, 1024] (a Dense
+//                           layer's bias + activation pattern; read 1, write 1 array)
+//   exp, tanh, sigmoid      unary: read 1, write 1 array
+//   add                     binary: read 2, write 1 array
+//   memcpy/...              the baseline: a plain memcpy moving the same number of bytes
+//                           (half read, half written), split over the same number of threads
+//
+// The eager relu(x * w + b) runs three ops and materialises two temporaries, so it moves more
+// memory than its logical byte count: the gap to memcpy is what a fused kernel would recover.
+#include <benchmark/benchmark.h>
+#include <keel/keel.hpp>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+constexpr std::int64_t kRows = 4096;
+constexpr std::int64_t kCols = 1024;
+constexpr std::int64_t kN = kRows * kCols;  // 4M elements
+constexpr std::int64_t kF = sizeof(float);
+
+int threads_of(const benchmark::State& state) { return static_cast<int>(state.range(0)); }
+
+// Sets keel's thread count for one benchmark and restores it afterwards.
+class ThreadScope {
+ public:
+  explicit ThreadScope(int n) : previous_(keel::config::num_threads()) {
+    keel::config::set_num_threads(n);
+  }
+  ~ThreadScope() { keel::config::set_num_threads(previous_); }
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+
+ private:
+  int previous_;
+};
+
+void BM_relu_xw_b_full(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  ThreadScope threads(threads_of(state));
+  const keel::Tensor x = keel::random::normal({kRows, kCols});
+  const keel::Tensor w = keel::random::normal({kRows, kCols});
+  const keel::Tensor b = keel::random::normal({kRows, kCols});
+  for (auto _ : state) {
+    keel::Tensor y = keel::relu(x * w + b);
+    benchmark::DoNotOptimize(y);
+  }
+  state.SetBytesProcessed(state.iterations() * 4 * kN * kF);
+}
+
+void BM_relu_xw_b_per_feature(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  ThreadScope threads(threads_of(state));
+  const keel::Tensor x = keel::random::normal({kRows, kCols});
+  const keel::Tensor w = keel::random::normal({kCols});
+  const keel::Tensor b = keel::random::normal({kCols});
+  for (auto _ : state) {
+    keel::Tensor y = keel::relu(x * w + b);
+    benchmark::DoNotOptimize(y);
+  }
+  state.SetBytesProcessed(state.iterations() * (2 * kN + 2 * kCols) * kF);
+}
+
+template <keel::Tensor (*Op)(const keel::Tensor&)>
+void BM_unary(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  ThreadScope threads(threads_of(state));
+  const keel::Tensor x = keel::random::normal({kRows, kCols});
+  for (auto _ : state) {
+    keel::Tensor y = Op(x);
+    benchmark::DoNotOptimize(y);
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * kN * kF);
+}
+
+void BM_add(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  ThreadScope threads(threads_of(state));
+  const keel::Tensor x = keel::random::normal({kRows, kCols});
+  const keel::Tensor y = keel::random::normal({kRows, kCols});
+  for (auto _ : state) {
+    keel::Tensor z = keel::add(x, y);
+    benchmark::DoNotOptimize(z);
+  }
+  state.SetBytesProcessed(state.iterations() * 3 * kN * kF);
+}
+
+// memcpy of state.range(1) bytes in total (read + written), split into one chunk per thread.
+void BM_memcpy(benchmark::State& state) {
+  const int threads = threads_of(state);
+  const auto copy_bytes = static_cast<std::size_t>(state.range(1) / 2);
+  std::vector<char> src(copy_bytes, 1);
+  std::vector<char> dst(copy_bytes, 0);  // touched, so page faults are not timed
+  for (auto _ : state) {
+#pragma omp parallel num_threads(threads)
+    {
+      const std::size_t parts = static_cast<std::size_t>(omp_get_num_threads());
+      const std::size_t part = static_cast<std::size_t>(omp_get_thread_num());
+      const std::size_t chunk = (copy_bytes + parts - 1) / parts;
+      const std::size_t begin = std::min(copy_bytes, part * chunk);
+      const std::size_t end = std::min(copy_bytes, begin + chunk);
+      std::memcpy(dst.data() + begin, src.data() + begin, end - begin);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(1));
+}
+
+void thread_args(benchmark::internal::Benchmark* b) {
+  b->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
+// The memcpy baselines, named after the op whose byte count they move.
+void memcpy_args(benchmark::internal::Benchmark* b, std::int64_t bytes) {
+  b->ArgNames({"threads", "bytes"})
+      ->Args({1, bytes})
+      ->Args({2, bytes})
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK(BM_relu_xw_b_full)->Name("relu_xw_b/full")->Apply(thread_args);
+BENCHMARK(BM_relu_xw_b_per_feature)->Name("relu_xw_b/per_feature")->Apply(thread_args);
+BENCHMARK(BM_unary<keel::exp>)->Name("exp")->Apply(thread_args);
+BENCHMARK(BM_unary<keel::tanh>)->Name("tanh")->Apply(thread_args);
+BENCHMARK(BM_unary<keel::sigmoid>)->Name("sigmoid")->Apply(thread_args);
+BENCHMARK(BM_add)->Name("add")->Apply(thread_args);
+BENCHMARK(BM_memcpy)
+    ->Name("memcpy/as_relu_xw_b_full")
+    ->Apply([](benchmark::internal::Benchmark* b) { memcpy_args(b, 4 * kN * kF); });
+BENCHMARK(BM_memcpy)
+    ->Name("memcpy/as_add")
+    ->Apply([](benchmark::internal::Benchmark* b) { memcpy_args(b, 3 * kN * kF); });
+BENCHMARK(BM_memcpy)
+    ->Name("memcpy/as_unary_and_per_feature")
+    ->Apply([](benchmark::internal::Benchmark* b) { memcpy_args(b, 2 * kN * kF); });
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,45 @@
+// reduce_sum of a [4096, 1024] float32 tensor (16 MiB), in bytes read + written per second
+// (bytes_per_second, binary units), at 1 and 2 threads:
+//   reduce_sum/all          every element -> a scalar
+//   reduce_sum/last_axis    [4096, 1024] -> [4096]   (contiguous rows: horizontal sums)
+//   reduce_sum/first_axis   [4096, 1024] -> [1024]   (strided columns: vertical sums)
+#include <benchmark/benchmark.h>
+#include <keel/keel.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+constexpr std::int64_t kRows = 4096;
+constexpr std::int64_t kCols = 1024;
+constexpr std::int64_t kF = sizeof(float);
+
+void run(benchmark::State& state, const std::vector<int>& axes, std::int64_t out_elements) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  const int previous_threads = keel::config::num_threads();
+  keel::config::set_num_threads(static_cast<int>(state.range(0)));
+  const keel::Tensor x = keel::random::normal({kRows, kCols});
+  for (auto _ : state) {
+    keel::Tensor s = keel::reduce_sum(x, axes);
+    benchmark::DoNotOptimize(s);
+  }
+  state.SetBytesProcessed(state.iterations() * (kRows * kCols + out_elements) * kF);
+  keel::config::set_num_threads(previous_threads);
+}
+
+void BM_reduce_sum_all(benchmark::State& state) { run(state, {}, 1); }
+void BM_reduce_sum_last_axis(benchmark::State& state) { run(state, {-1}, kRows); }
+void BM_reduce_sum_first_axis(benchmark::State& state) { run(state, {0}, kCols); }
+
+void thread_args(benchmark::internal::Benchmark* b) {
+  b->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK(BM_reduce_sum_all)->Name("reduce_sum/all")->Apply(thread_args);
+BENCHMARK(BM_reduce_sum_last_axis)->Name("reduce_sum/last_axis")->Apply(thread_args);
+BENCHMARK(BM_reduce_sum_first_axis)->Name("reduce_sum/first_axis")->Apply(thread_args);
+
+}  // namespace
+
+BENCHMARK_MAIN();

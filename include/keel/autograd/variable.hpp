@@ -1,0 +1,43 @@
+#pragma once
+// Variable: mutable, trainable state. Reading it inside a GradientTape makes the tape watch it.
+#include <memory>
+#include <string>
+
+#include "keel/core/tensor.hpp"
+
+namespace keel {
+
+class Variable {
+ public:
+  Variable() = default;
+  explicit Variable(Tensor initial, std::string name = "", bool trainable = true);
+  // A float32 scalar variable, as tf.Variable(5.0).
+  explicit Variable(double initial, std::string name = "", bool trainable = true);
+
+  const Tensor& value() const;                         // the live value; tapes watch the read
+  operator const Tensor&() const { return value(); }  // NOLINT: usable wherever a Tensor is
+
+  // In-place writes: shapes and dtypes must match. Each bumps the storage version.
+  void assign(const Tensor& value);
+  void assign_add(const Tensor& delta);
+  void assign_sub(const Tensor& delta);
+
+  const std::string& name() const { return name_; }
+  bool trainable() const { return trainable_; }
+  void set_trainable(bool trainable) { trainable_ = trainable; }
+  Shape shape() const { return value_.shape(); }
+  DType dtype() const { return value_.dtype(); }
+  Device device() const { return value_.device(); }
+  bool defined() const { return value_.defined(); }
+  std::uint64_t id() const { return value_.id(); }
+  // The value without notifying tapes (for optimisers and serialisation).
+  const Tensor& peek() const { return value_; }
+
+ private:
+  void write(const Tensor& value, const char* op, bool add_to, bool sub_from = false);
+  Tensor value_;
+  std::string name_;
+  bool trainable_ = true;
+};
+
+}  // namespace keel

@@ -1,0 +1,17 @@
+#pragma once
+// keel reports bad input with these exceptions; messages name the op and the shapes or dtypes.
+#include <stdexcept>
+#include <string>
+
+namespace keel {
+
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct ShapeError : Error { using Error::Error; };
+struct DTypeError : Error { using Error::Error; };
+struct DeviceError : Error { using Error::Error; };
+struct IOError : Error { using Error::Error; };
+struct ValueError : Error { using Error::Error; };
+
+}  // namespace keel

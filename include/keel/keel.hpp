@@ -1,0 +1,17 @@
+#pragma once
+// The whole public API of keel, and nothing else.
+#include "keel/core/config.hpp"
+#include "keel/core/device.hpp"
+#include "keel/core/dtype.hpp"
+#include "keel/core/error.hpp"
+#include "keel/core/format.hpp"
+#include "keel/core/shape.hpp"
+#include "keel/core/tensor.hpp"
+#include "keel/ops/creation.hpp"
+#include "keel/ops/elementwise.hpp"
+#include "keel/ops/linalg.hpp"
+#include "keel/ops/nn.hpp"
+#include "keel/ops/reduce.hpp"
+#include "keel/ops/shape.hpp"
+#include "keel/autograd/tape.hpp"
+#include "keel/autograd/variable.hpp"

@@ -1,0 +1,55 @@
+#pragma once
+// Factories: constants, filled tensors, ranges and random numbers.
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "keel/core/tensor.hpp"
+
+namespace keel {
+
+// T = float, double, int32_t, int64_t, uint8_t, bool. values.size() must equal shape's elements.
+template <class T>
+Tensor constant(const std::vector<T>& values, Shape shape, DType dtype = dtype_of<T>);
+template <class T>
+Tensor constant(std::initializer_list<T> values, Shape shape, DType dtype = dtype_of<T>) {
+  return constant(std::vector<T>(values), std::move(shape), dtype);
+}
+// A 1-D tensor of the values (shape = {values.size()}).
+template <class T>
+Tensor constant(const std::vector<T>& values) {
+  return constant(values, Shape{static_cast<std::int64_t>(values.size())}, dtype_of<T>);
+}
+Tensor constant(double scalar, DType dtype = DType::float32);  // rank 0
+
+Tensor empty(Shape shape, DType dtype = DType::float32);  // uninitialised memory
+Tensor zeros(Shape shape, DType dtype = DType::float32);
+Tensor ones(Shape shape, DType dtype = DType::float32);
+Tensor full(Shape shape, double value, DType dtype = DType::float32);
+Tensor zeros_like(const Tensor& x);
+Tensor ones_like(const Tensor& x);
+Tensor full_like(const Tensor& x, double value);
+Tensor arange(double stop);  // 0, 1, ..., stop-1 (float32)
+Tensor arange(double start, double stop, double step = 1, DType dtype = DType::float32);
+Tensor linspace(double start, double stop, std::int64_t num, DType dtype = DType::float32);
+Tensor eye(std::int64_t n, DType dtype = DType::float32);
+
+namespace random {
+// Philox-4x32-10 counter-based generator: a global seed and a counter. The same seed gives the
+// same numbers in the same order, whatever the number of threads.
+void set_seed(std::uint64_t seed);
+Tensor normal(Shape shape, double mean = 0, double stddev = 1, DType dtype = DType::float32);
+Tensor uniform(Shape shape, double minval = 0, double maxval = 1, DType dtype = DType::float32);
+// Values more than two standard deviations from the mean are redrawn (tf.random.truncated_normal).
+Tensor truncated_normal(Shape shape, double mean = 0, double stddev = 1,
+                        DType dtype = DType::float32);
+// Uniform integers in [minval, maxval).
+Tensor uniform_int(Shape shape, std::int64_t minval, std::int64_t maxval,
+                   DType dtype = DType::int64);
+// Draws `count` 32-bit words' worth of fresh counter space from the global generator:
+// returns {key, first counter}. Used by ops with their own randomness (dropout, shuffles).
+struct PhiloxState { std::uint64_t key; std::uint64_t counter; };
+PhiloxState reserve(std::uint64_t count);
+}  // namespace random
+
+}  // namespace keel

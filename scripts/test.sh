@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The whole test suite:
+#   1. setup (Debian packages)
+#   2. build/       Release build with tests, benchmarks and samples; ctest; the sample trainer
+#   3. build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer build (CPU only); ctest
+#   4. consumer checks: keel used via add_subdirectory, FetchContent and find_package
+# Every stage runs even when an earlier one failed (except what depends on a failed build);
+# a summary follows, and the exit status is non-zero when anything failed.
+#
+#   bash scripts/test.sh                 (from any directory)
+#   KEEL_TEST_SKIP="asan consumer" bash scripts/test.sh    # skip stages: asan consumer sample
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+JOBS="$(nproc)"
+SKIP=" ${KEEL_TEST_SKIP:-} "
+START=$SECONDS
+
+SUMMARY=()
+FAILED=0
+
+step() { printf '\n==== [%s] %s ====\n' "$(date +%H:%M:%S)" "$*"; }
+
+# stage NAME COMMAND...: runs one stage under a header and records PASS/FAIL with its time.
+stage() {
+  local name=$1 t0=$SECONDS rc=0
+  shift
+  step "$name"
+  "$@" || rc=$?
+  if ((rc == 0)); then
+    SUMMARY+=("PASS  $name ($((SECONDS - t0))s)")
+  else
+    SUMMARY+=("FAIL  $name (exit $rc, $((SECONDS - t0))s)")
+    FAILED=1
+  fi
+  return "$rc"
+}
+not_run() { SUMMARY+=("SKIP  $1 ($2)"); }
+wanted() { [[ "$SKIP" != *" $1 "* ]]; }
+
+summary() {
+  step "summary"
+  local line
+  for line in "${SUMMARY[@]}"; do echo "  $line"; done
+  echo
+  if ((FAILED)); then
+    echo "keel test suite: FAILED ($((SECONDS - START))s)"
+  else
+    echo "keel test suite: PASSED ($((SECONDS - START))s)"
+  fi
+}
+
+# LeakSanitizer needs ptrace-like access that some containers deny; probe it once.
+asan_options() {
+  local probe_dir opts="detect_leaks=1:check_initialization_order=1"
+  probe_dir="$(mktemp -d)"
+  printf 'int main() { return 0; }\n' > "$probe_dir/p.cpp"
+  if "${CXX:-c++}" -fsanitize=address "$probe_dir/p.cpp" -o "$probe_dir/p" 2> /dev/null &&
+    ! "$probe_dir/p" > /dev/null 2>&1; then
+    echo "note: LeakSanitizer does not work here; running ASan with detect_leaks=0" >&2
+    opts="detect_leaks=0:check_initialization_order=1"
+  fi
+  rm -rf "$probe_dir"
+  echo "$opts"
+}
+
+# 1. setup -------------------------------------------------------------------------------------
+if ! stage "setup: Debian packages (scripts/setup.sh)" bash scripts/setup.sh; then
+  summary
+  exit 1
+fi
+
+# 2. the Release build -------------------------------------------------------------------------
+if stage "configure build/ (Release, tests on)" \
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DKEEL_BUILD_TESTS=ON -DKEEL_SANITIZE=OFF; then
+  if stage "build build/ (-j${JOBS})" cmake --build build -j"${JOBS}"; then
+    stage "ctest build/" ctest --test-dir build --output-on-failure -j2 --no-tests=error
+    if wanted sample; then
+      stage "sample: build/samples/linear_regression" build/samples/linear_regression
+    else
+      not_run "sample" "KEEL_TEST_SKIP"
+    fi
+  else
+    not_run "ctest build/" "build failed"
+  fi
+fi
+
+# 3. sanitizers --------------------------------------------------------------------------------
+if wanted asan; then
+  if stage "configure build-asan/ (ASan+UBSan, CPU only)" \
+    cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" -DKEEL_SANITIZE=ON -DKEEL_BUILD_TESTS=ON \
+    -DKEEL_BUILD_BENCHMARKS=OFF -DKEEL_BUILD_SAMPLES=OFF -DKEEL_CUDA=OFF; then
+    if stage "build build-asan/ (-j${JOBS})" cmake --build build-asan -j"${JOBS}"; then
+      ASAN_OPTIONS="${ASAN_OPTIONS:-$(asan_options)}" \
+        UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
+        stage "ctest build-asan/" ctest --test-dir build-asan --output-on-failure -j2 --no-tests=error
+    else
+      not_run "ctest build-asan/" "build failed"
+    fi
+  fi
+else
+  not_run "sanitizer build" "KEEL_TEST_SKIP"
+fi
+
+# 4. downstream use ----------------------------------------------------------------------------
+if wanted consumer; then
+  stage "consumer checks: add_subdirectory, FetchContent, find_package" bash scripts/consumer-check.sh
+else
+  not_run "consumer checks" "KEEL_TEST_SKIP"
+fi
+
+summary
+exit "$FAILED"

@@ -1,0 +1,84 @@
+#include "autograd/record.hpp"
+
+#include <algorithm>
+
+#include "autograd/tape_state.hpp"
+
+namespace keel {
+namespace autograd::detail {
+thread_local int active_tapes = 0;
+}
+
+namespace detail {
+
+std::vector<std::shared_ptr<TapeState>>& tape_stack() {
+  thread_local std::vector<std::shared_ptr<TapeState>> stack;
+  return stack;
+}
+
+void recount_active_tapes() {
+  int n = 0;
+  for (const auto& t : tape_stack()) n += t->recording() ? 1 : 0;
+  autograd::detail::active_tapes = n;
+}
+
+}  // namespace detail
+
+namespace autograd {
+
+void record(const char* op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+            BackwardFn backward, const std::vector<Tensor>& saved) {
+  bool any_float_output = false;
+  for (const auto& o : outputs) any_float_output |= o.defined() && is_floating(o.dtype());
+  if (!any_float_output) return;
+  for (const auto& tape : keel::detail::tape_stack()) {
+    if (!tape->recording()) continue;
+    std::vector<bool> watched(inputs.size(), false);
+    bool any = false;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& t = inputs[i];
+      watched[i] = t.defined() && is_floating(t.dtype()) && tape->watched.count(t.id()) != 0;
+      any |= watched[i];
+    }
+    if (!any) continue;
+    keel::detail::Node node;
+    node.op = op;
+    node.inputs.reserve(inputs.size());
+    for (const auto& t : inputs) node.inputs.push_back(t.defined() ? t.id() : 0);
+    node.input_watched = std::move(watched);
+    for (const auto& o : outputs) {
+      node.outputs.push_back(o.id());
+      node.output_shapes.push_back(o.shape());
+      node.output_dtypes.push_back(o.dtype());
+      node.output_devices.push_back(o.device());
+      if (is_floating(o.dtype())) tape->watched.insert(o.id());
+    }
+    node.backward = backward;
+    for (const auto& s : saved)
+      if (s.defined()) node.saved_versions.emplace_back(s.impl()->storage, s.impl()->storage->version());
+    tape->nodes.push_back(std::move(node));
+  }
+}
+
+void notify_variable_read(const Tensor& value) {
+  for (const auto& tape : keel::detail::tape_stack())
+    if (tape->recording() && tape->watch_accessed_variables) tape->watched.insert(value.id());
+}
+
+NoRecordScope::NoRecordScope() {
+  for (const auto& tape : keel::detail::tape_stack()) {
+    if (tape->paused == 0) {
+      ++tape->paused;
+      paused_.push_back(tape);
+    }
+  }
+  keel::detail::recount_active_tapes();
+}
+
+NoRecordScope::~NoRecordScope() {
+  for (const auto& tape : paused_) --tape->paused;
+  keel::detail::recount_active_tapes();
+}
+
+}  // namespace autograd
+}  // namespace keel

@@ -1,0 +1,226 @@
+#include "keel/autograd/tape.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include <fmt/core.h>
+
+#include "autograd/tape_state.hpp"
+#include "core/tensor_util.hpp"
+#include "keel/ops/creation.hpp"
+#include "keel/ops/elementwise.hpp"
+
+namespace keel {
+
+GradientTape::GradientTape(bool persistent, bool watch_accessed_variables)
+    : state_(std::make_shared<detail::TapeState>()) {
+  state_->persistent = persistent;
+  state_->watch_accessed_variables = watch_accessed_variables;
+  detail::tape_stack().push_back(state_);
+  detail::recount_active_tapes();
+}
+
+GradientTape::~GradientTape() {
+  auto& stack = detail::tape_stack();
+  stack.erase(std::remove(stack.begin(), stack.end(), state_), stack.end());
+  detail::recount_active_tapes();
+}
+
+bool GradientTape::persistent() const { return state_->persistent; }
+
+void GradientTape::watch(const Tensor& tensor) {
+  detail::check_defined(tensor, "GradientTape.watch");
+  if (!is_floating(tensor.dtype())) return;  // like TF: integer tensors cannot be watched
+  if (state_->watched.insert(tensor.id()).second) state_->watched_list.push_back(tensor);
+}
+
+void GradientTape::watch(const Variable& variable) { watch(variable.peek()); }
+
+std::vector<Tensor> GradientTape::watched_tensors() const { return state_->watched_list; }
+
+void GradientTape::reset() {
+  state_->nodes.clear();
+  state_->watched.clear();
+  state_->watched_list.clear();
+  state_->used = false;
+  detail::recount_active_tapes();
+}
+
+GradientTape::RecordingPause::RecordingPause(std::shared_ptr<detail::TapeState> state)
+    : state_(std::move(state)) {
+  ++state_->paused;
+  detail::recount_active_tapes();
+}
+
+GradientTape::RecordingPause::~RecordingPause() {
+  --state_->paused;
+  detail::recount_active_tapes();
+}
+
+GradientTape::RecordingPause GradientTape::stop_recording() { return RecordingPause(state_); }
+
+Tensor GradientTape::gradient(const Tensor& target, const Tensor& source, UnconnectedGradients u) {
+  return gradient(target, std::vector<Tensor>{source}, u)[0];
+}
+
+Tensor GradientTape::gradient(const Tensor& target, const Variable& source, UnconnectedGradients u) {
+  return gradient(target, std::vector<Tensor>{source.peek()}, u)[0];
+}
+
+std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Variable*>& sources,
+                                           UnconnectedGradients u) {
+  std::vector<Tensor> values;
+  values.reserve(sources.size());
+  for (const Variable* v : sources) {
+    if (v == nullptr) throw ValueError("GradientTape.gradient: a source Variable pointer is null");
+    values.push_back(v->peek());
+  }
+  return gradient(target, values, u);
+}
+
+std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                                           UnconnectedGradients u) {
+  return gradient(target, sources, Tensor(), u);
+}
+
+std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                                           const Tensor& output_gradient, UnconnectedGradients u) {
+  auto& st = *state_;
+  if (st.used)
+    throw ValueError(
+        "GradientTape.gradient: a non-persistent GradientTape can only be used to compute one set "
+        "of gradients; create it with GradientTape(/*persistent=*/true) to call gradient() again");
+  detail::check_defined(target, "GradientTape.gradient (target)");
+  for (const auto& s : sources) detail::check_defined(s, "GradientTape.gradient (source)");
+  if (output_gradient.defined() && output_gradient.shape() != target.shape())
+    throw ShapeError(fmt::format("GradientTape.gradient: output_gradient has shape {} but the target has shape {}",
+                                 output_gradient.shape().to_string(), target.shape().to_string()));
+
+  // This tape does not record its own backward pass; outer tapes do (higher-order gradients).
+  RecordingPause pause(state_);
+
+  // Which tensor ids depend on a source: only those nodes' gradients are needed.
+  std::unordered_set<std::uint64_t> reach;
+  for (const auto& s : sources)
+    if (st.watched.count(s.id())) reach.insert(s.id());
+  std::vector<char> node_on_path(st.nodes.size(), 0);
+  for (std::size_t k = 0; k < st.nodes.size(); ++k) {
+    const auto& node = st.nodes[k];
+    for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+      if (node.input_watched[i] && reach.count(node.inputs[i])) {
+        node_on_path[k] = 1;
+        break;
+      }
+    }
+    if (node_on_path[k])
+      for (auto o : node.outputs) reach.insert(o);
+  }
+
+  std::unordered_set<std::uint64_t> source_ids;
+  for (const auto& s : sources) source_ids.insert(s.id());
+  std::unordered_map<std::uint64_t, Tensor> grads;
+  if (reach.count(target.id()) && is_floating(target.dtype()))
+    grads[target.id()] = output_gradient.defined() ? output_gradient : ones_like(target);
+
+  for (std::size_t k = st.nodes.size(); k-- > 0;) {
+    if (!node_on_path[k]) continue;
+    const auto& node = st.nodes[k];
+    bool any_grad = false;
+    for (auto o : node.outputs) any_grad |= grads.count(o) != 0;
+    if (!any_grad) continue;
+    for (const auto& [storage, version] : node.saved_versions) {
+      if (storage->version() != version)
+        throw Error(fmt::format(
+            "GradientTape.gradient: a tensor saved by '{}' for the backward pass was modified in "
+            "place (Variable::assign*) after the op ran (version {} -> {}); compute gradients "
+            "before updating the variables it read",
+            node.op, version, storage->version()));
+    }
+    autograd::Grads gout;
+    gout.reserve(node.outputs.size());
+    for (std::size_t j = 0; j < node.outputs.size(); ++j) {
+      auto it = grads.find(node.outputs[j]);
+      if (it != grads.end()) {
+        gout.push_back(it->second);
+        if (!source_ids.count(node.outputs[j])) grads.erase(it);
+      } else if (is_floating(node.output_dtypes[j])) {
+        DeviceScope scope(node.output_devices[j]);
+        gout.push_back(zeros(node.output_shapes[j], node.output_dtypes[j]));
+      } else {
+        gout.emplace_back();
+      }
+    }
+    autograd::Needs needs(node.inputs.size());
+    for (std::size_t i = 0; i < node.inputs.size(); ++i)
+      needs[i] = node.input_watched[i] && reach.count(node.inputs[i]) != 0;
+    autograd::Grads gin = node.backward(gout, needs);
+    for (std::size_t i = 0; i < node.inputs.size() && i < gin.size(); ++i) {
+      if (!needs[i] || !gin[i].defined()) continue;
+      auto [it, inserted] = grads.try_emplace(node.inputs[i], gin[i]);
+      if (!inserted) it->second = add(it->second, gin[i]);
+    }
+  }
+
+  std::vector<Tensor> result;
+  result.reserve(sources.size());
+  for (const auto& s : sources) {
+    auto it = grads.find(s.id());
+    if (it != grads.end()) {
+      result.push_back(it->second);
+    } else if (u == UnconnectedGradients::zero) {
+      result.push_back(zeros_like(s));
+    } else {
+      result.emplace_back();
+    }
+  }
+  if (!st.persistent) {
+    st.used = true;
+    st.nodes.clear();
+    st.nodes.shrink_to_fit();
+  }
+  return result;
+}
+
+Tensor stop_gradient(const Tensor& x) {
+  detail::check_defined(x, "stop_gradient");
+  // A new identity for the same values: no tape knows it, so nothing flows back through it.
+  return detail::make_view(x, x.shape(), x.strides(), x.offset());
+}
+
+std::function<Tensor(const std::vector<Tensor>&)> custom_gradient(
+    std::function<std::pair<Tensor, CustomGradFn>(const std::vector<Tensor>&)> f) {
+  return [f = std::move(f)](const std::vector<Tensor>& inputs) {
+    std::pair<Tensor, CustomGradFn> r;
+    {
+      autograd::NoRecordScope no_record;
+      r = f(inputs);
+    }
+    detail::check_defined(r.first, "custom_gradient (result of f)");
+    Tensor y = detail::make_view(r.first, r.first.shape(), r.first.strides(), r.first.offset());
+    if (autograd::recording()) {
+      autograd::record(
+          "custom_gradient", inputs, {y},
+          [grad_fn = r.second, n = inputs.size()](const autograd::Grads& g, const autograd::Needs&) {
+            if (!grad_fn) throw ValueError("custom_gradient: grad_fn is empty");
+            autograd::Grads gi = grad_fn(g[0]);
+            if (gi.size() != n)
+              throw ValueError(fmt::format("custom_gradient: grad_fn returned {} gradients for {} inputs",
+                                           gi.size(), n));
+            return gi;
+          });
+    }
+    return y;
+  };
+}
+
+std::function<Tensor(const Tensor&)> custom_gradient(
+    std::function<std::pair<Tensor, std::function<Tensor(const Tensor&)>>(const Tensor&)> f) {
+  auto multi = custom_gradient(
+      [f = std::move(f)](const std::vector<Tensor>& in) -> std::pair<Tensor, CustomGradFn> {
+        auto [y, g] = f(in[0]);
+        return {y, [g = std::move(g)](const Tensor& dy) { return std::vector<Tensor>{g(dy)}; }};
+      });
+  return [multi = std::move(multi)](const Tensor& x) { return multi({x}); };
+}
+
+}  // namespace keel

@@ -1,0 +1,40 @@
+#pragma once
+// What a GradientTape holds: the watched tensor ids and the recorded nodes, in order.
+#include <memory>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "autograd/record.hpp"
+
+namespace keel::detail {
+
+struct Node {
+  const char* op;
+  std::vector<std::uint64_t> inputs;
+  std::vector<bool> input_watched;  // floating and watched when recorded
+  std::vector<std::uint64_t> outputs;
+  std::vector<Shape> output_shapes;
+  std::vector<DType> output_dtypes;
+  std::vector<Device> output_devices;
+  autograd::BackwardFn backward;
+  std::vector<std::pair<std::shared_ptr<Storage>, std::uint64_t>> saved_versions;
+};
+
+struct TapeState {
+  bool persistent = false;
+  bool watch_accessed_variables = true;
+  bool used = false;  // a non-persistent tape after its gradient() call
+  int paused = 0;
+  std::unordered_set<std::uint64_t> watched;
+  std::vector<Tensor> watched_list;  // for watched_tensors()
+  std::vector<Node> nodes;
+
+  bool recording() const { return paused == 0 && !used; }
+};
+
+// This thread's active tapes, innermost last.
+std::vector<std::shared_ptr<TapeState>>& tape_stack();
+void recount_active_tapes();
+
+}  // namespace keel::detail

@@ -1,0 +1,63 @@
+#include "keel/autograd/variable.hpp"
+
+#include <fmt/core.h>
+
+#include "autograd/record.hpp"
+#include "core/tensor_util.hpp"
+#include "cpu/copy.hpp"
+#include "keel/ops/creation.hpp"
+#include "keel/ops/elementwise.hpp"
+
+namespace keel {
+
+Variable::Variable(Tensor initial, std::string name, bool trainable)
+    : name_(std::move(name)), trainable_(trainable) {
+  detail::check_defined(initial, "Variable");
+  // A Variable owns its storage: later assigns must not write into the caller's tensor.
+  value_ = detail::contiguous_copy(initial);
+}
+
+Variable::Variable(double initial, std::string name, bool trainable)
+    : Variable(constant(initial), std::move(name), trainable) {}
+
+const Tensor& Variable::value() const {
+  if (!value_.defined()) throw ValueError("Variable: read of an uninitialised (default-constructed) Variable");
+  if (trainable_ && autograd::recording()) autograd::notify_variable_read(value_);
+  return value_;
+}
+
+// assign_add/assign_sub check their delta like a plain assign (same shape and dtype, as
+// TensorFlow), then write value +/- delta in place.
+void Variable::write(const Tensor& v, const char* op, bool add_to, bool sub_from) {
+  detail::check_defined(v, op);
+  if (!value_.defined()) throw ValueError(fmt::format("{}: the Variable is uninitialised", op));
+  if (v.shape() != value_.shape())
+    throw ShapeError(fmt::format("{}: shape {} does not match the variable '{}' of shape {}", op,
+                                 v.shape().to_string(), name_, value_.shape().to_string()));
+  detail::check_same_device(v, value_, op);
+  if (v.dtype() != value_.dtype())
+    throw DTypeError(fmt::format("{}: dtype {} does not match the variable '{}' of dtype {}", op,
+                                 keel::name(v.dtype()), name_, keel::name(value_.dtype())));
+  Tensor src = v;
+  if (add_to || sub_from) {
+    autograd::NoRecordScope no_record;
+    src = add_to ? add(value_, v) : sub(value_, v);
+  }
+  // A view of the variable itself (assign(transpose(v))) must be read before it is overwritten.
+  if (src.impl()->storage == value_.impl()->storage) src = detail::contiguous_copy(src);
+  cpu::copy_strided(src.shape().dims(), src.strides(), static_cast<const char*>(src.raw_data()),
+                    value_.strides(), static_cast<char*>(value_.raw_data()), itemsize(value_.dtype()));
+  value_.impl()->storage->bump_version();
+}
+
+void Variable::assign(const Tensor& v) { write(v, "Variable.assign", false, false); }
+
+void Variable::assign_add(const Tensor& delta) {
+  write(delta, "Variable.assign_add", true);
+}
+
+void Variable::assign_sub(const Tensor& delta) {
+  write(delta, "Variable.assign_sub", false, true);
+}
+
+}  // namespace keel

@@ -1,0 +1,29 @@
+#include "keel/core/config.hpp"
+
+#include <cblas.h>
+
+#include <atomic>
+#include <thread>
+
+#include "keel/core/error.hpp"
+
+namespace keel::config {
+
+namespace {
+int hardware_threads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+std::atomic<int> threads{hardware_threads()};
+}  // namespace
+
+void set_num_threads(int n) {
+  if (n < 1) throw ValueError("config::set_num_threads: need at least 1 thread, got " + std::to_string(n));
+  threads.store(n);
+  // keel's own BLAS calls follow the same setting.
+  openblas_set_num_threads(n);
+}
+
+int num_threads() { return threads.load(std::memory_order_relaxed); }
+
+}  // namespace keel::config

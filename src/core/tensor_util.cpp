@@ -1,0 +1,109 @@
+#include "core/tensor_util.hpp"
+
+#include <algorithm>
+
+#include "cpu/copy.hpp"
+
+namespace keel {
+
+std::vector<std::int64_t> contiguous_strides(const Shape& shape) {
+  std::vector<std::int64_t> strides(static_cast<std::size_t>(shape.rank()));
+  std::int64_t s = 1;
+  for (std::int64_t i = shape.rank() - 1; i >= 0; --i) {
+    strides[static_cast<std::size_t>(i)] = s;
+    s *= std::max<std::int64_t>(shape[i], 1);
+  }
+  return strides;
+}
+
+std::uint64_t next_tensor_id() {
+  // Each thread takes ids in blocks so that creating tensors needs no shared atomic per tensor.
+  static std::atomic<std::uint64_t> next_block{1};
+  constexpr std::uint64_t kBlock = 1 << 16;
+  thread_local std::uint64_t next = 0, end = 0;
+  if (next == end) {
+    next = next_block.fetch_add(1, std::memory_order_relaxed) * kBlock;
+    end = next + kBlock;
+  }
+  return next++;
+}
+
+namespace detail {
+
+Tensor empty_tensor(const Shape& shape, DType dtype, Device device) {
+  for (auto d : shape.dims())
+    if (d < 0) throw ShapeError("empty: negative dimension in shape " + shape.to_string());
+  auto impl = std::make_shared<TensorImpl>();
+  const auto n = shape.num_elements();
+  impl->storage = std::make_shared<Storage>(static_cast<std::size_t>(n) * itemsize(dtype), device);
+  impl->strides = contiguous_strides(shape);
+  impl->shape = shape;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor make_view(const Tensor& base, Shape shape, std::vector<std::int64_t> strides,
+                 std::int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  impl->storage = base.impl()->storage;
+  return Tensor(std::move(impl));
+}
+
+Tensor contiguous_copy(const Tensor& x) {
+  Tensor out = empty_tensor(x.shape(), x.dtype(), x.device());
+  if (x.device().is_cuda()) throw DeviceError("contiguous: CUDA tensors are not supported yet");
+  cpu::copy_to_contiguous(x.shape().dims(), x.strides(), static_cast<const char*>(x.raw_data()),
+                          static_cast<char*>(out.raw_data()), itemsize(x.dtype()));
+  return out;
+}
+
+int normalize_axis(int axis, std::int64_t rank, const char* op) {
+  const std::int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= std::max<std::int64_t>(rank, 1) || (rank == 0)) {
+    throw ValueError(fmt::format("{}: axis {} is out of range for a tensor of rank {}", op, axis, rank));
+  }
+  return static_cast<int>(a);
+}
+
+std::vector<int> normalize_axes(const std::vector<int>& axes, std::int64_t rank, const char* op,
+                                bool empty_means_all) {
+  std::vector<int> out;
+  if (axes.empty()) {
+    if (empty_means_all)
+      for (int i = 0; i < rank; ++i) out.push_back(i);
+    return out;
+  }
+  for (int a : axes) {
+    const std::int64_t n = a < 0 ? a + rank : a;
+    if (n < 0 || n >= rank)
+      throw ValueError(fmt::format("{}: axis {} is out of range for a tensor of rank {}", op, a, rank));
+    out.push_back(static_cast<int>(n));
+  }
+  std::sort(out.begin(), out.end());
+  if (std::adjacent_find(out.begin(), out.end()) != out.end())
+    throw ValueError(fmt::format("{}: repeated axis in the axes list", op));
+  return out;
+}
+
+void check_defined(const Tensor& x, const char* op) {
+  if (!x.defined()) throw ValueError(fmt::format("{}: got an undefined tensor", op));
+}
+
+void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.device() != b.device())
+    throw DeviceError(fmt::format("{}: tensors are on different devices: {} and {}", op,
+                                  a.device().to_string(), b.device().to_string()));
+}
+
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.dtype() != b.dtype())
+    throw DTypeError(fmt::format("{}: dtypes differ: {} {} and {} {}", op, name(a.dtype()),
+                                 a.shape().to_string(), name(b.dtype()), b.shape().to_string()));
+}
+
+}  // namespace detail
+}  // namespace keel

@@ -1,0 +1,88 @@
+#pragma once
+// Sliding-window kernels over NHWC images on the CPU: convolution (im2col + BLAS), depthwise
+// convolution (direct loops) and max/average pooling, each with the kernels its gradients need.
+// Every pointer is to contiguous row-major data of the given dtype (float32 or float64); outputs
+// are fully written (callers need not zero them). Shapes and arguments are validated by the ops
+// in src/ops/; these functions trust the geometry they are given.
+#include <algorithm>
+#include <cstdint>
+#include <string_view>
+
+#include "keel/core/dtype.hpp"
+
+namespace keel::cpu {
+
+// ---- TensorFlow's window geometry, one spatial axis ------------------------------------------------
+
+enum class Padding { valid, same, causal };
+
+// "valid"/"same" (either case; "causal" only where allow_causal, for conv1d as Keras' Conv1D);
+// ValueError naming op and the string otherwise.
+Padding parse_padding(std::string_view padding, const char* op, bool allow_causal = false);
+
+struct AxisWindow {
+  std::int64_t out;         // output size
+  std::int64_t pad_before;  // padding before the first input element
+};
+
+// Output size and padding of a window of `k` taps `dilation` apart moved by `stride` over `in`
+// elements. valid: out = ceil((in - k_eff + 1) / stride) (0 when k_eff > in), no padding.
+// same: out = ceil(in / stride), pad_total = max((out-1)*stride + k_eff - in, 0), pad_before =
+// pad_total / 2 (the odd one goes after). causal: pad_before = k_eff - 1, out = ceil(in / stride).
+inline AxisWindow window_axis(std::int64_t in, std::int64_t k, std::int64_t stride,
+                              std::int64_t dilation, Padding padding) {
+  const std::int64_t k_eff = (k - 1) * dilation + 1;
+  switch (padding) {
+    case Padding::valid:
+      return {in >= k_eff ? (in - k_eff) / stride + 1 : 0, 0};
+    case Padding::same: {
+      const std::int64_t out = (in + stride - 1) / stride;
+      const std::int64_t total = std::max<std::int64_t>((out - 1) * stride + k_eff - in, 0);
+      return {out, total / 2};
+    }
+    case Padding::causal:
+      return {(in + stride - 1) / stride, k_eff - 1};
+  }
+  return {0, 0};
+}
+
+// One sliding-window op. The window of output pixel (oh, ow) covers input rows
+// oh*sh - pad_top + i*dh (i < kh) and columns ow*sw - pad_left + j*dw (j < kw); positions outside
+// [0, h) x [0, w) are padding (zeros for convolution, skipped by pooling).
+struct WindowGeom {
+  std::int64_t n = 0, h = 0, w = 0, c = 0;  // input [n, h, w, c]
+  std::int64_t kh = 1, kw = 1;              // window size in taps
+  std::int64_t sh = 1, sw = 1;              // strides
+  std::int64_t dh = 1, dw = 1;              // dilation (1 for pooling)
+  std::int64_t pad_top = 0, pad_left = 0;   // padding before; what comes after is implied by ho, wo
+  std::int64_t ho = 0, wo = 0;              // output rows and columns
+  std::int64_t o = 0;                       // output channels: conv kernel's out, depthwise c*multiplier, pooling c
+};
+
+// ---- conv2d: x [n,h,w,c], kernel [kh,kw,c,o], y [n,ho,wo,o] --------------------------------------
+void conv2d_forward(DType dtype, const WindowGeom& g, const void* x, const void* kernel, void* y);
+// dx = the adjoint of conv2d in x applied to dy (col2im of dy @ kernel^T).
+void conv2d_backward_input(DType dtype, const WindowGeom& g, const void* dy, const void* kernel,
+                           void* dx);
+// dkernel = sum over the batch of im2col(x)^T @ dy.
+void conv2d_backward_filter(DType dtype, const WindowGeom& g, const void* x, const void* dy,
+                            void* dkernel);
+
+// ---- depthwise: kernel [kh,kw,c,m], y [n,ho,wo,c*m] (g.o = c*m; channel c*m + j) -----------------
+void depthwise_forward(DType dtype, const WindowGeom& g, const void* x, const void* kernel, void* y);
+void depthwise_backward_input(DType dtype, const WindowGeom& g, const void* dy, const void* kernel,
+                              void* dx);
+void depthwise_backward_filter(DType dtype, const WindowGeom& g, const void* x, const void* dy,
+                               void* dkernel);
+
+// ---- pooling (g.o == g.c, dilation 1; every window holds at least one input pixel) -------------
+void max_pool_forward(DType dtype, const WindowGeom& g, const void* x, void* y);
+// dx[argmax of each window] += dy (the first maximum in row-major window order, as TensorFlow).
+void max_pool_backward(DType dtype, const WindowGeom& g, const void* x, const void* dy, void* dx);
+// The adjoint of max_pool_backward in dy: out[window] = dx[argmax of the window] (shape of y).
+void max_pool_gather(DType dtype, const WindowGeom& g, const void* x, const void* dx, void* out);
+// Averages over the window's pixels inside the image (padding is not counted).
+void avg_pool_forward(DType dtype, const WindowGeom& g, const void* x, void* y);
+void avg_pool_backward(DType dtype, const WindowGeom& g, const void* dy, void* dx);
+
+}  // namespace keel::cpu

@@ -1,0 +1,23 @@
+#pragma once
+// Byte-level copies of strided views and dtype conversions of contiguous buffers.
+#include <cstdint>
+#include <vector>
+
+#include "keel/core/dtype.hpp"
+
+namespace keel::cpu {
+
+// Copies a strided view (element strides) of `itemsize`-byte elements into contiguous dst.
+void copy_to_contiguous(const std::vector<std::int64_t>& shape,
+                        const std::vector<std::int64_t>& strides, const char* src, char* dst,
+                        std::size_t itemsize);
+
+// Copies a strided view into another strided view of the same shape and dtype.
+void copy_strided(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& src_strides,
+                  const char* src, const std::vector<std::int64_t>& dst_strides, char* dst,
+                  std::size_t itemsize);
+
+// dst[i] = static_cast<to>(src[i]) for n contiguous elements (bool: nonzero -> true).
+void convert(DType from, const void* src, DType to, void* dst, std::int64_t n);
+
+}  // namespace keel::cpu

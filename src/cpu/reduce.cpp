@@ -1,0 +1,149 @@
+#include "cpu/reduce.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/dispatch.hpp"
+#include "core/tensor_util.hpp"
+#include "cpu/strided.hpp"
+
+namespace keel::cpu {
+
+namespace {
+
+template <class T>
+T identity(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return T(0);
+    case ReduceOp::prod: return T(1);
+    case ReduceOp::max:
+      return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                  : std::numeric_limits<T>::lowest();
+    case ReduceOp::min:
+      return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
+                                                  : std::numeric_limits<T>::max();
+  }
+  return T(0);
+}
+
+template <class T>
+T combine(ReduceOp op, T a, T b) {
+  switch (op) {
+    case ReduceOp::sum: return static_cast<T>(a + b);
+    case ReduceOp::prod: return static_cast<T>(a * b);
+    case ReduceOp::max: return a > b ? a : b;
+    case ReduceOp::min: return a < b ? a : b;
+  }
+  return a;
+}
+
+template <class T>
+T reduce_run(ReduceOp op, const T* x, std::int64_t n) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return typed_kernels<T>().reduce(op, x, n);
+  } else {
+    T acc = identity<T>(op);
+    for (std::int64_t i = 0; i < n; ++i) acc = combine(op, acc, x[i]);
+    return acc;
+  }
+}
+
+template <class T>
+void accumulate_run(ReduceOp op, T* acc, const T* x, std::int64_t n) {
+  if constexpr (std::is_floating_point_v<T>) {
+    typed_kernels<T>().accumulate(op, acc, x, n);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) acc[i] = combine(op, acc[i], x[i]);
+  }
+}
+
+// x permuted so that the kept axes come first and the reduced axes last.
+Tensor kept_then_reduced(const Tensor& x, const std::vector<int>& axes) {
+  std::vector<std::int64_t> shape, strides;
+  std::vector<bool> reduced(static_cast<std::size_t>(x.rank()), false);
+  for (int a : axes) reduced[static_cast<std::size_t>(a)] = true;
+  for (int pass = 0; pass < 2; ++pass)
+    for (std::int64_t d = 0; d < x.rank(); ++d)
+      if (reduced[static_cast<std::size_t>(d)] == (pass == 1)) {
+        shape.push_back(x.shape()[d]);
+        strides.push_back(x.strides()[static_cast<std::size_t>(d)]);
+      }
+  return detail::make_view(x, Shape(shape), strides, x.offset());
+}
+
+}  // namespace
+
+void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, const Tensor& out) {
+  std::int64_t inner = 1;
+  for (int a : axes) inner *= x.shape()[a];
+  const std::int64_t outer = out.size();
+  detail::dispatch_numeric(x.dtype(), "reduce", [&]<class T>() {
+    T* y = static_cast<T*>(out.raw_data());
+    if (inner == 0 || outer == 0) {
+      std::fill(y, y + outer, identity<T>(op));
+      return;
+    }
+    // Leading axes of a contiguous tensor: add whole rows into the output (bias gradients).
+    bool leading = x.is_contiguous() && !axes.empty();
+    for (std::size_t i = 0; i < axes.size(); ++i) leading &= axes[i] == static_cast<int>(i);
+    if (leading && outer > 1) {
+      const T* xp = static_cast<const T*>(x.raw_data());
+      parallel_for(outer, 1024, [&](std::int64_t b, std::int64_t e) {
+        std::copy(xp + b, xp + e, y + b);
+        for (std::int64_t r = 1; r < inner; ++r) accumulate_run<T>(op, y + b, xp + r * outer + b, e - b);
+      });
+      return;
+    }
+    const Tensor rows = kept_then_reduced(x, axes).contiguous();
+    const T* xp = static_cast<const T*>(rows.raw_data());
+    if (outer == 1) {
+      // One long row: split it between threads and combine the partial results.
+      const int threads = std::max(1, std::min<int>(config::num_threads(), static_cast<int>(inner / kParallelGrain)));
+      std::vector<T> partial(static_cast<std::size_t>(threads), identity<T>(op));
+      parallel_for(threads, 1, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t t = b; t < e; ++t)
+          partial[static_cast<std::size_t>(t)] =
+              reduce_run<T>(op, xp + inner * t / threads, inner * (t + 1) / threads - inner * t / threads);
+      });
+      T acc = identity<T>(op);
+      for (T v : partial) acc = combine(op, acc, v);
+      if constexpr (std::is_floating_point_v<T>) {
+        for (T v : partial)
+          if (std::isnan(v)) acc = v;
+      }
+      y[0] = acc;
+      return;
+    }
+    parallel_for(outer, std::max<std::int64_t>(1, kParallelGrain / inner), [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t r = b; r < e; ++r) y[r] = reduce_run<T>(op, xp + r * inner, inner);
+    });
+  });
+}
+
+void arg_reduce(bool is_max, const Tensor& x, int axis, const Tensor& out) {
+  const Tensor rows = kept_then_reduced(x, {axis}).contiguous();
+  const std::int64_t n = x.shape()[axis];
+  const std::int64_t outer = out.size();
+  auto* y = static_cast<std::int64_t*>(out.raw_data());
+  detail::dispatch_numeric(x.dtype(), is_max ? "argmax" : "argmin", [&]<class T>() {
+    const T* xp = static_cast<const T*>(rows.raw_data());
+    parallel_for(outer, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(n, 1)),
+                 [&](std::int64_t b, std::int64_t e) {
+                   for (std::int64_t r = b; r < e; ++r) {
+                     const T* row = xp + r * n;
+                     std::int64_t best = 0;
+                     for (std::int64_t i = 1; i < n; ++i) {
+                       if constexpr (std::is_floating_point_v<T>) {
+                         if (std::isnan(row[best])) break;  // NaN wins, like NumPy
+                         if (std::isnan(row[i])) { best = i; break; }
+                       }
+                       if (is_max ? row[i] > row[best] : row[i] < row[best]) best = i;
+                     }
+                     y[r] = best;
+                   }
+                 });
+  });
+}
+
+}  // namespace keel::cpu

@@ -1,0 +1,226 @@
+#pragma once
+// Kernel bodies written once against xsimd's batch type; each arch TU instantiates them.
+#include <xsimd/xsimd.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "cpu/kernels.hpp"
+
+namespace keel::cpu::simd_impl {
+
+// Applies f to full batches, then to the tail through a padded batch so every element goes
+// through the same code (no separate scalar path with different rounding).
+template <class A, class T, class F>
+inline void map_unary(const T* x, T* y, std::int64_t n, F f) {
+  using B = xsimd::batch<T, A>;
+  constexpr std::int64_t W = B::size;
+  std::int64_t i = 0;
+  for (; i + W <= n; i += W) f(B::load_unaligned(x + i)).store_unaligned(y + i);
+  if (i < n) {
+    alignas(64) T buf[W] = {};
+    std::memcpy(buf, x + i, sizeof(T) * static_cast<std::size_t>(n - i));
+    f(B::load_aligned(buf)).store_aligned(buf);
+    std::memcpy(y + i, buf, sizeof(T) * static_cast<std::size_t>(n - i));
+  }
+}
+
+template <class A, class T, class F>
+inline void map_binary(const T* a, std::int64_t sa, const T* b, std::int64_t sb, T* y,
+                       std::int64_t n, F f) {
+  using B = xsimd::batch<T, A>;
+  constexpr std::int64_t W = B::size;
+  std::int64_t i = 0;
+  if (sa == 1 && sb == 1) {
+    for (; i + W <= n; i += W) f(B::load_unaligned(a + i), B::load_unaligned(b + i)).store_unaligned(y + i);
+  } else if (sa == 1) {
+    const B bs(b[0]);
+    for (; i + W <= n; i += W) f(B::load_unaligned(a + i), bs).store_unaligned(y + i);
+  } else if (sb == 1) {
+    const B as(a[0]);
+    for (; i + W <= n; i += W) f(as, B::load_unaligned(b + i)).store_unaligned(y + i);
+  } else {
+    const T v = f(B(a[0]), B(b[0])).get(0);
+    for (; i < n; ++i) y[i] = v;
+    return;
+  }
+  if (i < n) {
+    alignas(64) T ba[W], bb[W];
+    for (std::int64_t k = 0; k < W; ++k) {
+      ba[k] = i + k < n ? a[(i + k) * sa] : T(1);
+      bb[k] = i + k < n ? b[(i + k) * sb] : T(1);
+    }
+    f(B::load_aligned(ba), B::load_aligned(bb)).store_aligned(ba);
+    std::memcpy(y + i, ba, sizeof(T) * static_cast<std::size_t>(n - i));
+  }
+}
+
+template <class A, class T>
+void unary(UnaryOp op, const T* x, T* y, std::int64_t n, T alpha) {
+  using B = xsimd::batch<T, A>;
+  const B zero(T(0)), one(T(1)), half(T(0.5));
+  switch (op) {
+    case UnaryOp::neg: return map_unary<A>(x, y, n, [](B v) { return -v; });
+    case UnaryOp::abs: return map_unary<A>(x, y, n, [](B v) { return xsimd::abs(v); });
+    case UnaryOp::sign:
+      return map_unary<A>(x, y, n, [=](B v) {
+        const B s = xsimd::select(v > zero, one, xsimd::select(v < zero, -one, zero));
+        return xsimd::select(v != v, v, s);  // sign(NaN) is NaN
+      });
+    case UnaryOp::square: return map_unary<A>(x, y, n, [](B v) { return v * v; });
+    case UnaryOp::sqrt: return map_unary<A>(x, y, n, [](B v) { return xsimd::sqrt(v); });
+    case UnaryOp::rsqrt: return map_unary<A>(x, y, n, [=](B v) { return one / xsimd::sqrt(v); });
+    case UnaryOp::exp: return map_unary<A>(x, y, n, [](B v) { return xsimd::exp(v); });
+    case UnaryOp::log: return map_unary<A>(x, y, n, [](B v) { return xsimd::log(v); });
+    case UnaryOp::log1p: return map_unary<A>(x, y, n, [](B v) { return xsimd::log1p(v); });
+    case UnaryOp::sin: return map_unary<A>(x, y, n, [](B v) { return xsimd::sin(v); });
+    case UnaryOp::cos: return map_unary<A>(x, y, n, [](B v) { return xsimd::cos(v); });
+    case UnaryOp::tanh: return map_unary<A>(x, y, n, [](B v) { return xsimd::tanh(v); });
+    case UnaryOp::sigmoid:
+      return map_unary<A>(x, y, n, [=](B v) { return one / (one + xsimd::exp(-v)); });
+    case UnaryOp::relu:
+      return map_unary<A>(x, y, n, [=](B v) { return xsimd::select(v > zero, v, zero); });
+    case UnaryOp::relu6:
+      return map_unary<A>(x, y, n, [=](B v) {
+        return xsimd::select(v > zero, xsimd::select(v < B(T(6)), v, B(T(6))), zero);
+      });
+    case UnaryOp::leaky_relu: {
+      const B a(alpha);
+      return map_unary<A>(x, y, n, [=](B v) { return xsimd::select(v > zero, v, a * v); });
+    }
+    case UnaryOp::elu: {
+      const B a(alpha);
+      return map_unary<A>(x, y, n, [=](B v) { return xsimd::select(v > zero, v, a * xsimd::expm1(v)); });
+    }
+    case UnaryOp::gelu: {
+      const B inv_sqrt2(T(0.70710678118654752440));
+      return map_unary<A>(x, y, n, [=](B v) { return half * v * (one + xsimd::erf(v * inv_sqrt2)); });
+    }
+    case UnaryOp::gelu_tanh: {
+      const B c(T(0.79788456080286535588)), k(T(0.044715));
+      return map_unary<A>(x, y, n,
+                          [=](B v) { return half * v * (one + xsimd::tanh(c * (v + k * v * v * v))); });
+    }
+    case UnaryOp::softplus:
+      return map_unary<A>(x, y, n, [=](B v) {
+        return xsimd::max(v, zero) + xsimd::log1p(xsimd::exp(-xsimd::abs(v)));
+      });
+    case UnaryOp::silu: return map_unary<A>(x, y, n, [=](B v) { return v / (one + xsimd::exp(-v)); });
+    case UnaryOp::erf: return map_unary<A>(x, y, n, [](B v) { return xsimd::erf(v); });
+  }
+}
+
+template <class A, class T>
+void binary(BinaryOp op, const T* a, std::int64_t sa, const T* b, std::int64_t sb, T* y,
+            std::int64_t n) {
+  using B = xsimd::batch<T, A>;
+  switch (op) {
+    case BinaryOp::add: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return u + v; });
+    case BinaryOp::sub: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return u - v; });
+    case BinaryOp::mul: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return u * v; });
+    case BinaryOp::div: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return u / v; });
+    case BinaryOp::pow: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return xsimd::pow(u, v); });
+    case BinaryOp::maximum:
+      // NaN propagates like tf.maximum.
+      return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) {
+        return xsimd::select(u != u, u, xsimd::select(v != v, v, xsimd::select(u >= v, u, v)));
+      });
+    case BinaryOp::minimum:
+      return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) {
+        return xsimd::select(u != u, u, xsimd::select(v != v, v, xsimd::select(u <= v, u, v)));
+      });
+  }
+}
+
+template <class T> T reduce_identity(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return T(0);
+    case ReduceOp::prod: return T(1);
+    case ReduceOp::max: return -std::numeric_limits<T>::infinity();
+    case ReduceOp::min: return std::numeric_limits<T>::infinity();
+  }
+  return T(0);
+}
+
+template <class A, class T, class F>
+inline T fold(const T* x, std::int64_t n, T init, F f) {
+  using B = xsimd::batch<T, A>;
+  constexpr std::int64_t W = B::size;
+  // Four independent accumulators hide the add latency.
+  B acc0(init), acc1(init), acc2(init), acc3(init);
+  std::int64_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    acc0 = f(acc0, B::load_unaligned(x + i));
+    acc1 = f(acc1, B::load_unaligned(x + i + W));
+    acc2 = f(acc2, B::load_unaligned(x + i + 2 * W));
+    acc3 = f(acc3, B::load_unaligned(x + i + 3 * W));
+  }
+  for (; i + W <= n; i += W) acc0 = f(acc0, B::load_unaligned(x + i));
+  acc0 = f(f(acc0, acc1), f(acc2, acc3));
+  alignas(64) T lanes[W];
+  acc0.store_aligned(lanes);
+  B tail(init);
+  if (i < n) {
+    alignas(64) T buf[W];
+    for (std::int64_t k = 0; k < W; ++k) buf[k] = i + k < n ? x[i + k] : init;
+    tail = B::load_aligned(buf);
+  }
+  alignas(64) T tl[W];
+  tail.store_aligned(tl);
+  T r = init;
+  for (std::int64_t k = 0; k < W; ++k) r = f(B(r), B(f(B(lanes[k]), B(tl[k])).get(0))).get(0);
+  return r;
+}
+
+template <class A, class T>
+T reduce(ReduceOp op, const T* x, std::int64_t n) {
+  using B = xsimd::batch<T, A>;
+  const T init = reduce_identity<T>(op);
+  switch (op) {
+    case ReduceOp::sum: {
+      // Blocked: float32 sums of millions of values keep their accuracy.
+      constexpr std::int64_t kBlock = 4096;
+      if (n <= kBlock) return fold<A>(x, n, init, [](B u, B v) { return u + v; });
+      T total = 0;
+      for (std::int64_t i = 0; i < n; i += kBlock)
+        total += fold<A>(x + i, std::min(kBlock, n - i), init, [](B u, B v) { return u + v; });
+      return total;
+    }
+    case ReduceOp::prod: return fold<A>(x, n, init, [](B u, B v) { return u * v; });
+    case ReduceOp::max:
+      return fold<A>(x, n, init, [](B u, B v) { return xsimd::select(v != v, v, xsimd::select(u != u, u, xsimd::max(u, v))); });
+    case ReduceOp::min:
+      return fold<A>(x, n, init, [](B u, B v) { return xsimd::select(v != v, v, xsimd::select(u != u, u, xsimd::min(u, v))); });
+  }
+  return init;
+}
+
+template <class A, class T>
+void accumulate(ReduceOp op, T* acc, const T* x, std::int64_t n) {
+  using B = xsimd::batch<T, A>;
+  switch (op) {
+    case ReduceOp::sum: return map_binary<A>(acc, 1, x, 1, acc, n, [](B u, B v) { return u + v; });
+    case ReduceOp::prod: return map_binary<A>(acc, 1, x, 1, acc, n, [](B u, B v) { return u * v; });
+    case ReduceOp::max:
+      return map_binary<A>(acc, 1, x, 1, acc, n, [](B u, B v) {
+        return xsimd::select(v != v, v, xsimd::select(u != u, u, xsimd::max(u, v)));
+      });
+    case ReduceOp::min:
+      return map_binary<A>(acc, 1, x, 1, acc, n, [](B u, B v) {
+        return xsimd::select(v != v, v, xsimd::select(u != u, u, xsimd::min(u, v)));
+      });
+  }
+}
+
+template <class A>
+SimdKernels make_kernels(const char* isa) {
+  SimdKernels k;
+  k.isa = isa;
+  k.f32 = {&unary<A, float>, &binary<A, float>, &reduce<A, float>, &accumulate<A, float>};
+  k.f64 = {&unary<A, double>, &binary<A, double>, &reduce<A, double>, &accumulate<A, double>};
+  return k;
+}
+
+}  // namespace keel::cpu::simd_impl

@@ -1,0 +1,280 @@
+#include "keel/layers/layer.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <map>
+#include <mutex>
+
+#include <fmt/core.h>
+
+#include "autograd/record.hpp"
+#include "core/tensor_util.hpp"
+#include "keel/ops/creation.hpp"
+#include "keel/ops/elementwise.hpp"
+#include "keel/ops/reduce.hpp"
+#include "layers/symbolic.hpp"
+
+namespace keel::layers {
+
+namespace {
+thread_local bool training_context = false;
+
+struct TrainingScope {
+  bool saved;
+  explicit TrainingScope(bool t) : saved(training_context) { training_context = t; }
+  ~TrainingScope() { training_context = saved; }
+};
+}  // namespace
+
+bool in_training_call() { return training_context; }
+
+std::string to_snake_case(const std::string& cls) {
+  std::string out;
+  for (std::size_t i = 0; i < cls.size(); ++i) {
+    const char c = cls[i];
+    if (std::isupper(static_cast<unsigned char>(c))) {
+      // A new word starts at an upper-case letter after a lower-case one, or before a
+      // lower-case one in an acronym run ("GRUCell" -> "gru_cell"); digits stay attached.
+      const bool prev_lower = i > 0 && std::islower(static_cast<unsigned char>(cls[i - 1]));
+      const bool next_lower = i + 1 < cls.size() && std::islower(static_cast<unsigned char>(cls[i + 1]));
+      const bool prev_upper = i > 0 && std::isupper(static_cast<unsigned char>(cls[i - 1]));
+      if (i > 0 && (prev_lower || (prev_upper && next_lower))) out += '_';
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string unique_name(const std::string& class_name) {
+  static std::mutex mutex;
+  static std::map<std::string, int> counts;
+  const std::string base = to_snake_case(class_name);
+  std::lock_guard<std::mutex> lock(mutex);
+  const int n = counts[base]++;
+  return n == 0 ? base : fmt::format("{}_{}", base, n);
+}
+
+Layer::Layer(std::string name) : name_(std::move(name)) {}
+Layer::~Layer() = default;
+Layer::Layer(Layer&&) noexcept = default;
+Layer& Layer::operator=(Layer&&) noexcept = default;
+
+const std::string& Layer::name() const {
+  if (name_.empty()) name_ = unique_name(class_name());
+  return name_;
+}
+
+void Layer::build(const Shape&) {}
+
+void Layer::build(const std::vector<Shape>& shapes) {
+  if (shapes.empty()) throw ValueError(fmt::format("{}: build() got no input shapes", name()));
+  build(shapes[0]);
+}
+
+Tensor Layer::call(const Tensor& inputs, bool) { return inputs; }
+
+Tensor Layer::call(const std::vector<Tensor>& inputs, bool training) {
+  if (inputs.size() != 1)
+    throw ValueError(fmt::format("{} ({}): expected one input, got {}", name(), class_name(), inputs.size()));
+  return call(inputs[0], training);
+}
+
+void Layer::check_input_shape(const Shape& s) const {
+  const Shape& b = built_shape_;
+  if (s.rank() != b.rank() || (s.rank() > 0 && s[s.rank() - 1] != b[b.rank() - 1]))
+    throw ShapeError(fmt::format("{} ({}): input shape {} is incompatible with the shape {} the layer was built for",
+                                 name(), class_name(), s.to_string(), b.to_string()));
+}
+
+namespace detail {
+
+Tensor make_symbolic(const Tensor& value, std::shared_ptr<SymbolicNode> node) {
+  Tensor t = keel::detail::make_view(value, value.shape(), value.strides(), value.offset());
+  t.impl()->symbolic = std::move(node);
+  return t;
+}
+
+Tensor placeholder_of(const Tensor& symbolic) {
+  return keel::detail::make_view(symbolic, symbolic.shape(), symbolic.strides(), symbolic.offset());
+}
+
+}  // namespace detail
+
+namespace {
+// A layer called on symbolic tensors: run it once on the placeholder values (which builds it
+// and gives the output's shape), then hand back a symbolic output that remembers the call.
+Tensor symbolic_call(Layer& layer, const std::vector<Tensor>& inputs, bool multi) {
+  std::shared_ptr<Layer> self = layer.weak_from_this().lock();
+  if (!self) self = layer.move_to_heap();
+  std::vector<Tensor> values;
+  for (const auto& t : inputs) {
+    if (!detail::is_symbolic(t))
+      throw ValueError(fmt::format("{}: a functional-API call mixes symbolic and concrete inputs", self->name()));
+    values.push_back(detail::placeholder_of(t));
+  }
+  Tensor out;
+  {
+    autograd::NoRecordScope no_record;
+    out = multi ? (*self)(values, false) : (*self)(values[0], false);
+  }
+  auto node = std::make_shared<SymbolicNode>();
+  node->layer = self;
+  node->inputs = inputs;
+  node->multi_input = multi;
+  return detail::make_symbolic(out, std::move(node));
+}
+}  // namespace
+
+std::shared_ptr<Layer> Layer::move_to_heap() {
+  throw ValueError(fmt::format(
+      "{}: this layer class has no KEEL_LAYER_BOILERPLATE, so a temporary of it cannot be kept by a "
+      "model; create it with std::make_shared<{}>(...) instead", name(), class_name()));
+}
+
+Tensor Layer::operator()(const Tensor& inputs, bool training) {
+  keel::detail::check_defined(inputs, "Layer.__call__");
+  if (detail::is_symbolic(inputs)) return symbolic_call(*this, {inputs}, false);
+  const bool t = training || training_context;
+  TrainingScope scope(t);
+  if (!built_) {
+    build(inputs.shape());
+    built_ = true;
+    built_shape_ = inputs.shape();
+  } else {
+    check_input_shape(inputs.shape());
+  }
+  call_losses_.clear();
+  return call(inputs, t);
+}
+
+Tensor Layer::operator()(const std::vector<Tensor>& inputs, bool training) {
+  if (inputs.empty()) throw ValueError(fmt::format("{}: called with an empty list of inputs", name()));
+  for (const auto& x : inputs) keel::detail::check_defined(x, "Layer.__call__");
+  if (detail::is_symbolic(inputs[0])) return symbolic_call(*this, inputs, true);
+  const bool t = training || training_context;
+  TrainingScope scope(t);
+  if (!built_) {
+    std::vector<Shape> shapes;
+    for (const auto& x : inputs) shapes.push_back(x.shape());
+    build(shapes);
+    built_ = true;
+    built_shape_ = inputs[0].shape();
+  }
+  call_losses_.clear();
+  return call(inputs, t);
+}
+
+Variable& Layer::add_weight(std::string wname, Shape shape, std::string initializer, bool trainable) {
+  return add_weight(std::move(wname), std::move(shape), initializers::Initializer(std::move(initializer)),
+                    trainable, {});
+}
+
+Variable& Layer::add_weight(std::string wname, Shape shape, const initializers::Initializer& initializer,
+                            bool trainable, const regularizers::Regularizer& regularizer) {
+  Tensor init = initializer(shape, DType::float32);
+  if (init.shape() != shape)
+    throw ShapeError(fmt::format("{}.add_weight('{}'): the initializer made shape {} instead of {}", name(),
+                                 wname, init.shape().to_string(), shape.to_string()));
+  auto v = std::make_unique<Variable>(init, name() + "/" + wname, trainable);
+  Variable& ref = *v;
+  weights_.push_back({std::move(v), regularizer});
+  return ref;
+}
+
+void Layer::track_layer(std::shared_ptr<Layer> sublayer) {
+  if (!sublayer) throw ValueError(fmt::format("{}: track() got a null layer", name()));
+  if (sublayer.get() == this) throw ValueError(fmt::format("{}: a layer cannot track itself", name()));
+  for (const auto& s : sublayers_)
+    if (s == sublayer) return;
+  sublayers_.push_back(std::move(sublayer));
+}
+
+namespace {
+void collect(Layer& layer, std::vector<Variable*>& out, int which, bool parent_trainable,
+             std::vector<const Layer*>& seen);
+}
+
+class LayerAccess {
+ public:
+  static void collect(Layer& layer, std::vector<Variable*>& out, int which, bool parent_trainable,
+                      std::vector<const Layer*>& seen) {
+    for (const auto* s : seen)
+      if (s == &layer) return;  // shared layers count once
+    seen.push_back(&layer);
+    const bool trainable = parent_trainable && layer.trainable_;
+    for (auto& w : layer.weights_) {
+      const bool t = trainable && w.variable->trainable();
+      if (which == 0 || (which == 1 && t) || (which == 2 && !t)) out.push_back(w.variable.get());
+    }
+    for (auto& s : layer.sublayers_) collect(*s, out, which, trainable, seen);
+  }
+  static void losses(Layer& layer, std::vector<Tensor>& out, std::vector<const Layer*>& seen) {
+    for (const auto* s : seen)
+      if (s == &layer) return;
+    seen.push_back(&layer);
+    for (auto& w : layer.weights_)
+      if (w.regularizer.active()) out.push_back(w.regularizer(w.variable->value()));
+    for (const auto& l : layer.call_losses_) out.push_back(l);
+    for (auto& s : layer.sublayers_) losses(*s, out, seen);
+  }
+};
+
+std::vector<Variable*> Layer::trainable_weights() {
+  std::vector<Variable*> out;
+  std::vector<const Layer*> seen;
+  LayerAccess::collect(*this, out, 1, true, seen);
+  return out;
+}
+
+std::vector<Variable*> Layer::non_trainable_weights() {
+  std::vector<Variable*> out;
+  std::vector<const Layer*> seen;
+  LayerAccess::collect(*this, out, 2, true, seen);
+  return out;
+}
+
+std::vector<Variable*> Layer::weights() {
+  auto out = trainable_weights();
+  auto rest = non_trainable_weights();
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
+}
+
+std::vector<Tensor> Layer::losses() {
+  std::vector<Tensor> out;
+  std::vector<const Layer*> seen;
+  LayerAccess::losses(*this, out, seen);
+  return out;
+}
+
+void Layer::add_loss(const Tensor& loss) {
+  keel::detail::check_defined(loss, "Layer.add_loss");
+  call_losses_.push_back(loss);
+}
+
+std::int64_t Layer::count_params() {
+  std::int64_t n = 0;
+  for (Variable* v : weights()) n += v->shape().num_elements();
+  return n;
+}
+
+void Layer::set_trainable(bool trainable) {
+  trainable_ = trainable;
+  for (auto& s : sublayers_) s->set_trainable(trainable);
+}
+
+nlohmann::json Layer::get_config() const {
+  return {{"name", name()}, {"trainable", trainable_}, {"dtype", "float32"}};
+}
+
+Shape Layer::compute_output_shape(const Shape& input_shape) {
+  std::vector<std::int64_t> dims = input_shape.dims();
+  if (!dims.empty()) dims[0] = 1;
+  autograd::NoRecordScope no_record;
+  return (*this)(zeros(Shape(dims)), false).shape();
+}
+
+}  // namespace keel::layers

@@ -1,0 +1,216 @@
+// Factories: constants, filled tensors, ranges. They allocate on default_device(); only the CPU
+// can be written from here today, so a CUDA default device is reported instead of half-working.
+// (namespace random lives in random.cpp.)
+#include "keel/ops/creation.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include <fmt/core.h>
+
+#include "core/dispatch.hpp"
+#include "core/tensor_util.hpp"
+
+namespace keel {
+
+namespace {
+
+void check_shape(const Shape& shape, const char* op) {
+  for (auto d : shape)
+    if (d < 0) throw ShapeError(fmt::format("{}: negative dimension in shape {}", op, shape.to_string()));
+}
+
+void check_cpu(Device d, const char* op) {
+  if (!d.is_cpu())
+    throw DeviceError(fmt::format("{}: cannot fill a tensor on {}: CUDA backend not available", op,
+                                  d.to_string()));
+}
+
+Tensor allocate(const Shape& shape, DType dtype, const char* op) {
+  check_shape(shape, op);
+  const Device d = default_device();
+  check_cpu(d, op);
+  return detail::empty_tensor(shape, dtype, d);
+}
+
+// Converts one value to element type U. Integers convert to integers by wrapping (as NumPy's
+// astype does); floating values convert to integers by truncation, saturating at the range
+// ends, because an out-of-range float-to-int cast is undefined behaviour in C++.
+template <class U, class T>
+U convert(T v) {
+  if constexpr (std::is_same_v<U, bool>) {
+    return v != T(0);
+  } else if constexpr (std::is_same_v<U, float16_t>) {
+    return float_to_half(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<U, bfloat16_t>) {
+    return float_to_bfloat16(static_cast<float>(v));
+  } else if constexpr (std::is_floating_point_v<U> || !std::is_floating_point_v<T>) {
+    return static_cast<U>(v);
+  } else {
+    if (v != v) return U{0};
+    if (v <= static_cast<T>(std::numeric_limits<U>::lowest())) return std::numeric_limits<U>::lowest();
+    if (v >= static_cast<T>(std::numeric_limits<U>::max())) return std::numeric_limits<U>::max();
+    return static_cast<U>(v);
+  }
+}
+
+void fill(Tensor& t, double value, const char* op) {
+  const std::int64_t n = t.size();
+  if (value == 0.0 && !std::signbit(value)) {
+    // Zero is all-zero bits in every dtype keel has.
+    std::memset(t.raw_data(), 0, static_cast<std::size_t>(n) * itemsize(t.dtype()));
+    return;
+  }
+  detail::dispatch_all(t.dtype(), op, [&]<class U>() {
+    const U u = convert<U>(value);
+    U* p = static_cast<U*>(t.raw_data());
+    for (std::int64_t i = 0; i < n; ++i) p[i] = u;
+  });
+}
+
+// Writes f(i) (a double) for i in [0, n) converted to t's dtype.
+template <class F>
+void generate(Tensor& t, const char* op, F&& f) {
+  const std::int64_t n = t.size();
+  detail::dispatch_all(t.dtype(), op, [&]<class U>() {
+    U* p = static_cast<U*>(t.raw_data());
+    for (std::int64_t i = 0; i < n; ++i) p[i] = convert<U>(f(i));
+  });
+}
+
+void check_finite(double v, const char* op, const char* what) {
+  if (!std::isfinite(v)) throw ValueError(fmt::format("{}: {} must be finite, got {}", op, what, v));
+}
+
+}  // namespace
+
+template <class T>
+Tensor constant(const std::vector<T>& values, Shape shape, DType dtype) {
+  check_shape(shape, "constant");
+  const auto n = static_cast<std::int64_t>(values.size());
+  if (n != shape.num_elements())
+    throw ShapeError(fmt::format("constant: {} values given for shape {} ({} elements)", n,
+                                 shape.to_string(), shape.num_elements()));
+  Tensor out = allocate(shape, dtype, "constant");
+  if constexpr (!std::is_same_v<T, bool>) {
+    // std::vector<bool> has no contiguous data(); every other T can be copied as bytes.
+    if (dtype == dtype_of<T>) {
+      if (n > 0) std::memcpy(out.raw_data(), values.data(), static_cast<std::size_t>(n) * sizeof(T));
+      return out;
+    }
+  }
+  detail::dispatch_all(dtype, "constant", [&]<class U>() {
+    U* p = static_cast<U*>(out.raw_data());
+    for (std::int64_t i = 0; i < n; ++i) p[i] = convert<U>(static_cast<T>(values[static_cast<std::size_t>(i)]));
+  });
+  return out;
+}
+
+template Tensor constant<float>(const std::vector<float>&, Shape, DType);
+template Tensor constant<double>(const std::vector<double>&, Shape, DType);
+template Tensor constant<std::int32_t>(const std::vector<std::int32_t>&, Shape, DType);
+template Tensor constant<std::int64_t>(const std::vector<std::int64_t>&, Shape, DType);
+template Tensor constant<std::uint8_t>(const std::vector<std::uint8_t>&, Shape, DType);
+template Tensor constant<bool>(const std::vector<bool>&, Shape, DType);
+
+Tensor constant(double scalar, DType dtype) {
+  Tensor out = allocate(Shape{}, dtype, "constant");
+  fill(out, scalar, "constant");
+  return out;
+}
+
+Tensor empty(Shape shape, DType dtype) { return allocate(shape, dtype, "empty"); }
+
+Tensor zeros(Shape shape, DType dtype) {
+  Tensor out = allocate(shape, dtype, "zeros");
+  fill(out, 0.0, "zeros");
+  return out;
+}
+
+Tensor ones(Shape shape, DType dtype) {
+  Tensor out = allocate(shape, dtype, "ones");
+  fill(out, 1.0, "ones");
+  return out;
+}
+
+Tensor full(Shape shape, double value, DType dtype) {
+  Tensor out = allocate(shape, dtype, "full");
+  fill(out, value, "full");
+  return out;
+}
+
+namespace {
+Tensor filled_like(const Tensor& x, double value, const char* op) {
+  detail::check_defined(x, op);
+  check_cpu(x.device(), op);
+  Tensor out = detail::empty_tensor(x.shape(), x.dtype(), x.device());
+  fill(out, value, op);
+  return out;
+}
+}  // namespace
+
+Tensor zeros_like(const Tensor& x) { return filled_like(x, 0.0, "zeros_like"); }
+Tensor ones_like(const Tensor& x) { return filled_like(x, 1.0, "ones_like"); }
+Tensor full_like(const Tensor& x, double value) { return filled_like(x, value, "full_like"); }
+
+Tensor arange(double stop) { return arange(0.0, stop, 1.0, DType::float32); }
+
+Tensor arange(double start, double stop, double step, DType dtype) {
+  check_finite(start, "arange", "start");
+  check_finite(stop, "arange", "stop");
+  check_finite(step, "arange", "step");
+  if (dtype == DType::bool_) detail::unsupported_dtype("arange", dtype, "a numeric dtype");
+  if (is_integral(dtype)) {
+    // tf.range casts start, limit and delta to the requested dtype before counting.
+    start = std::trunc(start);
+    stop = std::trunc(stop);
+    step = std::trunc(step);
+  }
+  if (step == 0)
+    throw ValueError(fmt::format("arange: step must not be zero (start {}, stop {}, dtype {})", start, stop,
+                                 name(dtype)));
+  const double count = std::ceil((stop - start) / step);
+  if (count > 9.0e15)
+    throw ValueError(fmt::format("arange: range({}, {}, {}) has too many elements", start, stop, step));
+  const auto n = count > 0 ? static_cast<std::int64_t>(count) : std::int64_t{0};
+  Tensor out = allocate(Shape{n}, dtype, "arange");
+  if (is_integral(dtype)) {
+    const auto s = static_cast<std::int64_t>(start), d = static_cast<std::int64_t>(step);
+    detail::dispatch_all(dtype, "arange", [&]<class U>() {
+      U* p = static_cast<U*>(out.raw_data());
+      for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<U>(s + i * d);
+    });
+  } else {
+    generate(out, "arange", [&](std::int64_t i) { return start + static_cast<double>(i) * step; });
+  }
+  return out;
+}
+
+Tensor linspace(double start, double stop, std::int64_t num, DType dtype) {
+  check_finite(start, "linspace", "start");
+  check_finite(stop, "linspace", "stop");
+  if (num < 0) throw ValueError(fmt::format("linspace: num must be >= 0, got {}", num));
+  Tensor out = allocate(Shape{num}, dtype, "linspace");
+  const double step = num > 1 ? (stop - start) / static_cast<double>(num - 1) : 0.0;
+  // The last value is stop itself, not start + (num-1)*step with its rounding error.
+  generate(out, "linspace", [&](std::int64_t i) {
+    return i == num - 1 && num > 1 ? stop : start + static_cast<double>(i) * step;
+  });
+  return out;
+}
+
+Tensor eye(std::int64_t n, DType dtype) {
+  if (n < 0) throw ValueError(fmt::format("eye: n must be >= 0, got {}", n));
+  Tensor out = allocate(Shape{n, n}, dtype, "eye");
+  fill(out, 0.0, "eye");
+  detail::dispatch_all(dtype, "eye", [&]<class U>() {
+    U* p = static_cast<U*>(out.raw_data());
+    const U one = convert<U>(1.0);
+    for (std::int64_t i = 0; i < n; ++i) p[i * n + i] = one;
+  });
+  return out;
+}
+
+}  // namespace keel

@@ -1,0 +1,492 @@
+// Elementwise ops: each forward with its gradient rule right below it.
+#include "keel/ops/elementwise.hpp"
+
+#include <cmath>
+
+#include <fmt/core.h>
+
+#include "autograd/record.hpp"
+#include "core/tensor_util.hpp"
+#include "cpu/copy.hpp"
+#include "cpu/elementwise.hpp"
+#include "keel/ops/creation.hpp"
+#include "keel/ops/reduce.hpp"
+#include "keel/ops/shape.hpp"
+
+namespace keel {
+
+using autograd::Grads;
+using autograd::Needs;
+using cpu::BinaryOp;
+using cpu::UnaryOp;
+
+namespace {
+
+void require_cpu(const Tensor& x, const char* op) {
+  if (!x.device().is_cpu())
+    throw DeviceError(fmt::format("{}: no kernel for device {} yet", op, x.device().to_string()));
+}
+
+void require_float(const Tensor& x, const char* op) {
+  if (x.dtype() != DType::float32 && x.dtype() != DType::float64)
+    throw DTypeError(fmt::format("{}: expected a float32 or float64 tensor, got {} {}{}", op,
+                                 name(x.dtype()), x.shape().to_string(),
+                                 is_floating(x.dtype()) ? " (float16/bfloat16 are storage types: astype(float32) first)" : ""));
+}
+
+void require_numeric(const Tensor& x, const char* op) {
+  if (x.dtype() == DType::bool_ || x.dtype() == DType::float16 || x.dtype() == DType::bfloat16)
+    throw DTypeError(fmt::format("{}: arithmetic is not defined for {} (shape {}); cast first", op,
+                                 name(x.dtype()), x.shape().to_string()));
+}
+
+// Integer tensors support only the unary ops that stay integers.
+bool integer_ok(UnaryOp op) {
+  return op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::sign || op == UnaryOp::square ||
+         op == UnaryOp::relu;
+}
+
+Tensor unary_op(const char* name, UnaryOp op, const Tensor& x, double alpha = 0) {
+  detail::check_defined(x, name);
+  require_cpu(x, name);
+  if (integer_ok(op)) require_numeric(x, name); else require_float(x, name);
+  Tensor y = detail::empty_tensor(x.shape(), x.dtype(), x.device());
+  cpu::unary(op, x, y, alpha);
+  return y;
+}
+
+Shape check_binary(const Tensor& x, const Tensor& y, const char* op) {
+  detail::check_defined(x, op);
+  detail::check_defined(y, op);
+  detail::check_same_device(x, y, op);
+  require_cpu(x, op);
+  detail::check_same_dtype(x, y, op);
+  return broadcast_shapes(x.shape(), y.shape(), op);
+}
+
+Tensor binary_op(const char* name, BinaryOp op, const Tensor& x, const Tensor& y) {
+  const Shape shape = check_binary(x, y, name);
+  require_numeric(x, name);
+  Tensor z = detail::empty_tensor(shape, x.dtype(), x.device());
+  cpu::binary(op, x, y, z);
+  return z;
+}
+
+Tensor zero_of(const Tensor& g) { return scalar_like(g, 0.0); }
+
+}  // namespace
+
+Tensor scalar_like(const Tensor& x, double value) {
+  DeviceScope scope(x.device());
+  return full(Shape{}, value, x.dtype());
+}
+
+// ---- binary arithmetic -------------------------------------------------------------------
+
+Tensor add(const Tensor& x, const Tensor& y) {
+  Tensor z = binary_op("add", BinaryOp::add, x, y);
+  if (autograd::recording())
+    autograd::record("add", {x, y}, {z}, [sx = x.shape(), sy = y.shape()](const Grads& g, const Needs& n) {
+      return Grads{n[0] ? sum_to(g[0], sx) : Tensor(), n[1] ? sum_to(g[0], sy) : Tensor()};
+    });
+  return z;
+}
+
+Tensor sub(const Tensor& x, const Tensor& y) {
+  Tensor z = binary_op("sub", BinaryOp::sub, x, y);
+  if (autograd::recording())
+    autograd::record("sub", {x, y}, {z}, [sx = x.shape(), sy = y.shape()](const Grads& g, const Needs& n) {
+      return Grads{n[0] ? sum_to(g[0], sx) : Tensor(), n[1] ? sum_to(neg(g[0]), sy) : Tensor()};
+    });
+  return z;
+}
+
+Tensor mul(const Tensor& x, const Tensor& y) {
+  Tensor z = binary_op("mul", BinaryOp::mul, x, y);
+  if (autograd::recording())
+    autograd::record("mul", {x, y}, {z}, [x, y](const Grads& g, const Needs& n) {
+      return Grads{n[0] ? sum_to(mul(g[0], y), x.shape()) : Tensor(),
+                   n[1] ? sum_to(mul(g[0], x), y.shape()) : Tensor()};
+    }, {x, y});
+  return z;
+}
+
+Tensor div(const Tensor& x, const Tensor& y) {
+  check_binary(x, y, "div");
+  if (!is_floating(x.dtype())) {  // true division, as tf.math.truediv
+    require_numeric(x, "div");
+    return div(cast(x, DType::float64), cast(y, DType::float64));
+  }
+  Tensor z = binary_op("div", BinaryOp::div, x, y);
+  if (autograd::recording())
+    autograd::record("div", {x, y}, {z}, [x, y](const Grads& g, const Needs& n) {
+      return Grads{n[0] ? sum_to(div(g[0], y), x.shape()) : Tensor(),
+                   n[1] ? sum_to(neg(div(mul(g[0], x), mul(y, y))), y.shape()) : Tensor()};
+    }, {x, y});
+  return z;
+}
+
+Tensor pow(const Tensor& x, const Tensor& y) {
+  Tensor z = binary_op("pow", BinaryOp::pow, x, y);
+  if (autograd::recording())
+    autograd::record("pow", {x, y}, {z}, [x, y, z](const Grads& g, const Needs& n) {
+      Tensor gx, gy;
+      if (n[0]) gx = sum_to(mul(g[0], mul(y, pow(x, sub(y, scalar_like(y, 1.0))))), x.shape());
+      if (n[1]) {
+        // d/dy x^y = x^y log x, defined for x > 0 (0 elsewhere, as TensorFlow).
+        const Tensor positive = greater(x, zero_of(x));
+        const Tensor safe_x = where(positive, x, ones_like(x));
+        gy = sum_to(where(positive, mul(g[0], mul(z, log(safe_x))), zero_of(z)), y.shape());
+      }
+      return Grads{gx, gy};
+    }, {x, y, z});
+  return z;
+}
+
+Tensor pow(const Tensor& x, double y) { return pow(x, scalar_like(x, y)); }
+
+namespace {
+// maximum/minimum send the gradient to x where `x_wins` (ties go to x, as TensorFlow).
+Tensor extremum(const char* name, BinaryOp op, const Tensor& x, const Tensor& y) {
+  Tensor z = binary_op(name, op, x, y);
+  if (autograd::recording())
+    autograd::record(name, {x, y}, {z}, [x, y, op](const Grads& g, const Needs& n) {
+      const Tensor x_wins = op == BinaryOp::maximum ? greater_equal(x, y) : less_equal(x, y);
+      const Tensor zero = zero_of(g[0]);
+      return Grads{n[0] ? sum_to(where(x_wins, g[0], zero), x.shape()) : Tensor(),
+                   n[1] ? sum_to(where(x_wins, zero, g[0]), y.shape()) : Tensor()};
+    }, {x, y});
+  return z;
+}
+}  // namespace
+
+Tensor maximum(const Tensor& x, const Tensor& y) { return extremum("maximum", BinaryOp::maximum, x, y); }
+Tensor minimum(const Tensor& x, const Tensor& y) { return extremum("minimum", BinaryOp::minimum, x, y); }
+Tensor maximum(const Tensor& x, double y) { return maximum(x, scalar_like(x, y)); }
+Tensor minimum(const Tensor& x, double y) { return minimum(x, scalar_like(x, y)); }
+
+// ---- unary ---------------------------------------------------------------------------------
+
+namespace {
+// Records a unary op whose gradient is g * dydx(x, y).
+template <class D>
+void record_unary(const char* name, const Tensor& x, const Tensor& y, D dydx) {
+  if (!autograd::recording()) return;
+  autograd::record(name, {x}, {y}, [x, y, dydx](const Grads& g, const Needs&) {
+    return Grads{dydx(g[0], x, y)};
+  }, {x, y});
+}
+}  // namespace
+
+Tensor neg(const Tensor& x) {
+  Tensor y = unary_op("neg", UnaryOp::neg, x);
+  record_unary("neg", x, y, [](const Tensor& g, const Tensor&, const Tensor&) { return neg(g); });
+  return y;
+}
+
+Tensor abs(const Tensor& x) {
+  Tensor y = unary_op("abs", UnaryOp::abs, x);
+  record_unary("abs", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, sign(x)); });
+  return y;
+}
+
+Tensor sign(const Tensor& x) {
+  Tensor y = unary_op("sign", UnaryOp::sign, x);
+  record_unary("sign", x, y, [](const Tensor& g, const Tensor&, const Tensor&) { return zeros_like(g); });
+  return y;
+}
+
+Tensor square(const Tensor& x) {
+  Tensor y = unary_op("square", UnaryOp::square, x);
+  record_unary("square", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
+    return mul(g, mul(x, scalar_like(x, 2.0)));
+  });
+  return y;
+}
+
+Tensor sqrt(const Tensor& x) {
+  Tensor y = unary_op("sqrt", UnaryOp::sqrt, x);
+  record_unary("sqrt", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) {
+    return div(g, mul(y, scalar_like(y, 2.0)));
+  });
+  return y;
+}
+
+Tensor rsqrt(const Tensor& x) {
+  Tensor y = unary_op("rsqrt", UnaryOp::rsqrt, x);
+  record_unary("rsqrt", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) {
+    return mul(g, mul(mul(y, mul(y, y)), scalar_like(y, -0.5)));
+  });
+  return y;
+}
+
+Tensor exp(const Tensor& x) {
+  Tensor y = unary_op("exp", UnaryOp::exp, x);
+  record_unary("exp", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, y); });
+  return y;
+}
+
+Tensor log(const Tensor& x) {
+  Tensor y = unary_op("log", UnaryOp::log, x);
+  record_unary("log", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return div(g, x); });
+  return y;
+}
+
+Tensor log1p(const Tensor& x) {
+  Tensor y = unary_op("log1p", UnaryOp::log1p, x);
+  record_unary("log1p", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
+    return div(g, add(x, scalar_like(x, 1.0)));
+  });
+  return y;
+}
+
+Tensor sin(const Tensor& x) {
+  Tensor y = unary_op("sin", UnaryOp::sin, x);
+  record_unary("sin", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, cos(x)); });
+  return y;
+}
+
+Tensor cos(const Tensor& x) {
+  Tensor y = unary_op("cos", UnaryOp::cos, x);
+  record_unary("cos", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return neg(mul(g, sin(x))); });
+  return y;
+}
+
+Tensor tanh(const Tensor& x) {
+  Tensor y = unary_op("tanh", UnaryOp::tanh, x);
+  record_unary("tanh", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) {
+    return mul(g, sub(scalar_like(y, 1.0), mul(y, y)));
+  });
+  return y;
+}
+
+Tensor sigmoid(const Tensor& x) {
+  Tensor y = unary_op("sigmoid", UnaryOp::sigmoid, x);
+  record_unary("sigmoid", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) {
+    return mul(g, mul(y, sub(scalar_like(y, 1.0), y)));
+  });
+  return y;
+}
+
+Tensor relu(const Tensor& x) {
+  Tensor y = unary_op("relu", UnaryOp::relu, x);
+  record_unary("relu", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
+    return where(greater(x, zero_of(x)), g, zero_of(g));
+  });
+  return y;
+}
+
+Tensor relu6(const Tensor& x) {
+  Tensor y = unary_op("relu6", UnaryOp::relu6, x);
+  record_unary("relu6", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
+    return where(logical_and(greater(x, zero_of(x)), less(x, scalar_like(x, 6.0))), g, zero_of(g));
+  });
+  return y;
+}
+
+Tensor leaky_relu(const Tensor& x, double alpha) {
+  Tensor y = unary_op("leaky_relu", UnaryOp::leaky_relu, x, alpha);
+  record_unary("leaky_relu", x, y, [alpha](const Tensor& g, const Tensor& x, const Tensor&) {
+    return where(greater(x, zero_of(x)), g, mul(g, scalar_like(g, alpha)));
+  });
+  return y;
+}
+
+Tensor elu(const Tensor& x, double alpha) {
+  Tensor y = unary_op("elu", UnaryOp::elu, x, alpha);
+  record_unary("elu", x, y, [alpha](const Tensor& g, const Tensor& x, const Tensor& y) {
+    // For x <= 0: d/dx alpha*(e^x - 1) = alpha*e^x = y + alpha.
+    return where(greater(x, zero_of(x)), g, mul(g, add(y, scalar_like(y, alpha))));
+  });
+  return y;
+}
+
+Tensor gelu(const Tensor& x, bool approximate) {
+  Tensor y = unary_op("gelu", approximate ? UnaryOp::gelu_tanh : UnaryOp::gelu, x);
+  record_unary("gelu", x, y, [approximate](const Tensor& g, const Tensor& x, const Tensor&) {
+    auto c = [&](double v) { return scalar_like(x, v); };
+    if (!approximate) {
+      // d/dx x*Phi(x) = Phi(x) + x*phi(x)
+      const Tensor cdf = mul(c(0.5), add(c(1.0), erf(mul(x, c(0.70710678118654752440)))));
+      const Tensor pdf = mul(c(0.39894228040143267794), exp(mul(square(x), c(-0.5))));
+      return mul(g, add(cdf, mul(x, pdf)));
+    }
+    // y = 0.5 x (1 + t), t = tanh(u), u = s (x + k x^3):
+    // dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) s (1 + 3 k x^2)
+    const double s = 0.79788456080286535588, k = 0.044715;
+    const Tensor x2 = square(x);
+    const Tensor t = tanh(mul(c(s), add(x, mul(c(k), mul(x2, x)))));
+    const Tensor du = mul(c(s), add(c(1.0), mul(c(3 * k), x2)));
+    const Tensor d = add(mul(c(0.5), add(c(1.0), t)), mul(mul(c(0.5), x), mul(sub(c(1.0), square(t)), du)));
+    return mul(g, d);
+  });
+  return y;
+}
+
+Tensor softplus(const Tensor& x) {
+  Tensor y = unary_op("softplus", UnaryOp::softplus, x);
+  record_unary("softplus", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, sigmoid(x)); });
+  return y;
+}
+
+Tensor silu(const Tensor& x) {
+  Tensor y = unary_op("silu", UnaryOp::silu, x);
+  record_unary("silu", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
+    // d/dx x s(x) = s (1 + x (1 - s))
+    const Tensor s = sigmoid(x);
+    const Tensor one = scalar_like(x, 1.0);
+    return mul(g, mul(s, add(one, mul(x, sub(one, s)))));
+  });
+  return y;
+}
+
+Tensor erf(const Tensor& x) {
+  Tensor y = unary_op("erf", UnaryOp::erf, x);
+  record_unary("erf", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
+    return mul(g, mul(scalar_like(x, 1.12837916709551257390), exp(neg(square(x)))));
+  });
+  return y;
+}
+
+// ---- selection, clipping, casting -----------------------------------------------------------
+
+Tensor where(const Tensor& condition, const Tensor& x, const Tensor& y) {
+  detail::check_defined(condition, "where");
+  if (condition.dtype() != DType::bool_)
+    throw DTypeError(fmt::format("where: condition must be bool, got {} {}", name(condition.dtype()),
+                                 condition.shape().to_string()));
+  const Shape xy = check_binary(x, y, "where");
+  detail::check_same_device(condition, x, "where");
+  const Shape shape = broadcast_shapes(condition.shape(), xy, "where");
+  Tensor z = detail::empty_tensor(shape, x.dtype(), x.device());
+  cpu::where(condition, x, y, z);
+  if (autograd::recording())
+    autograd::record("where", {condition, x, y}, {z},
+                     [condition, sx = x.shape(), sy = y.shape()](const Grads& g, const Needs& n) {
+                       const Tensor zero = zero_of(g[0]);
+                       return Grads{Tensor(), n[1] ? sum_to(where(condition, g[0], zero), sx) : Tensor(),
+                                    n[2] ? sum_to(where(condition, zero, g[0]), sy) : Tensor()};
+                     }, {condition});
+  return z;
+}
+
+Tensor clip_by_value(const Tensor& x, double clip_min, double clip_max) {
+  detail::check_defined(x, "clip_by_value");
+  if (clip_min > clip_max)
+    throw ValueError(fmt::format("clip_by_value: clip_min {} is greater than clip_max {}", clip_min, clip_max));
+  return minimum(maximum(x, clip_min), clip_max);
+}
+
+Tensor clip_by_value(const Tensor& x, const Tensor& clip_min, const Tensor& clip_max) {
+  return minimum(maximum(x, clip_min), clip_max);
+}
+
+Tensor cast(const Tensor& x, DType dtype) {
+  detail::check_defined(x, "cast");
+  if (x.dtype() == dtype) return x;
+  require_cpu(x, "cast");
+  const Tensor src = x.contiguous();
+  Tensor y = detail::empty_tensor(x.shape(), dtype, x.device());
+  cpu::convert(src.dtype(), src.raw_data(), dtype, y.raw_data(), src.size());
+  if (autograd::recording() && is_floating(x.dtype()) && is_floating(dtype))
+    autograd::record("cast", {x}, {y}, [from = x.dtype()](const Grads& g, const Needs&) {
+      return Grads{cast(g[0], from)};
+    });
+  return y;
+}
+
+// ---- comparisons and logic (no gradients) ---------------------------------------------------
+
+namespace {
+Tensor compare_op(const char* name, cpu::CompareOp op, const Tensor& x, const Tensor& y) {
+  const Shape shape = check_binary(x, y, name);
+  if (x.dtype() == DType::float16 || x.dtype() == DType::bfloat16)
+    throw DTypeError(fmt::format("{}: {} is a storage type; cast to float32 first", name, keel::name(x.dtype())));
+  Tensor z = detail::empty_tensor(shape, DType::bool_, x.device());
+  cpu::compare(op, x, y, z);
+  return z;
+}
+
+Tensor logical_op(const char* name, cpu::LogicalOp op, const Tensor& x, const Tensor& y) {
+  const Shape shape = check_binary(x, y, name);
+  if (x.dtype() != DType::bool_)
+    throw DTypeError(fmt::format("{}: expected bool tensors, got {} {}", name, keel::name(x.dtype()),
+                                 x.shape().to_string()));
+  Tensor z = detail::empty_tensor(shape, DType::bool_, x.device());
+  cpu::logical(op, x, y, z);
+  return z;
+}
+}  // namespace
+
+Tensor equal(const Tensor& x, const Tensor& y) { return compare_op("equal", cpu::CompareOp::eq, x, y); }
+Tensor not_equal(const Tensor& x, const Tensor& y) { return compare_op("not_equal", cpu::CompareOp::ne, x, y); }
+Tensor less(const Tensor& x, const Tensor& y) { return compare_op("less", cpu::CompareOp::lt, x, y); }
+Tensor less_equal(const Tensor& x, const Tensor& y) { return compare_op("less_equal", cpu::CompareOp::le, x, y); }
+Tensor greater(const Tensor& x, const Tensor& y) { return compare_op("greater", cpu::CompareOp::gt, x, y); }
+Tensor greater_equal(const Tensor& x, const Tensor& y) {
+  return compare_op("greater_equal", cpu::CompareOp::ge, x, y);
+}
+Tensor logical_and(const Tensor& x, const Tensor& y) { return logical_op("logical_and", cpu::LogicalOp::and_, x, y); }
+Tensor logical_or(const Tensor& x, const Tensor& y) { return logical_op("logical_or", cpu::LogicalOp::or_, x, y); }
+
+Tensor logical_not(const Tensor& x) {
+  detail::check_defined(x, "logical_not");
+  require_cpu(x, "logical_not");
+  if (x.dtype() != DType::bool_)
+    throw DTypeError(fmt::format("logical_not: expected a bool tensor, got {} {}", name(x.dtype()),
+                                 x.shape().to_string()));
+  Tensor z = detail::empty_tensor(x.shape(), DType::bool_, x.device());
+  cpu::logical_not(x, z);
+  return z;
+}
+
+Tensor is_finite(const Tensor& x) {
+  detail::check_defined(x, "is_finite");
+  require_cpu(x, "is_finite");
+  require_float(x, "is_finite");
+  Tensor z = detail::empty_tensor(x.shape(), DType::bool_, x.device());
+  cpu::is_finite(x, z, false);
+  return z;
+}
+
+Tensor is_nan(const Tensor& x) {
+  detail::check_defined(x, "is_nan");
+  require_cpu(x, "is_nan");
+  require_float(x, "is_nan");
+  Tensor z = detail::empty_tensor(x.shape(), DType::bool_, x.device());
+  cpu::is_finite(x, z, true);
+  return z;
+}
+
+// ---- operators -------------------------------------------------------------------------------
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator+(const Tensor& a, double b) { return add(a, scalar_like(a, b)); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, scalar_like(a, b)); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, scalar_like(a, b)); }
+Tensor operator/(const Tensor& a, double b) { return div(a, scalar_like(a, b)); }
+Tensor operator+(double a, const Tensor& b) { return add(scalar_like(b, a), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(scalar_like(b, a), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(scalar_like(b, a), b); }
+Tensor operator/(double a, const Tensor& b) { return div(scalar_like(b, a), b); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return equal(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return not_equal(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return less(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return less_equal(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return greater(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return greater_equal(a, b); }
+Tensor operator==(const Tensor& a, double b) { return equal(a, scalar_like(a, b)); }
+Tensor operator!=(const Tensor& a, double b) { return not_equal(a, scalar_like(a, b)); }
+Tensor operator<(const Tensor& a, double b) { return less(a, scalar_like(a, b)); }
+Tensor operator<=(const Tensor& a, double b) { return less_equal(a, scalar_like(a, b)); }
+Tensor operator>(const Tensor& a, double b) { return greater(a, scalar_like(a, b)); }
+Tensor operator>=(const Tensor& a, double b) { return greater_equal(a, scalar_like(a, b)); }
+Tensor operator&&(const Tensor& a, const Tensor& b) { return logical_and(a, b); }
+Tensor operator||(const Tensor& a, const Tensor& b) { return logical_or(a, b); }
+Tensor operator!(const Tensor& a) { return logical_not(a); }
+
+}  // namespace keel

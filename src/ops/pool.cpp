@@ -1,0 +1,170 @@
+// Pooling: max_pool2d, avg_pool2d (windows over NHWC images, TensorFlow's padding rule) and the
+// global pools, each forward with its gradient rule beside it.
+//
+// Every backward is itself a recorded op, so second derivatives work:
+//   max_pool2d(x)           -> dx = max_pool_grad(x, g): g routed to the first maximum of each window
+//   max_pool_grad(x, dy)    -> d(dy) = max_pool_gather(x, g): g read at those same positions;
+//                              dx = 0 (the routing is piecewise constant in x)
+//   max_pool_gather(x, dx)  -> d(dx) = max_pool_grad(x, g); dx = 0
+// The maxima are found again from x in each kernel rather than saved as indices: it costs one
+// more pass over the window but keeps nothing alive but x, which the tape holds anyway.
+//   avg_pool2d(x)           -> dx = avg_pool_grad(g): g / count spread over each window
+//   avg_pool_grad(dy)       -> d(dy) = avg_pool2d(g)     (the two are adjoint linear maps)
+#include <fmt/core.h>
+
+#include <array>
+#include <string>
+
+#include "autograd/record.hpp"
+#include "core/tensor_util.hpp"
+#include "cpu/conv.hpp"
+#include "keel/ops/creation.hpp"
+#include "keel/ops/nn.hpp"
+#include "keel/ops/reduce.hpp"
+
+namespace keel {
+
+using autograd::Grads;
+using autograd::Needs;
+using cpu::WindowGeom;
+
+namespace {
+
+WindowGeom pool_geometry(const char* op, const Tensor& x, std::array<int, 2> pool,
+                         std::array<int, 2> strides, const std::string& padding) {
+  detail::check_defined(x, op);
+  if (!x.device().is_cpu())
+    throw DeviceError(fmt::format("{}: no kernel for device {} yet", op, x.device().to_string()));
+  if (x.dtype() != DType::float32 && x.dtype() != DType::float64)
+    throw DTypeError(fmt::format("{}: expected a float32 or float64 input, got {} {}", op,
+                                 name(x.dtype()), x.shape().to_string()));
+  if (x.rank() != 4)
+    throw ShapeError(fmt::format("{}: input must have rank 4 (NHWC [batch, height, width, channels]), "
+                                 "got rank {} shape {}",
+                                 op, x.rank(), x.shape().to_string()));
+  if (pool[0] <= 0 || pool[1] <= 0)
+    throw ValueError(fmt::format("{}: pool size must be positive, got [{}, {}]", op, pool[0], pool[1]));
+  if (strides[0] <= 0 || strides[1] <= 0)
+    throw ValueError(fmt::format("{}: strides must be positive, got [{}, {}]", op, strides[0], strides[1]));
+  const cpu::Padding pad = cpu::parse_padding(padding, op);
+  WindowGeom g;
+  g.n = x.shape()[0];
+  g.h = x.shape()[1];
+  g.w = x.shape()[2];
+  g.c = x.shape()[3];
+  g.o = g.c;
+  g.kh = pool[0];
+  g.kw = pool[1];
+  g.sh = strides[0];
+  g.sw = strides[1];
+  if (pad == cpu::Padding::valid && (g.kh > g.h || g.kw > g.w))
+    throw ShapeError(fmt::format("{}: pool size [{}, {}] is larger than the input {} ({}x{}) with padding \"{}\"",
+                                 op, pool[0], pool[1], x.shape().to_string(), g.h, g.w, padding));
+  const cpu::AxisWindow ah = cpu::window_axis(g.h, g.kh, g.sh, 1, pad);
+  const cpu::AxisWindow aw = cpu::window_axis(g.w, g.kw, g.sw, 1, pad);
+  g.ho = ah.out;
+  g.wo = aw.out;
+  g.pad_top = ah.pad_before;
+  g.pad_left = aw.pad_before;
+  return g;
+}
+
+Shape input_shape(const WindowGeom& g) { return Shape{g.n, g.h, g.w, g.c}; }
+Shape output_shape(const WindowGeom& g) { return Shape{g.n, g.ho, g.wo, g.c}; }
+
+// ---- max ---------------------------------------------------------------------------------------
+
+Tensor max_pool_grad(const Tensor& x, const Tensor& dy, const WindowGeom& g);
+Tensor max_pool_gather(const Tensor& x, const Tensor& dx, const WindowGeom& g);
+
+Tensor max_pool_forward(const Tensor& x, const WindowGeom& g) {
+  const Tensor xc = x.contiguous();
+  Tensor y = detail::empty_tensor(output_shape(g), x.dtype(), x.device());
+  cpu::max_pool_forward(x.dtype(), g, xc.raw_data(), y.raw_data());
+  if (autograd::recording())
+    autograd::record("max_pool2d", {x}, {y}, [x, g](const Grads& gr, const Needs&) {
+      return Grads{max_pool_grad(x, gr[0], g)};
+    }, {x});
+  return y;
+}
+
+Tensor max_pool_grad(const Tensor& x, const Tensor& dy, const WindowGeom& g) {
+  const Tensor xc = x.contiguous(), dyc = dy.contiguous();
+  Tensor dx = detail::empty_tensor(input_shape(g), x.dtype(), x.device());
+  cpu::max_pool_backward(x.dtype(), g, xc.raw_data(), dyc.raw_data(), dx.raw_data());
+  if (autograd::recording())
+    autograd::record("max_pool2d_grad", {x, dy}, {dx}, [x, g](const Grads& gr, const Needs& need) {
+      return Grads{need[0] ? zeros_like(x) : Tensor(), need[1] ? max_pool_gather(x, gr[0], g) : Tensor()};
+    }, {x});
+  return dx;
+}
+
+Tensor max_pool_gather(const Tensor& x, const Tensor& dx, const WindowGeom& g) {
+  const Tensor xc = x.contiguous(), dxc = dx.contiguous();
+  Tensor out = detail::empty_tensor(output_shape(g), x.dtype(), x.device());
+  cpu::max_pool_gather(x.dtype(), g, xc.raw_data(), dxc.raw_data(), out.raw_data());
+  if (autograd::recording())
+    autograd::record("max_pool2d_grad_grad", {x, dx}, {out}, [x, g](const Grads& gr, const Needs& need) {
+      return Grads{need[0] ? zeros_like(x) : Tensor(), need[1] ? max_pool_grad(x, gr[0], g) : Tensor()};
+    }, {x});
+  return out;
+}
+
+// ---- average -----------------------------------------------------------------------------------
+
+Tensor avg_pool_grad(const Tensor& dy, const WindowGeom& g);
+
+Tensor avg_pool_forward(const Tensor& x, const WindowGeom& g) {
+  const Tensor xc = x.contiguous();
+  Tensor y = detail::empty_tensor(output_shape(g), x.dtype(), x.device());
+  cpu::avg_pool_forward(x.dtype(), g, xc.raw_data(), y.raw_data());
+  if (autograd::recording())
+    autograd::record("avg_pool2d", {x}, {y}, [g](const Grads& gr, const Needs&) {
+      return Grads{avg_pool_grad(gr[0], g)};
+    });
+  return y;
+}
+
+Tensor avg_pool_grad(const Tensor& dy, const WindowGeom& g) {
+  const Tensor dyc = dy.contiguous();
+  Tensor dx = detail::empty_tensor(input_shape(g), dy.dtype(), dy.device());
+  cpu::avg_pool_backward(dy.dtype(), g, dyc.raw_data(), dx.raw_data());
+  if (autograd::recording())
+    autograd::record("avg_pool2d_grad", {dy}, {dx}, [g](const Grads& gr, const Needs&) {
+      return Grads{avg_pool_forward(gr[0], g)};
+    });
+  return dx;
+}
+
+void check_global(const char* op, const Tensor& x) {
+  detail::check_defined(x, op);
+  if (x.rank() != 4)
+    throw ShapeError(fmt::format("{}: input must have rank 4 (NHWC [batch, height, width, channels]), "
+                                 "got rank {} shape {}",
+                                 op, x.rank(), x.shape().to_string()));
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x, std::array<int, 2> pool, std::array<int, 2> strides,
+                  std::string padding) {
+  return max_pool_forward(x, pool_geometry("max_pool2d", x, pool, strides, padding));
+}
+
+Tensor avg_pool2d(const Tensor& x, std::array<int, 2> pool, std::array<int, 2> strides,
+                  std::string padding) {
+  return avg_pool_forward(x, pool_geometry("avg_pool2d", x, pool, strides, padding));
+}
+
+// The global pools are reductions over the spatial axes; their gradients come with the reductions.
+Tensor global_avg_pool2d(const Tensor& x, bool keepdims) {
+  check_global("global_avg_pool2d", x);
+  return reduce_mean(x, {1, 2}, keepdims);
+}
+
+Tensor global_max_pool2d(const Tensor& x, bool keepdims) {
+  check_global("global_max_pool2d", x);
+  return reduce_max(x, {1, 2}, keepdims);
+}
+
+}  // namespace keel

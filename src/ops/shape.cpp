@@ -1,0 +1,725 @@
+// Shape ops. Views (reshape, transpose, expand_dims, squeeze, slice, broadcast_to, split,
+// unstack) only rewrite shape/strides/offset; the ops that move data (concat, tile, gather, pad,
+// one_hot, unsorted_segment_sum) go through one strided byte copier, so they work for every dtype
+// without dispatch. Each differentiable op records its gradient rule right after its forward.
+#include "keel/ops/shape.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include <fmt/core.h>
+
+#include "autograd/record.hpp"
+#include "core/dispatch.hpp"
+#include "core/tensor_util.hpp"
+#include "cpu/copy.hpp"
+#include "keel/core/config.hpp"
+#include "keel/ops/elementwise.hpp"
+#include "keel/ops/reduce.hpp"
+
+namespace keel {
+
+using autograd::Grads;
+using autograd::Needs;
+
+namespace {
+
+template <class T>
+std::string list_str(const std::vector<T>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// Only the CPU can run the data-moving kernels today; views work on any device.
+void require_cpu(const Tensor& x, const char* op) {
+  if (!x.device().is_cpu())
+    throw DeviceError(fmt::format("{}: tensor on {}: CUDA backend not available", op,
+                                  x.device().to_string()));
+}
+
+int threads() { return std::max(1, config::num_threads()); }
+
+// Axis for inserting a new dimension: [-rank-1, rank] (normalize_axis would name rank + 1).
+int insert_axis(int axis, const Tensor& x, const char* op) {
+  const std::int64_t r = x.rank();
+  if (axis < -r - 1 || axis > r)
+    throw ValueError(fmt::format("{}: axis {} is out of range [{}, {}] for a tensor of shape {}", op,
+                                 axis, -r - 1, r, x.shape().to_string()));
+  return axis < 0 ? static_cast<int>(axis + r + 1) : axis;
+}
+
+// Parallel copying only pays once the data is well beyond the caches.
+constexpr std::int64_t kParallelCopyBytes = std::int64_t{1} << 22;
+
+// Copies a `shape`-shaped block between two strided layouts (strides in elements); a stride
+// of 0 in the source broadcasts. The shared CPU copier merges contiguous axes into memcpy runs.
+void strided_copy(void* dst, const std::vector<std::int64_t>& dst_strides, const void* src,
+                  const std::vector<std::int64_t>& src_strides,
+                  const std::vector<std::int64_t>& shape, std::size_t item) {
+  cpu::copy_strided(shape, src_strides, static_cast<const char*>(src), dst_strides,
+                    static_cast<char*>(dst), item);
+}
+
+// A double converted to dtype dt's bit pattern (how pad and one_hot take their fill values).
+template <class U>
+U scalar_as(double v) {
+  if constexpr (std::is_same_v<U, bool>) {
+    return v != 0;
+  } else if constexpr (std::is_same_v<U, float16_t>) {
+    return float_to_half(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<U, bfloat16_t>) {
+    return float_to_bfloat16(static_cast<float>(v));
+  } else if constexpr (std::is_floating_point_v<U>) {
+    return static_cast<U>(v);
+  } else {
+    // Out-of-range float-to-int conversion is undefined behaviour in C++: saturate instead.
+    if (v != v) return U{0};
+    if (v <= static_cast<double>(std::numeric_limits<U>::lowest())) return std::numeric_limits<U>::lowest();
+    if (v >= static_cast<double>(std::numeric_limits<U>::max())) return std::numeric_limits<U>::max();
+    return static_cast<U>(v);
+  }
+}
+
+void encode_scalar(double v, DType dt, unsigned char* out) {
+  detail::dispatch_all(dt, "encode", [&]<class U>() {
+    const U u = scalar_as<U>(v);
+    std::memcpy(out, &u, sizeof(U));
+  });
+}
+
+void fill_bytes(void* dst, std::int64_t n, const unsigned char* value, std::size_t item) {
+  auto typed = [&]<class W>() {
+    W w;
+    std::memcpy(&w, value, sizeof(W));
+    std::fill_n(static_cast<W*>(dst), n, w);
+  };
+  switch (item) {
+    case 1: typed.template operator()<std::uint8_t>(); break;
+    case 2: typed.template operator()<std::uint16_t>(); break;
+    case 4: typed.template operator()<std::uint32_t>(); break;
+    case 8: typed.template operator()<std::uint64_t>(); break;
+    default:
+      for (std::int64_t i = 0; i < n; ++i)
+        std::memcpy(static_cast<char*>(dst) + i * static_cast<std::int64_t>(item), value, item);
+  }
+}
+
+// Reads integer index tensors of any index dtype as int64.
+std::vector<std::int64_t> read_indices(const Tensor& idx, const char* op) {
+  const Tensor c = idx.contiguous();
+  std::vector<std::int64_t> out(static_cast<std::size_t>(c.size()));
+  detail::dispatch_index(c.dtype(), op, [&]<class I>() {
+    const I* p = c.data<I>();
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::int64_t>(p[i]);
+  });
+  return out;
+}
+
+std::int64_t product(const std::vector<std::int64_t>& d, std::size_t from, std::size_t to) {
+  std::int64_t n = 1;
+  for (std::size_t i = from; i < to; ++i) n *= d[i];
+  return n;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const std::int64_t r = std::max(a.rank(), b.rank());
+  std::vector<std::int64_t> out(static_cast<std::size_t>(r));
+  for (std::int64_t i = 0; i < r; ++i) {
+    const std::int64_t ia = a.rank() - r + i, ib = b.rank() - r + i;
+    const std::int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    if (da == db || db == 1)
+      out[static_cast<std::size_t>(i)] = da;
+    else if (da == 1)
+      out[static_cast<std::size_t>(i)] = db;
+    else
+      throw ShapeError(
+          fmt::format("{}: incompatible shapes {} and {}", op, a.to_string(), b.to_string()));
+  }
+  return Shape(std::move(out));
+}
+
+// ---------------------------------------------------------------------------------------------
+Tensor reshape(const Tensor& x, Shape shape) {
+  detail::check_defined(x, "reshape");
+  std::int64_t known = 1;
+  int infer = -1;
+  for (std::int64_t i = 0; i < shape.rank(); ++i) {
+    if (shape[i] == -1) {
+      if (infer >= 0)
+        throw ValueError(fmt::format("reshape: only one dimension may be -1, got {}",
+                                     shape.to_string()));
+      infer = static_cast<int>(i);
+    } else if (shape[i] < 0) {
+      throw ShapeError(fmt::format("reshape: negative dimension in {}", shape.to_string()));
+    } else {
+      known *= shape[i];
+    }
+  }
+  const std::int64_t n = x.size();
+  if (infer >= 0) {
+    // With a zero among the known dims any size would fit, so -1 is ambiguous.
+    if (known == 0 || n % known != 0)
+      throw ShapeError(fmt::format("reshape: cannot reshape {} ({} elements) into {}",
+                                   detail::shape_str(x), n, shape.to_string()));
+    shape[infer] = n / known;
+  } else if (known != n) {
+    throw ShapeError(fmt::format("reshape: cannot reshape {} ({} elements) into {} ({} elements)",
+                                 detail::shape_str(x), n, shape.to_string(), known));
+  }
+  const Tensor src = x.contiguous();
+  auto strides = contiguous_strides(shape);
+  Tensor y = detail::make_view(src, shape, std::move(strides), src.offset());
+  if (autograd::recording())
+    autograd::record("reshape", {x}, {y}, [in = x.shape()](const Grads& g, const Needs& n) {
+      return Grads{n[0] ? reshape(g[0], in) : Tensor()};
+    });
+  return y;
+}
+
+Tensor transpose(const Tensor& x, std::vector<int> perm) {
+  detail::check_defined(x, "transpose");
+  const std::int64_t r = x.rank();
+  if (perm.empty()) {
+    for (std::int64_t i = r - 1; i >= 0; --i) perm.push_back(static_cast<int>(i));
+  } else if (static_cast<std::int64_t>(perm.size()) != r) {
+    throw ShapeError(fmt::format("transpose: perm {} has {} entries but the tensor of shape {} has rank {}",
+                                 list_str(perm), perm.size(), detail::shape_str(x), r));
+  }
+  std::vector<bool> seen(static_cast<std::size_t>(r), false);
+  for (auto& p : perm) {
+    const int orig = p;
+    p = detail::normalize_axis(p, r, "transpose");
+    if (seen[static_cast<std::size_t>(p)])
+      throw ValueError(fmt::format("transpose: perm {} repeats axis {}; it must be a permutation of 0..{}",
+                                   list_str(perm), orig, r - 1));
+    seen[static_cast<std::size_t>(p)] = true;
+  }
+  std::vector<std::int64_t> dims(static_cast<std::size_t>(r)), strides(static_cast<std::size_t>(r));
+  std::vector<int> inverse(static_cast<std::size_t>(r));
+  for (std::size_t i = 0; i < perm.size(); ++i) {
+    const auto p = static_cast<std::size_t>(perm[i]);
+    dims[i] = x.shape().dims()[p];
+    strides[i] = x.strides()[p];
+    inverse[p] = static_cast<int>(i);
+  }
+  Tensor y = detail::make_view(x, Shape(std::move(dims)), std::move(strides), x.offset());
+  if (autograd::recording())
+    autograd::record("transpose", {x}, {y}, [inverse](const Grads& g, const Needs& n) {
+      return Grads{n[0] ? transpose(g[0], inverse) : Tensor()};
+    });
+  return y;
+}
+
+Tensor expand_dims(const Tensor& x, int axis) {
+  detail::check_defined(x, "expand_dims");
+  const std::int64_t r = x.rank();
+  const int ax = insert_axis(axis, x, "expand_dims");
+  auto dims = x.shape().dims();
+  auto strides = x.strides();
+  // The new axis has size 1, so its stride never matters; keep it row-major-looking.
+  const std::int64_t st = ax < r ? strides[static_cast<std::size_t>(ax)] * dims[static_cast<std::size_t>(ax)] : 1;
+  dims.insert(dims.begin() + ax, 1);
+  strides.insert(strides.begin() + ax, st);
+  Tensor y = detail::make_view(x, Shape(std::move(dims)), std::move(strides), x.offset());
+  if (autograd::recording())
+    autograd::record("expand_dims", {x}, {y}, [in = x.shape()](const Grads& g, const Needs& n) {
+      return Grads{n[0] ? reshape(g[0], in) : Tensor()};
+    });
+  return y;
+}
+
+Tensor squeeze(const Tensor& x, std::vector<int> axes) {
+  detail::check_defined(x, "squeeze");
+  const auto& in = x.shape().dims();
+  std::vector<bool> drop(in.size(), false);
+  if (axes.empty()) {
+    for (std::size_t i = 0; i < in.size(); ++i) drop[i] = in[i] == 1;
+  } else {
+    for (int a : detail::normalize_axes(axes, x.rank(), "squeeze", false)) {
+      if (in[static_cast<std::size_t>(a)] != 1)
+        throw ShapeError(fmt::format("squeeze: cannot squeeze axis {} of size {} (shape {})", a,
+                                     in[static_cast<std::size_t>(a)], detail::shape_str(x)));
+      drop[static_cast<std::size_t>(a)] = true;
+    }
+  }
+  std::vector<std::int64_t> dims, strides;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (drop[i]) continue;
+    dims.push_back(in[i]);
+    strides.push_back(x.strides()[i]);
+  }
+  Tensor y = detail::make_view(x, Shape(std::move(dims)), std::move(strides), x.offset());
+  if (autograd::recording())
+    autograd::record("squeeze", {x}, {y}, [in = x.shape()](const Grads& g, const Needs& n) {
+      return Grads{n[0] ? reshape(g[0], in) : Tensor()};
+    });
+  return y;
+}
+
+Tensor slice(const Tensor& x, const std::vector<std::int64_t>& begin,
+             const std::vector<std::int64_t>& size) {
+  detail::check_defined(x, "slice");
+  const std::int64_t r = x.rank();
+  if (static_cast<std::int64_t>(begin.size()) != r || static_cast<std::int64_t>(size.size()) != r)
+    throw ShapeError(fmt::format("slice: begin {} and size {} need one entry per axis of shape {}",
+                                 list_str(begin), list_str(size), detail::shape_str(x)));
+  const auto& in = x.shape().dims();
+  std::vector<std::int64_t> dims(static_cast<std::size_t>(r));
+  std::int64_t offset = x.offset();
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const std::int64_t b = begin[i];
+    std::int64_t s = size[i];
+    if (b < 0 || b > in[i])
+      throw ValueError(fmt::format("slice: begin {} is out of range for shape {} (axis {})",
+                                   list_str(begin), detail::shape_str(x), i));
+    if (s == -1) s = in[i] - b;
+    if (s < 0 || b + s > in[i])
+      throw ValueError(fmt::format("slice: begin {} with size {} is out of range for shape {} (axis {})",
+                                   list_str(begin), list_str(size), detail::shape_str(x), i));
+    dims[i] = s;
+    if (s > 0) offset += b * x.strides()[i];
+  }
+  const Shape out_shape(dims);
+  Tensor y = detail::make_view(x, out_shape, x.strides(), offset);
+  if (autograd::recording()) {
+    std::vector<std::array<std::int64_t, 2>> pads(dims.size());
+    for (std::size_t i = 0; i < dims.size(); ++i) pads[i] = {begin[i], in[i] - begin[i] - dims[i]};
+    autograd::record("slice", {x}, {y}, [pads](const Grads& g, const Needs& n) {
+      return Grads{n[0] ? pad(g[0], pads, 0.0) : Tensor()};
+    });
+  }
+  return y;
+}
+
+Tensor broadcast_to(const Tensor& x, const Shape& shape) {
+  detail::check_defined(x, "broadcast_to");
+  const std::int64_t r = x.rank(), t = shape.rank();
+  auto fail = [&]() {
+    throw ShapeError(fmt::format("broadcast_to: cannot broadcast {} to {}", detail::shape_str(x),
+                                 shape.to_string()));
+  };
+  if (t < r) fail();
+  std::vector<std::int64_t> strides(static_cast<std::size_t>(t), 0);
+  for (std::int64_t i = 0; i < t; ++i) {
+    if (shape[i] < 0) fail();
+    const std::int64_t j = i - (t - r);
+    if (j < 0) continue;
+    if (x.shape()[j] == shape[i])
+      strides[static_cast<std::size_t>(i)] = x.strides()[static_cast<std::size_t>(j)];
+    else if (x.shape()[j] != 1)
+      fail();
+  }
+  Tensor y = detail::make_view(x, shape, std::move(strides), x.offset());
+  if (autograd::recording())
+    autograd::record("broadcast_to", {x}, {y}, [in = x.shape()](const Grads& g, const Needs& n) {
+      return Grads{n[0] ? sum_to(g[0], in) : Tensor()};
+    });
+  return y;
+}
+
+// ---------------------------------------------------------------------------------------------
+Tensor concat(const std::vector<Tensor>& values, int axis) {
+  if (values.empty()) throw ValueError("concat: needs at least one tensor");
+  for (const auto& v : values) detail::check_defined(v, "concat");
+  const Tensor& first = values[0];
+  const std::int64_t r = first.rank();
+  if (r == 0) throw ShapeError("concat: cannot concatenate scalars (shape [])");
+  const int ax = detail::normalize_axis(axis, r, "concat");
+  auto out_dims = first.shape().dims();
+  out_dims[static_cast<std::size_t>(ax)] = 0;
+  std::vector<std::int64_t> sizes;
+  sizes.reserve(values.size());
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    const Tensor& v = values[k];
+    detail::check_same_dtype(first, v, "concat");
+    detail::check_same_device(first, v, "concat");
+    bool ok = v.rank() == r;
+    for (std::int64_t i = 0; ok && i < r; ++i) ok = i == ax || v.shape()[i] == first.shape()[i];
+    if (!ok)
+      throw ShapeError(fmt::format("concat: input {} has shape {}, incompatible with input 0's {} "
+                                   "(only axis {} may differ)",
+                                   k, detail::shape_str(v), detail::shape_str(first), ax));
+    sizes.push_back(v.shape()[ax]);
+    out_dims[static_cast<std::size_t>(ax)] += v.shape()[ax];
+  }
+  if (values.size() == 1) return first;
+  for (const auto& v : values) require_cpu(v, "concat");
+
+  const Shape out_shape(out_dims);
+  Tensor out = detail::empty_tensor(out_shape, first.dtype(), first.device());
+  const auto out_strides = contiguous_strides(out_shape);
+  const std::size_t item = itemsize(first.dtype());
+  auto* dst = static_cast<char*>(out.raw_data());
+  const std::int64_t step = out_strides[static_cast<std::size_t>(ax)] * static_cast<std::int64_t>(item);
+  std::int64_t pos = 0;
+  for (const auto& v : values) {
+    strided_copy(dst + pos * step, out_strides, v.raw_data(), v.strides(), v.shape().dims(), item);
+    pos += v.shape()[ax];
+  }
+  if (autograd::recording())
+    autograd::record("concat", values, {out}, [sizes, ax](const Grads& g, const Needs& n) {
+      // split gives views, and its own gradient is one concat: cheaper at second order than
+      // one padded slice per input.
+      auto parts = split(g[0], sizes, ax);
+      for (std::size_t i = 0; i < parts.size(); ++i)
+        if (!n[i]) parts[i] = Tensor();
+      return parts;
+    });
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& values, int axis) {
+  if (values.empty()) throw ValueError("stack: needs at least one tensor");
+  for (const auto& v : values) detail::check_defined(v, "stack");
+  const Tensor& first = values[0];
+  for (std::size_t k = 1; k < values.size(); ++k)
+    if (values[k].shape() != first.shape())
+      throw ShapeError(fmt::format("stack: input {} has shape {}, but input 0 has shape {}", k,
+                                   detail::shape_str(values[k]), detail::shape_str(first)));
+  const int ax = insert_axis(axis, first, "stack");
+  std::vector<Tensor> expanded;
+  expanded.reserve(values.size());
+  for (const auto& v : values) expanded.push_back(expand_dims(v, ax));
+  return concat(expanded, ax);
+}
+
+namespace {
+
+// Views of consecutive pieces of x along `ax` (no recording).
+std::vector<Tensor> split_views(const Tensor& x, const std::vector<std::int64_t>& sizes, int ax,
+                                bool drop_axis) {
+  std::vector<Tensor> out;
+  out.reserve(sizes.size());
+  auto dims = x.shape().dims();
+  auto strides = x.strides();
+  const auto a = static_cast<std::size_t>(ax);
+  const std::int64_t stride = strides[a];
+  if (drop_axis) {
+    dims.erase(dims.begin() + ax);
+    strides.erase(strides.begin() + ax);
+  }
+  std::int64_t pos = 0;
+  for (auto s : sizes) {
+    if (!drop_axis) dims[a] = s;
+    out.push_back(detail::make_view(x, Shape(dims), strides, x.offset() + (s > 0 ? pos * stride : 0)));
+    pos += s;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Tensor> unstack(const Tensor& x, int axis) {
+  detail::check_defined(x, "unstack");
+  if (x.rank() == 0) throw ShapeError("unstack: cannot unstack a scalar (shape [])");
+  const int ax = detail::normalize_axis(axis, x.rank(), "unstack");
+  const std::int64_t n = x.shape()[ax];
+  auto outs = split_views(x, std::vector<std::int64_t>(static_cast<std::size_t>(n), 1), ax, true);
+  // One node for all outputs: one stack in backward instead of n zero-padded gradients.
+  if (autograd::recording() && !outs.empty())
+    autograd::record("unstack", {x}, outs, [ax](const Grads& g, const Needs& need) {
+      return Grads{need[0] ? stack(g, ax) : Tensor()};
+    });
+  return outs;
+}
+
+std::vector<Tensor> split(const Tensor& x, int num, int axis) {
+  detail::check_defined(x, "split");
+  if (x.rank() == 0) throw ShapeError("split: cannot split a scalar (shape [])");
+  const int ax = detail::normalize_axis(axis, x.rank(), "split");
+  const std::int64_t dim = x.shape()[ax];
+  if (num <= 0)
+    throw ValueError(fmt::format("split: number of parts must be positive, got {}", num));
+  if (dim % num != 0)
+    throw ValueError(fmt::format("split: axis {} of size {} (shape {}) does not divide into {} equal parts",
+                                 ax, dim, detail::shape_str(x), num));
+  return split(x, std::vector<std::int64_t>(static_cast<std::size_t>(num), dim / num), ax);
+}
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes_in, int axis) {
+  detail::check_defined(x, "split");
+  if (x.rank() == 0) throw ShapeError("split: cannot split a scalar (shape [])");
+  const int ax = detail::normalize_axis(axis, x.rank(), "split");
+  const std::int64_t dim = x.shape()[ax];
+  if (sizes_in.empty()) throw ValueError("split: sizes must not be empty");
+  auto sizes = sizes_in;
+  std::int64_t known = 0;
+  int infer = -1;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == -1 && infer < 0) {
+      infer = static_cast<int>(i);
+    } else if (sizes[i] < 0) {
+      throw ValueError(fmt::format("split: invalid sizes {} (at most one -1, others >= 0)",
+                                   list_str(sizes_in)));
+    } else {
+      known += sizes[i];
+    }
+  }
+  if (infer >= 0 && known <= dim) sizes[static_cast<std::size_t>(infer)] = dim - known;
+  else if (infer >= 0 || known != dim)
+    throw ValueError(fmt::format("split: sizes {} do not add up to {}, the size of axis {} of shape {}",
+                                 list_str(sizes_in), dim, ax, detail::shape_str(x)));
+  auto outs = split_views(x, sizes, ax, false);
+  if (autograd::recording())
+    autograd::record("split", {x}, outs, [ax](const Grads& g, const Needs& n) {
+      return Grads{n[0] ? concat(g, ax) : Tensor()};
+    });
+  return outs;
+}
+
+Tensor tile(const Tensor& x, const std::vector<std::int64_t>& multiples) {
+  detail::check_defined(x, "tile");
+  const std::int64_t r = x.rank();
+  if (static_cast<std::int64_t>(multiples.size()) != r)
+    throw ShapeError(fmt::format("tile: multiples {} need one entry per axis of shape {}",
+                                 list_str(multiples), detail::shape_str(x)));
+  for (auto m : multiples)
+    if (m < 0)
+      throw ValueError(fmt::format("tile: multiples {} must be >= 0", list_str(multiples)));
+  if (r == 0) return x;
+  require_cpu(x, "tile");
+  // Seen as [m0, d0, m1, d1, ...], the output is x broadcast along the multiple axes.
+  std::vector<std::int64_t> out_dims(static_cast<std::size_t>(r)), split_dims, src_strides;
+  for (std::size_t i = 0; i < out_dims.size(); ++i) {
+    const std::int64_t d = x.shape().dims()[i];
+    out_dims[i] = d * multiples[i];
+    split_dims.insert(split_dims.end(), {multiples[i], d});
+    src_strides.insert(src_strides.end(), {0, x.strides()[i]});
+  }
+  Tensor out = detail::empty_tensor(Shape(out_dims), x.dtype(), x.device());
+  strided_copy(out.raw_data(), contiguous_strides(Shape(split_dims)), x.raw_data(), src_strides,
+               split_dims, itemsize(x.dtype()));
+  if (autograd::recording())
+    autograd::record("tile", {x}, {out}, [split_dims, r](const Grads& g, const Needs& n) {
+      if (!n[0]) return Grads{Tensor()};
+      std::vector<int> axes;
+      for (int i = 0; i < r; ++i) axes.push_back(2 * i);
+      return Grads{reduce_sum(reshape(g[0], Shape(split_dims)), axes)};
+    });
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
+  detail::check_defined(params, "gather");
+  detail::check_defined(indices, "gather");
+  if (params.rank() == 0)
+    throw ShapeError("gather: params must have rank >= 1, got shape []");
+  const int ax = detail::normalize_axis(axis, params.rank(), "gather");
+  detail::check_same_device(params, indices, "gather");
+  require_cpu(params, "gather");
+  const auto idx = read_indices(indices, "gather");
+  const auto& pd = params.shape().dims();
+  const std::int64_t dim = pd[static_cast<std::size_t>(ax)];
+  for (std::size_t j = 0; j < idx.size(); ++j)
+    if (idx[j] < 0 || idx[j] >= dim)
+      throw ValueError(fmt::format(
+          "gather: index {} out of range [0, {}) at position {} of indices {} (params {}, axis {})",
+          idx[j], dim, j, detail::shape_str(indices), detail::shape_str(params), ax));
+
+  std::vector<std::int64_t> out_dims(pd.begin(), pd.begin() + ax);
+  out_dims.insert(out_dims.end(), indices.shape().dims().begin(), indices.shape().dims().end());
+  out_dims.insert(out_dims.end(), pd.begin() + ax + 1, pd.end());
+  Tensor out = detail::empty_tensor(Shape(out_dims), params.dtype(), params.device());
+
+  const Tensor src = params.contiguous();
+  const std::int64_t outer = product(pd, 0, static_cast<std::size_t>(ax));
+  const auto row = static_cast<std::size_t>(product(pd, static_cast<std::size_t>(ax) + 1, pd.size())) *
+                   itemsize(params.dtype());
+  const auto n = static_cast<std::int64_t>(idx.size());
+  const char* s = static_cast<const char*>(src.raw_data());
+  char* d = static_cast<char*>(out.raw_data());
+  const std::int64_t total = outer * n;
+  [[maybe_unused]] const int nt = threads();
+  [[maybe_unused]] const bool par = nt > 1 && total * static_cast<std::int64_t>(row) >= kParallelCopyBytes;
+#pragma omp parallel for num_threads(nt) schedule(static) if (par)
+  for (std::int64_t t = 0; t < total; ++t) {
+    const std::int64_t o = t / n, j = t % n;
+    std::memcpy(d + t * static_cast<std::int64_t>(row),
+                s + (o * dim + idx[static_cast<std::size_t>(j)]) * static_cast<std::int64_t>(row), row);
+  }
+
+  if (autograd::recording())
+    autograd::record(
+        "gather", {params}, {out},
+        [indices, pshape = params.shape(), ax](const Grads& g, const Needs& need) {
+          if (!need[0]) return Grads{Tensor()};
+          const auto& p = pshape.dims();
+          const std::int64_t n_idx = indices.size();
+          const std::int64_t dim = p[static_cast<std::size_t>(ax)];
+          const Tensor ids = reshape(indices, Shape{n_idx});
+          // Rows of params picked by the indices: [pre..., N, post...].
+          std::vector<std::int64_t> rows(p.begin(), p.begin() + ax);
+          rows.push_back(n_idx);
+          rows.insert(rows.end(), p.begin() + ax + 1, p.end());
+          Tensor g2 = reshape(g[0], Shape(rows));
+          if (ax == 0) return Grads{unsorted_segment_sum(g2, ids, dim)};
+          // Move the gathered axis to the front, scatter-add there, move it back.
+          const int rank = static_cast<int>(rows.size());
+          std::vector<int> fwd{ax}, back;
+          for (int i = 0; i < rank; ++i)
+            if (i != ax) fwd.push_back(i);
+          for (int i = 1; i <= ax; ++i) back.push_back(i);
+          back.push_back(0);
+          for (int i = ax + 1; i < rank; ++i) back.push_back(i);
+          return Grads{transpose(unsorted_segment_sum(transpose(g2, fwd), ids, dim), back)};
+        },
+        {indices});
+  return out;
+}
+
+Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
+                            std::int64_t num_segments) {
+  detail::check_defined(data, "unsorted_segment_sum");
+  detail::check_defined(segment_ids, "unsorted_segment_sum");
+  if (num_segments < 0)
+    throw ValueError(fmt::format("unsorted_segment_sum: num_segments must be >= 0, got {}", num_segments));
+  const auto& dd = data.shape().dims();
+  const auto& sd = segment_ids.shape().dims();
+  if (sd.size() > dd.size() || !std::equal(sd.begin(), sd.end(), dd.begin()))
+    throw ShapeError(fmt::format("unsorted_segment_sum: segment_ids shape {} must be a prefix of data shape {}",
+                                 detail::shape_str(segment_ids), detail::shape_str(data)));
+  detail::check_same_device(data, segment_ids, "unsorted_segment_sum");
+  require_cpu(data, "unsorted_segment_sum");
+  const auto ids = read_indices(segment_ids, "unsorted_segment_sum");
+  bool has_negative = false;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    // Negative ids are dropped, like TensorFlow; too-large ones are an error.
+    if (ids[i] < 0) has_negative = true;
+    if (ids[i] >= num_segments)
+      throw ValueError(fmt::format(
+          "unsorted_segment_sum: segment id {} out of range [0, {}) at position {} of segment_ids {}",
+          ids[i], num_segments, i, detail::shape_str(segment_ids)));
+  }
+  std::vector<std::int64_t> out_dims{num_segments};
+  out_dims.insert(out_dims.end(), dd.begin() + static_cast<std::ptrdiff_t>(sd.size()), dd.end());
+  const std::int64_t inner = product(dd, sd.size(), dd.size());
+  Tensor out = detail::empty_tensor(Shape(out_dims), data.dtype(), data.device());
+  const Tensor src = data.contiguous();
+  detail::dispatch_numeric(data.dtype(), "unsorted_segment_sum", [&]<class T>() {
+    T* o = static_cast<T*>(out.raw_data());
+    const T* s = src.data<T>();
+    std::fill_n(o, num_segments * inner, T(0));
+    // Threads own disjoint column ranges, so the sum order (and result) does not depend on the
+    // thread count and no atomics are needed.
+    const auto n = static_cast<std::int64_t>(ids.size());
+    const int nt = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(threads(), inner / 64)));
+    [[maybe_unused]] const bool par = nt > 1 && n * inner >= (std::int64_t{1} << 16);
+#pragma omp parallel for num_threads(nt) schedule(static) if (par)
+    for (int c = 0; c < nt; ++c) {
+      const std::int64_t lo = inner * c / nt, hi = inner * (c + 1) / nt;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t id = ids[static_cast<std::size_t>(i)];
+        if (id < 0) continue;
+        T* orow = o + id * inner;
+        const T* srow = s + i * inner;
+        for (std::int64_t k = lo; k < hi; ++k) orow[k] += srow[k];
+      }
+    }
+  });
+  if (autograd::recording())
+    autograd::record(
+        "unsorted_segment_sum", {data}, {out},
+        [segment_ids, has_negative, dshape = data.shape()](const Grads& g, const Needs& need) {
+          if (!need[0]) return Grads{Tensor()};
+          if (!has_negative) return Grads{gather(g[0], segment_ids, 0)};
+          // Dropped (negative) ids get zero gradient: gather row 0 for them, then mask it out.
+          const auto ids = read_indices(segment_ids, "unsorted_segment_sum");
+          std::vector<std::int64_t> clamped(ids.size());
+          std::vector<double> mask(ids.size());
+          for (std::size_t i = 0; i < ids.size(); ++i) {
+            clamped[i] = std::max<std::int64_t>(ids[i], 0);
+            mask[i] = ids[i] < 0 ? 0.0 : 1.0;
+          }
+          auto mdims = segment_ids.shape().dims();
+          mdims.resize(dshape.dims().size(), 1);
+          Tensor idx_t = detail::empty_tensor(segment_ids.shape(), DType::int64, Device::cpu());
+          std::copy(clamped.begin(), clamped.end(), static_cast<std::int64_t*>(idx_t.raw_data()));
+          Tensor mask_t = detail::empty_tensor(Shape(mdims), g[0].dtype(), Device::cpu());
+          detail::dispatch_float(g[0].dtype(), "unsorted_segment_sum", [&]<class T>() {
+            std::copy(mask.begin(), mask.end(), static_cast<T*>(mask_t.raw_data()));
+          });
+          return Grads{gather(g[0], idx_t, 0) * mask_t};
+        },
+        {segment_ids});
+  return out;
+}
+
+Tensor one_hot(const Tensor& indices, int depth, double on_value, double off_value, DType dtype) {
+  detail::check_defined(indices, "one_hot");
+  if (depth < 0) throw ValueError(fmt::format("one_hot: depth must be >= 0, got {}", depth));
+  require_cpu(indices, "one_hot");
+  std::vector<std::int64_t> idx;
+  if (indices.dtype() == DType::uint8) {
+    const Tensor c = indices.contiguous();
+    const auto* p = c.data<std::uint8_t>();
+    idx.assign(p, p + c.size());
+  } else {
+    idx = read_indices(indices, "one_hot");
+  }
+  auto dims = indices.shape().dims();
+  dims.push_back(depth);
+  Tensor out = detail::empty_tensor(Shape(dims), dtype, indices.device());
+  const std::size_t item = itemsize(dtype);
+  unsigned char on[8], off[8];
+  encode_scalar(on_value, dtype, on);
+  encode_scalar(off_value, dtype, off);
+  auto* o = static_cast<unsigned char*>(out.raw_data());
+  fill_bytes(o, static_cast<std::int64_t>(idx.size()) * depth, off, item);
+  // Out-of-range indices leave an all-off row, as in TensorFlow.
+  for (std::size_t i = 0; i < idx.size(); ++i)
+    if (idx[i] >= 0 && idx[i] < depth)
+      std::memcpy(o + (static_cast<std::int64_t>(i) * depth + idx[i]) * static_cast<std::int64_t>(item), on, item);
+  return out;
+}
+
+Tensor pad(const Tensor& x, const std::vector<std::array<std::int64_t, 2>>& paddings,
+           double value) {
+  detail::check_defined(x, "pad");
+  const std::int64_t r = x.rank();
+  auto pads_str = [&]() {
+    std::string s = "[";
+    for (std::size_t i = 0; i < paddings.size(); ++i)
+      s += fmt::format("{}[{},{}]", i ? "," : "", paddings[i][0], paddings[i][1]);
+    return s + "]";
+  };
+  if (static_cast<std::int64_t>(paddings.size()) != r)
+    throw ShapeError(fmt::format("pad: paddings {} need one pair per axis of shape {}", pads_str(),
+                                 detail::shape_str(x)));
+  for (const auto& p : paddings)
+    if (p[0] < 0 || p[1] < 0)
+      throw ValueError(fmt::format("pad: paddings {} must be >= 0 (shape {})", pads_str(),
+                                   detail::shape_str(x)));
+  require_cpu(x, "pad");
+  std::vector<std::int64_t> dims(static_cast<std::size_t>(r));
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    dims[i] = x.shape().dims()[i] + paddings[i][0] + paddings[i][1];
+  const Shape out_shape(dims);
+  Tensor out = detail::empty_tensor(out_shape, x.dtype(), x.device());
+  const std::size_t item = itemsize(x.dtype());
+  unsigned char fill[8];
+  encode_scalar(value, x.dtype(), fill);
+  fill_bytes(out.raw_data(), out_shape.num_elements(), fill, item);
+  const auto strides = contiguous_strides(out_shape);
+  std::int64_t start = 0;
+  for (std::size_t i = 0; i < dims.size(); ++i) start += paddings[i][0] * strides[i];
+  strided_copy(static_cast<char*>(out.raw_data()) + start * static_cast<std::int64_t>(item), strides,
+               x.raw_data(), x.strides(), x.shape().dims(), item);
+  if (autograd::recording()) {
+    std::vector<std::int64_t> begin(static_cast<std::size_t>(r));
+    for (std::size_t i = 0; i < begin.size(); ++i) begin[i] = paddings[i][0];
+    autograd::record("pad", {x}, {out}, [begin, in = x.shape()](const Grads& g, const Needs& n) {
+      return Grads{n[0] ? slice(g[0], begin, in.dims()) : Tensor()};
+    });
+  }
+  return out;
+}
+
+}  // namespace keel

@@ -1,0 +1,123 @@
+// softmax and log_softmax: values, normalisation, stability and gradients.
+#include <catch2/catch.hpp>
+
+#include <keel/keel.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "gradcheck.hpp"
+
+using namespace keel;
+
+namespace {
+
+// softmax of one row in double: e^(x_i - max) / sum_j e^(x_j - max)
+std::vector<double> ref_softmax(const std::vector<double>& x) {
+  double m = x[0];
+  for (double v : x) m = std::max(m, v);
+  double s = 0;
+  for (double v : x) s += std::exp(v - m);
+  std::vector<double> out;
+  for (double v : x) out.push_back(std::exp(v - m) / s);
+  return out;
+}
+
+void check_close(const std::vector<double>& got, const std::vector<double>& expected, double eps) {
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("element " << i);
+    CHECK(got[i] == Approx(expected[i]).epsilon(eps).margin(eps));
+  }
+}
+
+Tensor wavy(Shape s, double salt) {
+  std::vector<double> v(static_cast<std::size_t>(s.num_elements()));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 2.0 * std::sin(1.7 * double(i) + salt);
+  return constant(v, std::move(s), DType::float64);
+}
+
+}  // namespace
+
+TEST_CASE("softmax and log_softmax of [1, 2, 3] match e^x / sum e^x", "[nn][softmax]") {
+  // e^1, e^2, e^3 = 2.71828, 7.38906, 20.08554; sum 30.19287 -> 0.0900306, 0.2447285, 0.6652410
+  const std::vector<double> expected = {0.09003057317038046, 0.24472847105479767,
+                                        0.6652409557748219};
+  check_close(ref_softmax({1, 2, 3}), expected, 1e-15);  // the reference itself
+
+  const Tensor x64 = constant({1.0, 2.0, 3.0}, {3}, DType::float64);
+  check_close(softmax(x64).to_vector<double>(), expected, 1e-14);
+  check_close(log_softmax(x64).to_vector<double>(),
+              {std::log(expected[0]), std::log(expected[1]), std::log(expected[2])}, 1e-14);
+
+  const Tensor x32 = constant({1.f, 2.f, 3.f}, {3});
+  CHECK(softmax(x32).dtype() == DType::float32);
+  check_close(softmax(x32).to_vector<double>(), expected, 1e-6);
+  // log_softmax(x) = x - logsumexp(x) = x - 3.4076059644
+  check_close(log_softmax(x32).to_vector<double>(),
+              {1 - 3.4076059644443806, 2 - 3.4076059644443806, 3 - 3.4076059644443806}, 1e-6);
+}
+
+TEST_CASE("softmax rows sum to one along the chosen axis", "[nn][softmax]") {
+  const Tensor x = wavy({3, 4}, 0.2);
+  const Tensor s = softmax(x);  // axis -1: each of the 3 rows
+  CHECK(s.shape() == Shape{3, 4});
+  check_close(reduce_sum(s, {1}).to_vector<double>(), {1, 1, 1}, 1e-14);
+  const auto sv = s.to_vector<double>();
+  const auto xv = x.to_vector<double>();
+  for (int r = 0; r < 3; ++r) {
+    const std::vector<double> row(xv.begin() + 4 * r, xv.begin() + 4 * r + 4);
+    check_close(std::vector<double>(sv.begin() + 4 * r, sv.begin() + 4 * r + 4), ref_softmax(row),
+                1e-14);
+  }
+  const Tensor s0 = softmax(x, 0);  // each of the 4 columns
+  check_close(reduce_sum(s0, {0}).to_vector<double>(), {1, 1, 1, 1}, 1e-14);
+  check_close(softmax(x, 1).to_vector<double>(), sv, 1e-15);
+  // over the middle axis of a 3-D tensor
+  const Tensor y = wavy({2, 3, 4}, 0.9);
+  check_close(reduce_sum(softmax(y, 1), {1}).to_vector<double>(), std::vector<double>(8, 1.0),
+              1e-14);
+  // log_softmax = log(softmax)
+  check_close(log_softmax(y, 1).to_vector<double>(), log(softmax(y, 1)).to_vector<double>(), 1e-13);
+  // a transposed view gives the same as its contiguous copy
+  check_close(softmax(transpose(x)).to_vector<double>(),
+              softmax(transpose(x).contiguous()).to_vector<double>(), 1e-15);
+  CHECK_THROWS_AS(softmax(x, 2), ValueError);
+  CHECK_THROWS_AS(log_softmax(x, -3), ValueError);
+}
+
+TEST_CASE("softmax and log_softmax are stable for logits of 1e4", "[nn][softmax][stability]") {
+  // [1e4, 1e4 - 1, 1e4 - 2] is [2, 1, 0] shifted: softmax = softmax([2, 1, 0]), no inf / NaN
+  const std::vector<double> expected = ref_softmax({2, 1, 0});
+  const Tensor x = constant({1e4f, 1e4f - 1.f, 1e4f - 2.f}, {3});  // all exact in float32
+  const auto s = softmax(x).to_vector<double>();
+  for (double v : s) CHECK(std::isfinite(v));
+  check_close(s, expected, 1e-6);
+  const auto ls = log_softmax(x).to_vector<double>();
+  for (double v : ls) CHECK(std::isfinite(v));
+  // loose: x - logsumexp(x) in float32 loses ~1e-3 at 1e4; the point here is "finite"
+  check_close(ls, {std::log(expected[0]), std::log(expected[1]), std::log(expected[2])}, 2e-3);
+  // very negative logits: softmax of [-1e4, -1e4] is [0.5, 0.5]
+  check_close(softmax(constant({-1e4f, -1e4f}, {2})).to_vector<double>(), {0.5, 0.5}, 1e-7);
+  // a large gap: log_softmax([0, -1e4]) = [0, -1e4] without -inf
+  const auto gap = log_softmax(constant({0.0, -1e4}, {2}, DType::float64)).to_vector<double>();
+  CHECK(gap[0] == Approx(0.0).margin(1e-300));
+  CHECK(gap[1] == Approx(-1e4));
+}
+
+TEST_CASE("softmax and log_softmax pass gradient checks on axis -1 and 0", "[nn][softmax][gradient]") {
+  const Tensor x = wavy({3, 4}, 0.4);
+  using V = std::vector<Tensor>;
+  check_gradients([](const V& xs) { return softmax(xs[0]); }, {x});
+  check_gradients([](const V& xs) { return softmax(xs[0], 0); }, {x});
+  check_gradients([](const V& xs) { return log_softmax(xs[0]); }, {x});
+  check_gradients([](const V& xs) { return log_softmax(xs[0], 0); }, {x});
+  check_gradients([](const V& xs) { return softmax(xs[0], 1); }, {wavy({2, 3, 2}, 1.3)});
+  check_gradients([](const V& xs) { return log_softmax(transpose(xs[0])); }, {x});
+  // the gradient of sum(softmax) is zero: the outputs always sum to 1
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor total = reduce_sum(softmax(x));
+  const auto g = tape.gradient(total, x).to_vector<double>();
+  for (double v : g) CHECK(v == Approx(0.0).margin(1e-14));
+}
