@@ -8,12 +8,14 @@
 //   lstm_forward/seq:T      the forward pass alone, recorded on a tape (the tape is dropped)
 //   lstm_inference/seq:T    the forward pass with no tape
 //
-// Counters: ms_per_step, and vs_libtorch = libtorch 1.13's time for the same training step on
-// these machines at 1 thread (1.5 ms at T = 3, 16.9 ms at T = 50) divided by ours: the target
-// is >= 3 (a third of libtorch's time or less). steps/s is items_per_second.
+// Counters: ms_per_step (wall time), and vs_libtorch = libtorch 1.13's time for the same
+// training step on these machines at 1 thread (1.5 ms at T = 3, 16.9 ms at T = 50) divided by
+// ours: the target is >= 3 (a third of libtorch's time or less). steps/s is items_per_second.
+// The machines are shared: run with --benchmark_repetitions=5 and read the medians.
 #include <benchmark/benchmark.h>
 #include <keel/keel.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -89,16 +91,26 @@ struct Adam {
   }
 };
 
-void set_counters(benchmark::State& state, std::int64_t seq, bool compare) {
+// Wall time of the timed loop, for counters in plain milliseconds (Google Benchmark's rate
+// counters would print them with a misleading "/s" suffix).
+class LoopTimer {
+ public:
+  LoopTimer() : start_(std::chrono::steady_clock::now()) {}
+  double elapsed_ms() const {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+void set_counters(benchmark::State& state, const LoopTimer& timer, std::int64_t seq, bool compare) {
+  const double total_ms = timer.elapsed_ms();
+  const auto iterations = static_cast<double>(state.iterations());
   state.SetItemsProcessed(state.iterations());
-  // iterations/1000 per second, inverted: milliseconds per iteration.
-  state.counters["ms_per_step"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) / 1000.0,
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-  if (compare && libtorch_ms(seq) > 0)
-    state.counters["vs_libtorch"] = benchmark::Counter(
-        static_cast<double>(state.iterations()) * libtorch_ms(seq) / 1000.0,
-        benchmark::Counter::kIsRate);
+  state.counters["ms_per_step"] = benchmark::Counter(total_ms, benchmark::Counter::kAvgIterations);
+  if (compare && libtorch_ms(seq) > 0 && total_ms > 0)
+    state.counters["vs_libtorch"] = libtorch_ms(seq) * iterations / total_ms;
 }
 
 void BM_lstm_train_step(benchmark::State& state) {
@@ -108,6 +120,7 @@ void BM_lstm_train_step(benchmark::State& state) {
   Model model(seq);
   Adam adam;
   const auto vars = model.weights();
+  const LoopTimer timer;
   for (auto _ : state) {
     keel::GradientTape tape;
     const keel::Tensor loss = model.loss();
@@ -115,10 +128,10 @@ void BM_lstm_train_step(benchmark::State& state) {
     adam.apply(grads, vars);
     benchmark::DoNotOptimize(loss);
   }
-  set_counters(state, seq, true);
+  set_counters(state, timer, seq, true);
 }
 BENCHMARK(BM_lstm_train_step)->Name("lstm_train_step")->ArgName("seq")->Arg(3)->Arg(50)
-    ->Unit(benchmark::kMillisecond);
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_lstm_forward_backward(benchmark::State& state) {
   keel::DeviceScope cpu(keel::Device::cpu());
@@ -126,45 +139,48 @@ void BM_lstm_forward_backward(benchmark::State& state) {
   const std::int64_t seq = state.range(0);
   Model model(seq);
   const auto vars = model.weights();
+  const LoopTimer timer;
   for (auto _ : state) {
     keel::GradientTape tape;
     const keel::Tensor loss = model.loss();
     std::vector<keel::Tensor> grads = tape.gradient(loss, vars);
     benchmark::DoNotOptimize(grads);
   }
-  set_counters(state, seq, false);
+  set_counters(state, timer, seq, false);
 }
 BENCHMARK(BM_lstm_forward_backward)->Name("lstm_forward_backward")->ArgName("seq")->Arg(3)->Arg(50)
-    ->Unit(benchmark::kMillisecond);
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_lstm_forward(benchmark::State& state) {
   keel::DeviceScope cpu(keel::Device::cpu());
   OneThread one;
   const std::int64_t seq = state.range(0);
   Model model(seq);
+  const LoopTimer timer;
   for (auto _ : state) {
     keel::GradientTape tape;
     keel::Tensor loss = model.loss();
     benchmark::DoNotOptimize(loss);
   }
-  set_counters(state, seq, false);
+  set_counters(state, timer, seq, false);
 }
 BENCHMARK(BM_lstm_forward)->Name("lstm_forward")->ArgName("seq")->Arg(3)->Arg(50)
-    ->Unit(benchmark::kMillisecond);
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_lstm_inference(benchmark::State& state) {
   keel::DeviceScope cpu(keel::Device::cpu());
   OneThread one;
   const std::int64_t seq = state.range(0);
   Model model(seq);
+  const LoopTimer timer;
   for (auto _ : state) {
     keel::Tensor loss = model.loss();
     benchmark::DoNotOptimize(loss);
   }
-  set_counters(state, seq, false);
+  set_counters(state, timer, seq, false);
 }
 BENCHMARK(BM_lstm_inference)->Name("lstm_inference")->ArgName("seq")->Arg(3)->Arg(50)
-    ->Unit(benchmark::kMillisecond);
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -277,6 +277,17 @@ TEST_CASE("lstm and gru over an empty sequence return the initial states") {
   check_close(g.h, d.h, 0);
 }
 
+TEST_CASE("lstm_cell and gru_cell accept an empty batch") {
+  const LSTMState s = lstm_cell(zeros({0, 3}, DType::float64), zeros({0, 2}, DType::float64),
+                                zeros({0, 2}, DType::float64), wavy64({3, 8}, 0), wavy64({2, 8}, 1),
+                                wavy64({8}, 2));
+  CHECK(s.h.shape() == Shape{0, 2});
+  CHECK(s.c.shape() == Shape{0, 2});
+  const Tensor g = gru_cell(zeros({0, 3}, DType::float64), zeros({0, 2}, DType::float64), wavy64({3, 6}, 0),
+                            wavy64({2, 6}, 1), wavy64({2, 6}, 2));
+  CHECK(g.shape() == Shape{0, 2});
+}
+
 // ---- gradients ---------------------------------------------------------------------------------
 
 TEST_CASE("lstm_cell gradients match finite differences for every input") {
@@ -338,6 +349,8 @@ TEST_CASE("gru sequence gradients flow through time (T = 3, both directions)") {
   }
 }
 
+namespace {
+
 // Gradients of loss_of(ins) wrt ins; with `outer`, another tape watching the inputs records
 // the backward pass (which then runs as differentiable ops instead of the fused loops).
 std::vector<Tensor> grads_with(bool outer, const std::vector<Tensor>& ins,
@@ -364,6 +377,8 @@ void check_same_grads(const std::vector<Tensor>& ins,
     check_close(fused[i], composite[i], 1e-13);
   }
 }
+
+}  // namespace
 
 TEST_CASE("recurrent cells give the same first-order gradients when an outer tape records the backward pass") {
   const LstmData d = lstm_data(3, 2, 3);

@@ -23,7 +23,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cstddef>
+#include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/core.h>
@@ -94,43 +96,43 @@ void run_parts(int parts, i64 items, F&& fn) {
   for (int p = 0; p < parts; ++p) fn(p, items * p / parts, items * (p + 1) / parts);
 }
 
-// ---- small runs along the channel axis (lengths are often tiny: 3 channels, 3x3 taps) ----------
-// Plain loops rather than memcpy/memset: a library call per 3-element run costs more than the copy.
+// ---- short runs along the channel axis (often tiny: 3 channels x 3 taps = 9 values) -------------
+// im2col spends its time here. A memcpy call or a vectorised loop's prologue and epilogue cost more
+// than copying 9 floats, so copies move fixed 32- or 16-byte chunks (constant-size memcpy compiles
+// to plain vector moves), the last chunk overlapping the one before instead of a scalar tail.
 
 template <class T>
-inline void copy_run(const T* src, i64 len, T* dst) {
-  for (i64 t = 0; t < len; ++t) dst[t] = src[t];
-}
-template <class T>
-inline void add_run(const T* src, i64 len, T* dst) {
-  for (i64 t = 0; t < len; ++t) dst[t] += src[t];
+inline void copy_run(const T* __restrict src, i64 len, T* __restrict dst) {
+  constexpr i64 wide = 32 / sizeof(T), narrow = 16 / sizeof(T);
+  if (len >= wide) {
+    i64 t = 0;
+    for (; t + wide <= len; t += wide) std::memcpy(dst + t, src + t, 32);
+    if (t < len) std::memcpy(dst + len - wide, src + len - wide, 32);
+  } else if (len >= narrow) {
+    std::memcpy(dst, src, 16);
+    std::memcpy(dst + len - narrow, src + len - narrow, 16);
+  } else {
+    for (i64 t = 0; t < len; ++t) dst[t] = src[t];
+  }
 }
 template <class T>
 inline void zero_run(i64 len, T* dst) {
-  for (i64 t = 0; t < len; ++t) dst[t] = T(0);
+  constexpr i64 wide = 32 / sizeof(T);
+  static constexpr T zeros[wide] = {};
+  if (len >= wide) {
+    i64 t = 0;
+    for (; t + wide <= len; t += wide) std::memcpy(dst + t, zeros, 32);
+    if (t < len) std::memcpy(dst + len - wide, zeros, 32);
+  } else {
+    for (i64 t = 0; t < len; ++t) dst[t] = T(0);
+  }
+}
+template <class T>
+inline void add_run(const T* __restrict src, i64 len, T* __restrict dst) {
+  for (i64 t = 0; t < len; ++t) dst[t] += src[t];
 }
 
 // ---- geometry helpers --------------------------------------------------------------------------
-
-// Output row r = (n, oh, ow) of a range, advanced one row at a time (no division per row).
-struct RowCursor {
-  i64 n, oh, ow;
-  RowCursor(const WindowGeom& g, i64 r) {
-    const i64 hw = g.ho * g.wo;
-    n = r / hw;
-    oh = (r % hw) / g.wo;
-    ow = r % g.wo;
-  }
-  void next(const WindowGeom& g) {
-    if (++ow == g.wo) {
-      ow = 0;
-      if (++oh == g.ho) {
-        oh = 0;
-        ++n;
-      }
-    }
-  }
-};
 
 // A 1x1 kernel with stride 1 and no padding: the input [n*h*w, c] already is the im2col matrix.
 bool pointwise(const WindowGeom& g) {
@@ -138,11 +140,12 @@ bool pointwise(const WindowGeom& g) {
          g.ho == g.h && g.wo == g.w;
 }
 
-// Rows per im2col block: the block should stay in L2 (1.25-2.5 MB per core on these machines)
-// together with the GEMM's packed panels, while being tall enough that the kernel's packing and
-// each BLAS call's fixed cost are spread over many rows.
+// Rows per im2col block. Measured on the CIFAR layers (1 thread): blocks of about 64 KB (at least
+// 128 rows, so that packing the kernel and each BLAS call's fixed cost are spread over many rows)
+// beat 256 KB-4 MB blocks by up to 25% on 16->32 @16x16 and tie elsewhere: the block is still in
+// L1/L2 when BLAS packs it.
 i64 block_rows(i64 k, std::size_t itemsize) {
-  constexpr i64 kTargetBytes = 256 << 10;
+  constexpr i64 kTargetBytes = 64 << 10;
   return std::clamp<i64>(kTargetBytes / (k * static_cast<i64>(itemsize)), 128, 2048);
 }
 
@@ -151,64 +154,80 @@ constexpr i64 kPointwiseRows = 1 << 16;
 
 // ---- im2col / col2im ---------------------------------------------------------------------------
 
+// Calls fn(n, oh, ow_begin, ow_end, first_row) for each run of rows [r0, r1) that lies in one
+// output row (n, oh) of the image; rows are (n, oh, ow) in row-major order.
+template <class F>
+void for_each_output_row(const WindowGeom& g, i64 r0, i64 r1, F&& fn) {
+  i64 r = r0;
+  while (r < r1) {
+    const i64 n = r / (g.ho * g.wo), oh = (r / g.wo) % g.ho, ow0 = r % g.wo;
+    const i64 ow1 = std::min(g.wo, ow0 + (r1 - r));
+    fn(n, oh, ow0, ow1, r);
+    r += ow1 - ow0;
+  }
+}
+
 // Rows [r0, r1) of the im2col matrix: column (i, j, ch) of row (n, oh, ow) is
 // x[n, oh*sh - pad_top + i*dh, ow*sw - pad_left + j*dw, ch], or 0 in the padding.
+// Within one output row, each tap row i reads one input row, so the loop over ow is innermost:
+// the source row stays in L1 and the per-pixel work is one short copy.
 template <class T>
 void im2col(const WindowGeom& g, const T* x, i64 r0, i64 r1, T* col) {
   const i64 C = g.c, run = g.kw * C, K = g.kh * run;
-  RowCursor cur(g, r0);
-  for (i64 r = r0; r < r1; ++r, col += K, cur.next(g)) {
-    const T* img = x + cur.n * g.h * g.w * C;
-    const i64 ih0 = cur.oh * g.sh - g.pad_top, iw0 = cur.ow * g.sw - g.pad_left;
-    // Undilated windows wholly inside the row copy kw*c contiguous values at once.
-    const bool contiguous_taps = g.dw == 1 && iw0 >= 0 && iw0 + g.kw <= g.w;
-    T* dst = col;
-    for (i64 i = 0; i < g.kh; ++i, dst += run) {
-      const i64 ih = ih0 + i * g.dh;
+  for_each_output_row(g, r0, r1, [&](i64 n, i64 oh, i64 ow0, i64 ow1, i64 first) {
+    const T* img = x + n * g.h * g.w * C;
+    T* row_col = col + (first - r0) * K;
+    for (i64 i = 0; i < g.kh; ++i) {
+      const i64 ih = oh * g.sh - g.pad_top + i * g.dh;
+      T* dst = row_col + i * run;
       if (ih < 0 || ih >= g.h) {
-        zero_run(run, dst);
+        for (i64 ow = ow0; ow < ow1; ++ow, dst += K) zero_run(run, dst);
         continue;
       }
       const T* src = img + ih * g.w * C;
-      if (contiguous_taps) {
-        copy_run(src + iw0 * C, run, dst);
-        continue;
-      }
-      for (i64 j = 0; j < g.kw; ++j) {
-        const i64 iw = iw0 + j * g.dw;
-        if (iw < 0 || iw >= g.w)
-          zero_run(C, dst + j * C);
-        else
-          copy_run(src + iw * C, C, dst + j * C);
+      for (i64 ow = ow0; ow < ow1; ++ow, dst += K) {
+        const i64 iw0 = ow * g.sw - g.pad_left;
+        if (g.dw == 1 && iw0 >= 0 && iw0 + g.kw <= g.w) {  // all kw taps inside: one contiguous run
+          copy_run(src + iw0 * C, run, dst);
+          continue;
+        }
+        for (i64 j = 0; j < g.kw; ++j) {
+          const i64 iw = iw0 + j * g.dw;
+          if (iw < 0 || iw >= g.w)
+            zero_run(C, dst + j * C);
+          else
+            copy_run(src + iw * C, C, dst + j * C);
+        }
       }
     }
-  }
+  });
 }
 
 // The adjoint of im2col: adds each column of rows [r0, r1) back into its input pixel.
 template <class T>
 void col2im_add(const WindowGeom& g, const T* col, i64 r0, i64 r1, T* x) {
   const i64 C = g.c, run = g.kw * C, K = g.kh * run;
-  RowCursor cur(g, r0);
-  for (i64 r = r0; r < r1; ++r, col += K, cur.next(g)) {
-    T* img = x + cur.n * g.h * g.w * C;
-    const i64 ih0 = cur.oh * g.sh - g.pad_top, iw0 = cur.ow * g.sw - g.pad_left;
-    const bool contiguous_taps = g.dw == 1 && iw0 >= 0 && iw0 + g.kw <= g.w;
-    const T* src = col;
-    for (i64 i = 0; i < g.kh; ++i, src += run) {
-      const i64 ih = ih0 + i * g.dh;
+  for_each_output_row(g, r0, r1, [&](i64 n, i64 oh, i64 ow0, i64 ow1, i64 first) {
+    T* img = x + n * g.h * g.w * C;
+    const T* row_col = col + (first - r0) * K;
+    for (i64 i = 0; i < g.kh; ++i) {
+      const i64 ih = oh * g.sh - g.pad_top + i * g.dh;
       if (ih < 0 || ih >= g.h) continue;
       T* dst = img + ih * g.w * C;
-      if (contiguous_taps) {
-        add_run(src, run, dst + iw0 * C);
-        continue;
-      }
-      for (i64 j = 0; j < g.kw; ++j) {
-        const i64 iw = iw0 + j * g.dw;
-        if (iw >= 0 && iw < g.w) add_run(src + j * C, C, dst + iw * C);
+      const T* src = row_col + i * run;
+      for (i64 ow = ow0; ow < ow1; ++ow, src += K) {
+        const i64 iw0 = ow * g.sw - g.pad_left;
+        if (g.dw == 1 && iw0 >= 0 && iw0 + g.kw <= g.w) {
+          add_run(src, run, dst + iw0 * C);
+          continue;
+        }
+        for (i64 j = 0; j < g.kw; ++j) {
+          const i64 iw = iw0 + j * g.dw;
+          if (iw >= 0 && iw < g.w) add_run(src + j * C, C, dst + iw * C);
+        }
       }
     }
-  }
+  });
 }
 
 // ---- conv2d --------------------------------------------------------------------------------------
@@ -423,33 +442,67 @@ void depthwise_backward_filter_t(const WindowGeom& g, const T* x, const T* dy, T
 
 // ---- pooling -------------------------------------------------------------------------------------
 
-// Index (into x) of the first maximum of each channel in the window of output pixel (n, oh, ow),
-// taps visited in row-major order; best[] is scratch of c values.
+// The tap index is kept in an integer as wide as T so that the compare-and-select below
+// vectorises (a branch per channel on random data mispredicts half the time).
 template <class T>
-void window_argmax(const WindowGeom& g, const T* x, i64 n, i64 oh, i64 ow, T* best, i64* arg) {
+using TapIndex = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
+
+// The first maximum of each channel in the window of output pixel (n, oh, ow), taps visited in
+// row-major order: channel c's maximum is x[offset[tap[c]] + c]. tap[] holds c entries,
+// offset[] kh*kw. Channels go in blocks of fixed width held in local arrays, which the compiler
+// keeps in vector registers; running maxima kept in memory cost 10x more (a store and a reload
+// per channel and tap, as the arrays might alias x).
+// Returns the number of taps inside the image.
+template <class T>
+TapIndex<T> window_argmax(const WindowGeom& g, const T* x, i64 n, i64 oh, i64 ow, TapIndex<T>* tap,
+                          i64* offset) {
   const i64 C = g.c;
   const i64 ih0 = oh * g.sh - g.pad_top, iw0 = ow * g.sw - g.pad_left;
   const TapRange ti = taps_inside(ih0, g.kh, 1, g.h), tj = taps_inside(iw0, g.kw, 1, g.w);
-  bool first = true;
+  TapIndex<T> taps = 0;
   for (i64 i = ti.begin; i < ti.end; ++i)
-    for (i64 j = tj.begin; j < tj.end; ++j) {
-      const i64 base = ((n * g.h + ih0 + i) * g.w + iw0 + j) * C;
-      const T* xp = x + base;
-      if (first) {
-        for (i64 c = 0; c < C; ++c) {
-          best[c] = xp[c];
-          arg[c] = base + c;
-        }
-        first = false;
-        continue;
-      }
-      for (i64 c = 0; c < C; ++c)
-        if (xp[c] > best[c]) {
-          best[c] = xp[c];
-          arg[c] = base + c;
-        }
+    for (i64 j = tj.begin; j < tj.end; ++j) offset[taps++] = ((n * g.h + ih0 + i) * g.w + iw0 + j) * C;
+  constexpr i64 L = 64 / sizeof(T);
+  i64 c0 = 0;
+  for (; c0 + L <= C; c0 += L) {
+    T best[L];
+    TapIndex<T> arg[L];
+    const T* x0 = x + offset[0] + c0;
+    for (i64 l = 0; l < L; ++l) {
+      best[l] = x0[l];
+      arg[l] = 0;
     }
+    for (TapIndex<T> t = 1; t < taps; ++t) {
+      const T* xt = x + offset[t] + c0;
+      for (i64 l = 0; l < L; ++l) {
+        const bool greater = xt[l] > best[l];  // strict: ties keep the earlier tap
+        best[l] = greater ? xt[l] : best[l];
+        arg[l] = greater ? t : arg[l];
+      }
+    }
+    for (i64 l = 0; l < L; ++l) tap[c0 + l] = arg[l];
+  }
+  for (i64 c = c0; c < C; ++c) {
+    T best = x[offset[0] + c];
+    TapIndex<T> arg = 0;
+    for (TapIndex<T> t = 1; t < taps; ++t)
+      if (x[offset[t] + c] > best) {
+        best = x[offset[t] + c];
+        arg = t;
+      }
+    tap[c] = arg;
+  }
+  return taps;
 }
+
+// Per-thread scratch of window_argmax.
+template <class T>
+struct ArgmaxScratch {
+  std::vector<TapIndex<T>> tap;
+  std::vector<i64> offset;
+  ArgmaxScratch(const WindowGeom& g, int parts)
+      : tap(static_cast<std::size_t>(parts * g.c)), offset(static_cast<std::size_t>(parts * g.kh * g.kw)) {}
+};
 
 template <class T>
 void max_pool_forward_t(const WindowGeom& g, const T* x, T* y) {
@@ -486,19 +539,31 @@ template <class T>
 void max_pool_backward_t(const WindowGeom& g, const T* x, const T* dy, T* dx) {
   const i64 C = g.c, image = g.h * g.w * C;
   if (g.n * image == 0) return;
+  // Windows that do not overlap (stride >= pool, the usual 2x2/2) own their pixels: each pixel's
+  // gradient is written once, with a select, instead of zero-filled and then scattered into.
+  const bool disjoint = g.sh >= g.kh && g.sw >= g.kw;
+  const bool covers = g.sh == g.kh && g.sw == g.kw && (g.ho - 1) * g.sh - g.pad_top + g.kh >= g.h &&
+                      (g.wo - 1) * g.sw - g.pad_left + g.kw >= g.w;
+  // A scatter into dx: split by images.
   const int parts = plan_parts(g.n, static_cast<double>(g.ho * g.wo * g.kh * g.kw * C));
-  std::vector<T> best(static_cast<std::size_t>(parts * C));
-  std::vector<i64> arg(static_cast<std::size_t>(parts * C));
+  ArgmaxScratch<T> scratch(g, parts);
   run_parts(parts, g.n, [&](int p, i64 n0, i64 n1) {
-    std::fill(dx + n0 * image, dx + n1 * image, T(0));
-    T* bp = best.data() + p * C;
-    i64* ap = arg.data() + p * C;
+    if (!(disjoint && covers)) std::fill(dx + n0 * image, dx + n1 * image, T(0));
+    TapIndex<T>* tap = scratch.tap.data() + p * C;
+    i64* offset = scratch.offset.data() + p * g.kh * g.kw;
     for (i64 n = n0; n < n1; ++n)
       for (i64 oh = 0; oh < g.ho; ++oh)
         for (i64 ow = 0; ow < g.wo; ++ow) {
-          window_argmax(g, x, n, oh, ow, bp, ap);
+          const TapIndex<T> taps = window_argmax(g, x, n, oh, ow, tap, offset);
           const T* gp = dy + ((n * g.ho + oh) * g.wo + ow) * C;
-          for (i64 c = 0; c < C; ++c) dx[ap[c]] += gp[c];
+          if (disjoint) {
+            for (TapIndex<T> t = 0; t < taps; ++t) {
+              T* dp = dx + offset[t];
+              for (i64 c = 0; c < C; ++c) dp[c] = tap[c] == t ? gp[c] : T(0);
+            }
+          } else {
+            for (i64 c = 0; c < C; ++c) dx[offset[tap[c]] + c] += gp[c];
+          }
         }
   });
 }
@@ -508,16 +573,20 @@ void max_pool_gather_t(const WindowGeom& g, const T* x, const T* dx, T* out) {
   const i64 C = g.c, rows = g.n * g.ho;
   if (rows == 0 || g.wo == 0 || C == 0) return;
   const int parts = plan_parts(rows, static_cast<double>(g.wo * g.kh * g.kw * C));
-  std::vector<T> best(static_cast<std::size_t>(parts * C));
-  std::vector<i64> arg(static_cast<std::size_t>(parts * C));
+  ArgmaxScratch<T> scratch(g, parts);
   run_parts(parts, rows, [&](int p, i64 r0, i64 r1) {
-    T* bp = best.data() + p * C;
-    i64* ap = arg.data() + p * C;
+    TapIndex<T>* tap = scratch.tap.data() + p * C;
+    i64* offset = scratch.offset.data() + p * g.kh * g.kw;
     for (i64 r = r0; r < r1; ++r)
       for (i64 ow = 0; ow < g.wo; ++ow) {
-        window_argmax(g, x, r / g.ho, r % g.ho, ow, bp, ap);
+        const TapIndex<T> taps = window_argmax(g, x, r / g.ho, r % g.ho, ow, tap, offset);
         T* op = out + (r * g.wo + ow) * C;
-        for (i64 c = 0; c < C; ++c) op[c] = dx[ap[c]];
+        // A select per tap rather than an indexed load per channel: it vectorises.
+        zero_run(C, op);
+        for (TapIndex<T> t = 0; t < taps; ++t) {
+          const T* dp = dx + offset[t];
+          for (i64 c = 0; c < C; ++c) op[c] = tap[c] == t ? dp[c] : op[c];
+        }
       }
   });
 }
@@ -542,8 +611,8 @@ void avg_pool_forward_t(const WindowGeom& g, const T* x, T* y) {
           for (i64 j = tj.begin; j < tj.end; ++j)
             add_run(img + ((ih0 + i) * g.w + iw0 + j) * C, C, out);
         // Only the pixels inside the image count (TensorFlow's avg_pool excludes the padding).
-        const T count = static_cast<T>((ti.end - ti.begin) * (tj.end - tj.begin));
-        for (i64 c = 0; c < C; ++c) out[c] /= count;
+        const T scale = T(1) / static_cast<T>((ti.end - ti.begin) * (tj.end - tj.begin));
+        for (i64 c = 0; c < C; ++c) out[c] *= scale;
       }
     }
   });
@@ -565,9 +634,9 @@ void avg_pool_backward_t(const WindowGeom& g, const T* dy, T* dx) {
         for (i64 ow = 0; ow < g.wo; ++ow) {
           const i64 iw0 = ow * g.sw - g.pad_left;
           const TapRange tj = taps_inside(iw0, g.kw, 1, g.w);
-          const T count = static_cast<T>((ti.end - ti.begin) * (tj.end - tj.begin));
+          const T scale = T(1) / static_cast<T>((ti.end - ti.begin) * (tj.end - tj.begin));
           const T* gp = dy + ((n * g.ho + oh) * g.wo + ow) * C;
-          for (i64 c = 0; c < C; ++c) sp[c] = gp[c] / count;
+          for (i64 c = 0; c < C; ++c) sp[c] = gp[c] * scale;
           for (i64 i = ti.begin; i < ti.end; ++i)
             for (i64 j = tj.begin; j < tj.end; ++j)
               add_run(sp, C, dx + ((n * g.h + ih0 + i) * g.w + iw0 + j) * C);

@@ -29,6 +29,21 @@ struct TrainingScope {
 
 bool in_training_call() { return training_context; }
 
+Tensor get_mask(const Tensor& x) {
+  return x.defined() && x.impl()->keras_mask ? Tensor(x.impl()->keras_mask) : Tensor();
+}
+
+Tensor with_mask(const Tensor& x, const Tensor& mask) {
+  Tensor t = keel::detail::make_view(x, x.shape(), x.strides(), x.offset());
+  t.impl()->keras_mask = mask.defined() ? mask.impl_ptr() : nullptr;
+  // The view is a new tensor to the tape: an identity node keeps gradients flowing through it.
+  if (autograd::recording())
+    autograd::record("with_mask", {x}, {t}, [](const autograd::Grads& g, const autograd::Needs&) {
+      return autograd::Grads{g[0]};
+    });
+  return t;
+}
+
 std::string to_snake_case(const std::string& cls) {
   std::string out;
   for (std::size_t i = 0; i < cls.size(); ++i) {
@@ -147,7 +162,9 @@ Tensor Layer::operator()(const Tensor& inputs, bool training) {
     check_input_shape(inputs.shape());
   }
   call_losses_.clear();
-  return call(inputs, t);
+  Tensor y = call(inputs, t);
+  if (y.defined()) output_shape_ = y.shape();
+  return y;
 }
 
 Tensor Layer::operator()(const std::vector<Tensor>& inputs, bool training) {
@@ -164,7 +181,9 @@ Tensor Layer::operator()(const std::vector<Tensor>& inputs, bool training) {
     built_shape_ = inputs[0].shape();
   }
   call_losses_.clear();
-  return call(inputs, t);
+  Tensor y = call(inputs, t);
+  if (y.defined()) output_shape_ = y.shape();
+  return y;
 }
 
 Variable& Layer::add_weight(std::string wname, Shape shape, std::string initializer, bool trainable) {
@@ -275,6 +294,30 @@ Shape Layer::compute_output_shape(const Shape& input_shape) {
   if (!dims.empty()) dims[0] = 1;
   autograd::NoRecordScope no_record;
   return (*this)(zeros(Shape(dims)), false).shape();
+}
+
+InputLayer::InputLayer(Shape shape, std::string name) : Layer(std::move(name)), shape_(std::move(shape)) {
+  std::vector<std::int64_t> dims{1};
+  dims.insert(dims.end(), shape_.dims().begin(), shape_.dims().end());
+  set_built(Shape(dims));
+}
+
+Tensor InputLayer::call(const Tensor& inputs, bool) { return inputs; }
+
+void InputLayer::check_input_shape(const Shape& s) const {
+  bool ok = s.rank() == shape_.rank() + 1;
+  for (std::int64_t i = 0; ok && i < shape_.rank(); ++i) ok = shape_[i] < 0 || s[i + 1] == shape_[i];
+  if (!ok)
+    throw ShapeError(fmt::format("{} (InputLayer): expected inputs of shape [batch]+{}, got {}", name(),
+                                 shape_.to_string(), s.to_string()));
+}
+
+nlohmann::json InputLayer::get_config() const {
+  auto config = Layer::get_config();
+  std::vector<std::int64_t> batch_shape{-1};
+  batch_shape.insert(batch_shape.end(), shape_.dims().begin(), shape_.dims().end());
+  config["batch_shape"] = batch_shape;
+  return config;
 }
 
 }  // namespace keel::layers

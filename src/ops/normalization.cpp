@@ -3,8 +3,8 @@
 // batch_norm and layer_norm (over trailing axes) are hot paths, so each forward is a fused CPU
 // kernel recorded as ONE tape node with the closed-form gradient (the pattern of softmax in
 // nn.cpp). Their backward functions come in two forms that compute the same numbers:
-//  * no tape is recording the backward itself (the usual first-order case): fused kernels (batch
-//    norm) or a few ops (layer norm) that reuse the statistics saved by the forward;
+//  * no tape is recording the backward itself (the usual first-order case): fused kernels that
+//    reuse the statistics saved by the forward;
 //  * an outer tape is recording it (second derivatives, gradient penalties): the same formula
 //    written with differentiable ops, with the statistics recomputed from x by differentiable ops
 //    so the outer tape sees how they depend on x. (The saved statistics were computed by the
@@ -81,9 +81,11 @@ Tensor vector_tensor(const std::vector<T>& v, const Tensor& like) {
 
 // ---- CPU kernels on a row-major [rows, cols] matrix ------------------------------------------
 
-// Rows are summed in T within blocks of at most this many rows (short sums keep the rounding
-// error small even in float32), and the block sums are added in double.
+// Column sums run over blocks of rows: each block is summed in T (short sums keep the rounding
+// error small even in float32) and the block sums are added in double. A block holds about
+// kBlockElems elements (it stays in L1 while its column strips are read) and at most kBlockRows.
 constexpr std::int64_t kBlockRows = 128;
+constexpr std::int64_t kBlockElems = 8192;
 
 // Rows are split into chunks whose boundaries depend only on the shape, never on the thread
 // count, so the order of every addition, and the result, is the same with 1 or 16 threads.
@@ -92,30 +94,49 @@ std::int64_t column_chunks(std::int64_t rows, std::int64_t cols) {
   return std::clamp<std::int64_t>(rows * cols / 32768, 1, most);
 }
 
-// Two per-column sums over all rows: row_fn(r, acc1, acc2) adds row r's contributions to the
-// accumulators acc1[0..cols), acc2[0..cols). Results in s1, s2 (double).
-template <class T, class RowFn>
-void column_sums(std::int64_t rows, std::int64_t cols, RowFn row_fn, std::vector<double>& s1,
+// Two per-column sums over all rows: elem(r, c, a1, a2) adds element (r, c)'s contributions to
+// the accumulators a1 and a2. Results in s1, s2 (double, one per column).
+//
+// The loops run over strips of W columns, rows inside: the 2 W accumulators of a strip stay
+// in registers for the whole block (a row-by-row loop would load and store every accumulator
+// for every row, which costs more than the arithmetic when rows are short, as C = 16 is).
+template <class T, class Elem>
+void column_sums(std::int64_t rows, std::int64_t cols, Elem elem, std::vector<double>& s1,
                  std::vector<double>& s2) {
+  constexpr std::int64_t W = 64 / sizeof(T);  // four SSE vectors per accumulator
   const std::int64_t chunks = column_chunks(rows, cols);
+  const std::int64_t block_rows = std::clamp<std::int64_t>(kBlockElems / std::max<std::int64_t>(cols, 1), 1, kBlockRows);
   const auto ucols = static_cast<std::size_t>(cols);
   std::vector<double> partial(static_cast<std::size_t>(chunks) * ucols * 2, 0.0);
   [[maybe_unused]] const int nt = std::max(1, config::num_threads());
   [[maybe_unused]] const bool par = nt > 1 && chunks > 1;
 #pragma omp parallel for num_threads(nt) schedule(static) if (par)
   for (std::int64_t k = 0; k < chunks; ++k) {
-    std::vector<T> a1(ucols), a2(ucols);
     double* p1 = partial.data() + static_cast<std::size_t>(k) * ucols * 2;
     double* p2 = p1 + ucols;
     const std::int64_t r0 = rows * k / chunks, r1 = rows * (k + 1) / chunks;
-    for (std::int64_t b = r0; b < r1; b += kBlockRows) {
-      std::fill(a1.begin(), a1.end(), T(0));
-      std::fill(a2.begin(), a2.end(), T(0));
-      const std::int64_t e = std::min(r1, b + kBlockRows);
-      for (std::int64_t r = b; r < e; ++r) row_fn(r, a1.data(), a2.data());
-      for (std::size_t c = 0; c < ucols; ++c) {
-        p1[c] += static_cast<double>(a1[c]);
-        p2[c] += static_cast<double>(a2[c]);
+    for (std::int64_t b = r0; b < r1; b += block_rows) {
+      const std::int64_t e = std::min(r1, b + block_rows);
+      std::int64_t c0 = 0;
+      for (; c0 + W <= cols; c0 += W) {
+        T a1[W] = {}, a2[W] = {};
+        for (std::int64_t r = b; r < e; ++r)
+#pragma omp simd
+          for (std::int64_t j = 0; j < W; ++j) elem(r, c0 + j, a1[j], a2[j]);
+        for (std::int64_t j = 0; j < W; ++j) {
+          p1[c0 + j] += static_cast<double>(a1[j]);
+          p2[c0 + j] += static_cast<double>(a2[j]);
+        }
+      }
+      if (c0 < cols) {  // the last, narrower strip
+        const std::int64_t w = cols - c0;
+        T a1[W] = {}, a2[W] = {};
+        for (std::int64_t r = b; r < e; ++r)
+          for (std::int64_t j = 0; j < w; ++j) elem(r, c0 + j, a1[j], a2[j]);
+        for (std::int64_t j = 0; j < w; ++j) {
+          p1[c0 + j] += static_cast<double>(a1[j]);
+          p2[c0 + j] += static_cast<double>(a2[j]);
+        }
       }
     }
   }
@@ -128,6 +149,29 @@ void column_sums(std::int64_t rows, std::int64_t cols, RowFn row_fn, std::vector
       s2[c] += p1[ucols + c];
     }
   }
+}
+
+// sum of f(j) for j < n, for a row in cache: 16 independent T lanes (no single long chain of
+// dependent additions) over blocks of 1024 elements, the block sums added in double.
+template <class T, class F>
+double row_sum(std::int64_t n, F f) {
+  constexpr std::int64_t L = 16;
+  double total = 0;
+  for (std::int64_t b = 0; b < n; b += 1024) {
+    const std::int64_t e = std::min(n, b + 1024);
+    T acc[L] = {};
+    std::int64_t j = b;
+    for (; j + L <= e; j += L)
+#pragma omp simd
+      for (std::int64_t k = 0; k < L; ++k) acc[k] += f(j + k);
+    T tail = 0;
+    for (; j < e; ++j) tail += f(j);
+    // Pairwise across the lanes: four dependent steps instead of a chain of sixteen.
+    for (std::int64_t w = L / 2; w > 0; w /= 2)
+      for (std::int64_t k = 0; k < w; ++k) acc[k] += acc[k + w];
+    total += static_cast<double>(acc[0]) + static_cast<double>(tail);
+  }
+  return total;
 }
 
 // Rows per parallel task so that a task touches about kParallelGrain elements.
@@ -158,14 +202,10 @@ void column_moments(const T* x, std::int64_t rows, std::int64_t cols, std::vecto
                     std::vector<double>& var) {
   const T* shift = x;
   std::vector<double> s, q;
-  column_sums<T>(rows, cols, [&](std::int64_t r, T* a1, T* a2) {
-    const T* xr = x + r * cols;
-#pragma omp simd
-    for (std::int64_t c = 0; c < cols; ++c) {
-      const T d = xr[c] - shift[c];
-      a1[c] += d;
-      a2[c] += d * d;
-    }
+  column_sums<T>(rows, cols, [=](std::int64_t r, std::int64_t c, T& a1, T& a2) {
+    const T d = x[r * cols + c] - shift[c];
+    a1 += d;
+    a2 += d * d;
   }, s, q);
   const auto n = static_cast<double>(rows);
   mean.resize(s.size());
@@ -214,15 +254,11 @@ Grads bn_train_backward_fused(const Tensor& x, const Tensor& gamma, const Tensor
     const std::vector<T> rs = values_or<T>(rstd, C, T(1));
     const std::vector<T> ga = values_or<T>(gamma, C, T(1));
     std::vector<double> gsum, gxc;  // sum(g), sum(g * (x - mean))
-    column_sums<T>(M, C, [&](std::int64_t r, T* a1, T* a2) {
-      const T* xr = xp + r * C;
-      const T* gr = gp + r * C;
-      const T* m = mu.data();
-#pragma omp simd
-      for (std::int64_t c = 0; c < C; ++c) {
-        a1[c] += gr[c];
-        a2[c] += gr[c] * (xr[c] - m[c]);
-      }
+    const T* m = mu.data();
+    column_sums<T>(M, C, [=](std::int64_t r, std::int64_t c, T& a1, T& a2) {
+      const T g = gp[r * C + c];
+      a1 += g;
+      a2 += g * (xp[r * C + c] - m[c]);
     }, gsum, gxc);
     const auto uc = static_cast<std::size_t>(C);
     if (need[1]) {
@@ -247,7 +283,7 @@ Grads bn_train_backward_fused(const Tensor& x, const Tensor& gamma, const Tensor
       Tensor dx = detail::empty_tensor(x.shape(), x.dtype(), x.device());
       T* dp = static_cast<T*>(dx.raw_data());
       cpu::parallel_for(M, row_grain(C), [&](std::int64_t r0, std::int64_t r1) {
-        const T *pa = a.data(), *pb = b.data(), *pe = e.data(), *m = mu.data();
+        const T *pa = a.data(), *pb = b.data(), *pe = e.data();
         for (std::int64_t r = r0; r < r1; ++r) {
           const T* xr = xp + r * C;
           const T* gr = gp + r * C;
@@ -416,34 +452,118 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& b
 
 namespace {
 
+// Rows handled together by the layer-norm loops: each step (sums, then square roots, then the
+// output) runs over the whole group before the next starts, so the long chain of dependent
+// operations of one row (sum -> mean -> centred sum -> sqrt -> divide) overlaps with those of
+// the other rows instead of stalling every short row. A group stays within L1.
+std::int64_t row_group(std::int64_t cols) { return std::clamp<std::int64_t>(4096 / std::max<std::int64_t>(cols, 1), 1, 64); }
+
 // Per row of a [rows, cols] matrix: mean and 1/sqrt(var + eps) (two passes over the row, which
 // is in cache after the first), then y = (x - mean) * rstd * gamma + beta.
 template <class T>
 void layer_norm_rows(const T* x, T* y, std::int64_t rows, std::int64_t cols, const T* gamma,
                      const T* beta, double epsilon, T* mean_out, T* rstd_out) {
   if (cols == 0) return;
+  const auto n = static_cast<double>(cols);
+  const std::int64_t group = row_group(cols);
   cpu::parallel_for(rows, row_grain(cols), [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t r = r0; r < r1; ++r) {
-      const T* xr = x + r * cols;
-      T* yr = y + r * cols;
-      double s = 0;
-#pragma omp simd reduction(+ : s)
-      for (std::int64_t c = 0; c < cols; ++c) s += static_cast<double>(xr[c]);
-      const double mu = s / static_cast<double>(cols);
-      double q = 0;
-#pragma omp simd reduction(+ : q)
-      for (std::int64_t c = 0; c < cols; ++c) {
-        const double d = static_cast<double>(xr[c]) - mu;
-        q += d * d;
+    double mu[64], q[64];
+    for (std::int64_t g0 = r0; g0 < r1; g0 += group) {
+      const std::int64_t len = std::min(group, r1 - g0);
+      for (std::int64_t i = 0; i < len; ++i) {
+        const T* xr = x + (g0 + i) * cols;
+        mu[i] = row_sum<T>(cols, [xr](std::int64_t j) { return xr[j]; }) / n;
+        mean_out[g0 + i] = static_cast<T>(mu[i]);
       }
-      const double rs = 1.0 / std::sqrt(q / static_cast<double>(cols) + epsilon);
-      const T m = static_cast<T>(mu), rt = static_cast<T>(rs);
-      mean_out[r] = m;
-      rstd_out[r] = rt;
+      for (std::int64_t i = 0; i < len; ++i) {
+        const T* xr = x + (g0 + i) * cols;
+        const T m = mean_out[g0 + i];
+        q[i] = row_sum<T>(cols, [xr, m](std::int64_t j) {
+          const T d = xr[j] - m;
+          return d * d;
+        });
+      }
+      for (std::int64_t i = 0; i < len; ++i) {
+        // Centred on the rounded mean m: sum((x - m)^2) / n = var + (mu - m)^2.
+        const double dm = mu[i] - static_cast<double>(mean_out[g0 + i]);
+        const double var = std::max(0.0, q[i] / n - dm * dm);
+        rstd_out[g0 + i] = static_cast<T>(1.0 / std::sqrt(var + epsilon));
+      }
+      for (std::int64_t i = 0; i < len; ++i) {
+        const T* xr = x + (g0 + i) * cols;
+        T* yr = y + (g0 + i) * cols;
+        const T m = mean_out[g0 + i], rt = rstd_out[g0 + i];
 #pragma omp simd
-      for (std::int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - m) * rt * gamma[c] + beta[c];
+        for (std::int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - m) * rt * gamma[c] + beta[c];
+      }
     }
   });
+}
+
+// Closed-form layer-norm gradient with fused loops (the first-order case). Per row, with
+// xhat = (x - mean) * rstd and h = g * gamma:
+//   dx = rstd * (h - sum(h) / n - xhat * sum(h * xhat) / n)
+// and over the rows: dgamma = sum(g * xhat), dbeta = sum(g).
+Grads layer_norm_backward_fused(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                const Tensor& mean, const Tensor& rstd, const Tensor& dy,
+                                std::int64_t rows, std::int64_t cols, const Needs& need) {
+  const Tensor xc = x.contiguous(), gc = dy.contiguous();
+  Grads out(3);
+  detail::dispatch_float(x.dtype(), "layer_norm", [&]<class T>() {
+    const T* xp = xc.data<T>();
+    const T* gp = gc.data<T>();
+    const T* mp = mean.data<T>();
+    const T* rp = rstd.data<T>();
+    if (need[0]) {
+      const std::vector<T> ga = values_or<T>(gamma, cols, T(1));
+      const T* gm = ga.data();
+      Tensor dx = detail::empty_tensor(x.shape(), x.dtype(), x.device());
+      T* dp = static_cast<T*>(dx.raw_data());
+      const auto n = static_cast<double>(cols);
+      const std::int64_t group = row_group(cols);
+      cpu::parallel_for(rows, row_grain(cols), [&](std::int64_t r0, std::int64_t r1) {
+        T mean_h[64], mean_hx[64];  // per row of the group: mean(h), mean(h * xhat)
+        for (std::int64_t g0 = r0; g0 < r1; g0 += group) {
+          const std::int64_t len = std::min(group, r1 - g0);
+          for (std::int64_t i = 0; i < len; ++i) {
+            const std::int64_t r = g0 + i;
+            const T* xr = xp + r * cols;
+            const T* gr = gp + r * cols;
+            const T m = mp[r], rs = rp[r];
+            mean_h[i] = static_cast<T>(row_sum<T>(cols, [=](std::int64_t j) { return gr[j] * gm[j]; }) / n);
+            mean_hx[i] = static_cast<T>(
+                row_sum<T>(cols, [=](std::int64_t j) { return gr[j] * gm[j] * ((xr[j] - m) * rs); }) / n);
+          }
+          for (std::int64_t i = 0; i < len; ++i) {
+            const std::int64_t r = g0 + i;
+            const T* xr = xp + r * cols;
+            const T* gr = gp + r * cols;
+            T* dr = dp + r * cols;
+            const T m = mp[r], rs = rp[r], a = mean_h[i], b = mean_hx[i];
+#pragma omp simd
+            for (std::int64_t j = 0; j < cols; ++j) dr[j] = rs * (gr[j] * gm[j] - a - (xr[j] - m) * rs * b);
+          }
+        }
+      });
+      out[0] = dx;
+    }
+    if (need[1] || need[2]) {
+      std::vector<double> dg, db;
+      column_sums<T>(rows, cols, [=](std::int64_t r, std::int64_t c, T& a1, T& a2) {
+        const T g = gp[r * cols + c];
+        a1 += g * ((xp[r * cols + c] - mp[r]) * rp[r]);
+        a2 += g;
+      }, dg, db);
+      auto as_param = [&](const std::vector<double>& v, const Tensor& p) {
+        Tensor t = detail::empty_tensor(p.shape(), x.dtype(), x.device());
+        std::copy(v.begin(), v.end(), static_cast<T*>(t.raw_data()));
+        return t;
+      };
+      if (need[1]) out[1] = as_param(dg, gamma);
+      if (need[2]) out[2] = as_param(db, beta);
+    }
+  });
+  return out;
 }
 
 // gamma/beta of layer_norm: shaped like the normalised axes (`param`), or already in the
@@ -514,18 +634,16 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, std:
 
   if (autograd::recording())
     autograd::record(op, {x, gamma, beta}, {y},
-                     [x, gamma, beta, mean, rstd, ax, bshape, epsilon, lead_count](const Grads& g, const Needs& n) {
-                       // With xhat = (x - mean) * rstd and h = g * gamma, over the normalised axes:
-                       //   dx = rstd * (h - mean(h) - xhat * mean(h * xhat)),
-                       //   dgamma = sum over the other axes of g * xhat, dbeta = that of g.
-                       Tensor m = mean, r = rstd;
-                       if (autograd::recording()) {  // an outer tape needs them as functions of x
-                         const auto mv = moments(x, ax, true);
-                         m = mv.first;
-                         r = rsqrt(add(mv.second, scalar_like(mv.second, epsilon)));
-                       }
+                     [x, gamma, beta, mean, rstd, ax, bshape, epsilon, lead_count, rows, cols](const Grads& g,
+                                                                                            const Needs& n) {
+                       if (!autograd::recording())
+                         return layer_norm_backward_fused(x, gamma, beta, mean, rstd, g[0], rows, cols, n);
+                       // An outer tape records this backward: the same formula with differentiable
+                       // ops, the statistics recomputed from x.
+                       const auto mv = moments(x, ax, true);
+                       const Tensor r = rsqrt(add(mv.second, scalar_like(mv.second, epsilon)));
                        const Tensor& dy = g[0];
-                       const Tensor xhat = mul(sub(x, m), r);
+                       const Tensor xhat = mul(sub(x, mv.first), r);
                        const std::vector<int> lead = leading_axes(lead_count);
                        Grads out(3);
                        if (n[0]) {

@@ -18,6 +18,7 @@
 // per-step cost is what dominates small recurrent models (the LSTM benchmark).
 #include "keel/ops/nn.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -152,8 +153,8 @@ Tensor one_like(const Tensor& t) { return scalar_like(t, 1.0); }
 
 // The gradients that go through the node's matrix products, shared by LSTM and GRU:
 // x (or, in a sequence step, the precomputed projection of x), the kernel and the bias of the
-// input side, from the gate gradient dx_side; the recurrent kernel and bias from dh_side.
-// dh itself is returned through `h_grad` (plus any direct term the caller adds).
+// input side from the gate gradient dx_side; h, the recurrent kernel and bias from dh_side
+// (GRU adds its direct h term to .h itself).
 struct ProjectionGrads {
   Tensor x, kernel, b_in, recurrent_kernel, b_rec, h;
 };
@@ -169,6 +170,96 @@ ProjectionGrads projection_grads(const Tensor& dx_side, const Tensor& dh_side, c
   if (need_rk) r.recurrent_kernel = matmul(h, dh_side, true, false);
   if (need_b_rec) r.b_rec = reduce_sum(dh_side, {0});
   return r;
+}
+
+// ---- row kernels ----------------------------------------------------------------------------------
+// Plain loops over one batch row. Each __restrict pointer names its own block of memory (gate
+// blocks of one row never overlap), which is what lets the compiler vectorise them: with
+// possible aliasing between a dozen pointers it gives up.
+
+template <class T>
+void add_row(std::int64_t n, T* __restrict a, const T* __restrict x, const T* __restrict b) {
+  if (b != nullptr)
+    for (std::int64_t j = 0; j < n; ++j) a[j] += x[j] + b[j];
+  else
+    for (std::int64_t j = 0; j < n; ++j) a[j] += x[j];
+}
+
+template <class T>
+void sum_row(std::int64_t n, const T* __restrict a, const T* __restrict b, T* __restrict y) {
+  for (std::int64_t j = 0; j < n; ++j) y[j] = a[j] + b[j];
+}
+
+// c' = f*c + i*g
+template <class T>
+void lstm_state_row(std::int64_t u, const T* __restrict i, const T* __restrict f,
+                    const T* __restrict g, const T* __restrict c, T* __restrict c_new) {
+  for (std::int64_t j = 0; j < u; ++j) c_new[j] = f[j] * c[j] + i[j] * g[j];
+}
+
+template <class T>
+void mul_row(std::int64_t n, const T* __restrict a, const T* __restrict b, T* __restrict y) {
+  for (std::int64_t j = 0; j < n; ++j) y[j] = a[j] * b[j];
+}
+
+// The LSTM gate gradients of one row (formulas above lstm_node).
+template <class T>
+void lstm_grad_row(std::int64_t u, const T* __restrict i, const T* __restrict f,
+                   const T* __restrict g, const T* __restrict o, const T* __restrict tc,
+                   const T* __restrict dh, const T* __restrict dc, const T* __restrict c,
+                   T* __restrict dzi, T* __restrict dzf, T* __restrict dzg, T* __restrict dzo,
+                   T* __restrict dc_prev) {
+  for (std::int64_t j = 0; j < u; ++j) {
+    const T one(1);
+    const T dct = dc[j] + dh[j] * o[j] * (one - tc[j] * tc[j]);
+    dzi[j] = dct * g[j] * i[j] * (one - i[j]);
+    dzf[j] = dct * c[j] * f[j] * (one - f[j]);
+    dzg[j] = dct * i[j] * (one - g[j] * g[j]);
+    dzo[j] = dh[j] * tc[j] * o[j] * (one - o[j]);
+    dc_prev[j] = dct * f[j];
+  }
+}
+
+// GRU: the z and r pre-activations x + i + b_in + b_rec.
+template <class T>
+void gru_zr_row(std::int64_t n, const T* __restrict x, const T* __restrict in,
+                const T* __restrict bi, const T* __restrict br, T* __restrict zr) {
+  for (std::int64_t j = 0; j < n; ++j) zr[j] = x[j] + in[j] + bi[j] + br[j];
+}
+
+// hh pre-activation: x_h (+ b_in_h) + r * rec_h.
+template <class T>
+void gru_cand_row(std::int64_t u, const T* __restrict x, const T* __restrict bi,
+                  const T* __restrict r, const T* __restrict rec, T* __restrict hh) {
+  for (std::int64_t j = 0; j < u; ++j) hh[j] = x[j] + bi[j] + r[j] * rec[j];
+}
+
+// h' = z*h + (1-z)*hh
+template <class T>
+void gru_out_row(std::int64_t u, const T* __restrict z, const T* __restrict h,
+                 const T* __restrict hh, T* __restrict out) {
+  for (std::int64_t j = 0; j < u; ++j) out[j] = z[j] * h[j] + (T(1) - z[j]) * hh[j];
+}
+
+// The GRU gate gradients of one row (formulas above gru_node).
+template <class T>
+void gru_grad_row(std::int64_t u, const T* __restrict z, const T* __restrict r,
+                  const T* __restrict hh, const T* __restrict rec, const T* __restrict h,
+                  const T* __restrict d, T* __restrict dxz, T* __restrict dxr, T* __restrict dxh,
+                  T* __restrict diz, T* __restrict dir, T* __restrict dih, T* __restrict dh_direct) {
+  for (std::int64_t j = 0; j < u; ++j) {
+    const T one(1);
+    const T dz_pre = d[j] * (h[j] - hh[j]) * z[j] * (one - z[j]);
+    const T dh_pre = d[j] * (one - z[j]) * (one - hh[j] * hh[j]);
+    const T dr_pre = dh_pre * rec[j] * r[j] * (one - r[j]);
+    dxz[j] = dz_pre;
+    diz[j] = dz_pre;
+    dxr[j] = dr_pre;
+    dir[j] = dr_pre;
+    dxh[j] = dh_pre;
+    dih[j] = dh_pre * r[j];
+    dh_direct[j] = d[j] * z[j];
+  }
 }
 
 // ---- LSTM --------------------------------------------------------------------------------------
@@ -216,12 +307,8 @@ LSTMState lstm_node(const char* op, const Tensor& x, const Tensor& h, const Tens
   T* gb = mutable_data<T>(g_buf);
   for (std::int64_t r = 0; r < batch; ++r) {
     T* ar = a + r * width;
-    const T* xr = xs.row(r);
-    if (b != nullptr)
-      for (std::int64_t j = 0; j < width; ++j) ar[j] += xr[j] + b[j];
-    else
-      for (std::int64_t j = 0; j < width; ++j) ar[j] += xr[j];
-    for (std::int64_t j = 0; j < u; ++j) gb[r * u + j] = ar[2 * u + j];
+    add_row<T>(width, ar, xs.row(r), b);
+    std::copy_n(ar + 2 * u, u, gb + r * u);
   }
   k.unary(cpu::UnaryOp::sigmoid, a, a, batch * width, T(0));
   k.unary(cpu::UnaryOp::tanh, gb, gb, batch * u, T(0));
@@ -236,16 +323,11 @@ LSTMState lstm_node(const char* op, const Tensor& x, const Tensor& h, const Tens
   T* hn = mutable_data<T>(h_new);
   for (std::int64_t r = 0; r < batch; ++r) {
     T* ar = a + r * width;
-    const T* cr = cs.row(r);
-    for (std::int64_t j = 0; j < u; ++j) {
-      const T g = gb[r * u + j];
-      ar[2 * u + j] = g;
-      cn[r * u + j] = ar[u + j] * cr[j] + ar[j] * g;
-    }
+    std::copy_n(gb + r * u, u, ar + 2 * u);
+    lstm_state_row<T>(u, ar, ar + u, gb + r * u, cs.row(r), cn + r * u);
   }
   k.unary(cpu::UnaryOp::tanh, cn, tc, batch * u, T(0));
-  for (std::int64_t r = 0; r < batch; ++r)
-    for (std::int64_t j = 0; j < u; ++j) hn[r * u + j] = a[r * width + 3 * u + j] * tc[r * u + j];
+  for (std::int64_t r = 0; r < batch; ++r) mul_row<T>(u, a + r * width + 3 * u, tc + r * u, hn + r * u);
 
   if (autograd::recording()) {
     autograd::record(
@@ -268,18 +350,10 @@ LSTMState lstm_node(const char* op, const Tensor& x, const Tensor& h, const Tens
             T* dcp = mutable_data<T>(dc_prev);
             for (std::int64_t r = 0; r < batch; ++r) {
               const T* ar = a + r * width;
-              const T *dhr = dhs.row(r), *dcr = dcs.row(r), *cr = cs.row(r);
               T* dzr = dzp + r * width;
-              for (std::int64_t j = 0; j < u; ++j) {
-                const T i = ar[j], f = ar[u + j], gg = ar[2 * u + j], o = ar[3 * u + j];
-                const T t = tc[r * u + j];
-                const T dct = dcr[j] + dhr[j] * o * (T(1) - t * t);
-                dzr[j] = dct * gg * i * (T(1) - i);
-                dzr[u + j] = dct * cr[j] * f * (T(1) - f);
-                dzr[2 * u + j] = dct * i * (T(1) - gg * gg);
-                dzr[3 * u + j] = dhr[j] * t * o * (T(1) - o);
-                dcp[r * u + j] = dct * f;
-              }
+              lstm_grad_row<T>(u, ar, ar + u, ar + 2 * u, ar + 3 * u, tc + r * u, dhs.row(r),
+                               dcs.row(r), cs.row(r), dzr, dzr + u, dzr + 2 * u, dzr + 3 * u,
+                               dcp + r * u);
             }
           } else {
             // Recorded by an outer tape: recompute the gates with differentiable ops.
@@ -351,10 +425,13 @@ Tensor gru_node(const char* op, const Tensor& x, const Tensor& h, const Tensor& 
   } else {
     xs = rows_of<T>(x, x_hold);
   }
+  // An absent bias reads as zeros (the loops stay branch-free).
+  std::vector<T> no_bias;
+  if (!b_in.defined() || !b_rec.defined()) no_bias.assign(static_cast<std::size_t>(width), T(0));
   Tensor bi_hold = b_in.defined() ? b_in.contiguous() : Tensor();
   Tensor br_hold = b_rec.defined() ? b_rec.contiguous() : Tensor();
-  const T* bi = b_in.defined() ? bi_hold.template data<T>() : nullptr;
-  const T* br = b_rec.defined() ? br_hold.template data<T>() : nullptr;
+  const T* bi = b_in.defined() ? bi_hold.template data<T>() : no_bias.data();
+  const T* br = b_rec.defined() ? br_hold.template data<T>() : no_bias.data();
 
   // zr: [z | r] per row; rec_h: I_h (with its bias); cand: the candidate hh. All three are
   // saved for the backward pass.
@@ -365,31 +442,20 @@ Tensor gru_node(const char* op, const Tensor& x, const Tensor& h, const Tensor& 
   T* rh = mutable_data<T>(rec_h);
   T* hh = mutable_data<T>(cand);
   for (std::int64_t r = 0; r < batch; ++r) {
-    const T* xr = xs.row(r);
     const T* ir = in + r * width;
-    T* zrr = zrp + r * 2 * u;
-    for (std::int64_t j = 0; j < 2 * u; ++j)
-      zrr[j] = xr[j] + ir[j] + (bi ? bi[j] : T(0)) + (br ? br[j] : T(0));
-    for (std::int64_t j = 0; j < u; ++j) rh[r * u + j] = ir[2 * u + j] + (br ? br[2 * u + j] : T(0));
+    gru_zr_row<T>(2 * u, xs.row(r), ir, bi, br, zrp + r * 2 * u);
+    sum_row<T>(u, ir + 2 * u, br + 2 * u, rh + r * u);
   }
   k.unary(cpu::UnaryOp::sigmoid, zrp, zrp, batch * 2 * u, T(0));
-  for (std::int64_t r = 0; r < batch; ++r) {
-    const T* xr = xs.row(r);
-    for (std::int64_t j = 0; j < u; ++j)
-      hh[r * u + j] = xr[2 * u + j] + (bi ? bi[2 * u + j] : T(0)) + zrp[r * 2 * u + u + j] * rh[r * u + j];
-  }
+  for (std::int64_t r = 0; r < batch; ++r)
+    gru_cand_row<T>(u, xs.row(r) + 2 * u, bi + 2 * u, zrp + r * 2 * u + u, rh + r * u, hh + r * u);
   k.unary(cpu::UnaryOp::tanh, hh, hh, batch * u, T(0));
   Tensor h_hold;
   const Rows<T> hs = rows_of<T>(h, h_hold);
   Tensor h_new = empty_like_shape(h, Shape{batch, u});
   T* hn = mutable_data<T>(h_new);
-  for (std::int64_t r = 0; r < batch; ++r) {
-    const T* hr = hs.row(r);
-    for (std::int64_t j = 0; j < u; ++j) {
-      const T z = zrp[r * 2 * u + j];
-      hn[r * u + j] = z * hr[j] + (T(1) - z) * hh[r * u + j];
-    }
-  }
+  for (std::int64_t r = 0; r < batch; ++r)
+    gru_out_row<T>(u, zrp + r * 2 * u, hs.row(r), hh + r * u, hn + r * u);
 
   if (autograd::recording()) {
     autograd::record(
@@ -412,20 +478,10 @@ Tensor gru_node(const char* op, const Tensor& x, const Tensor& h, const Tensor& 
             T* dip = mutable_data<T>(dI);
             T* dhd = mutable_data<T>(dh_direct);
             for (std::int64_t r = 0; r < batch; ++r) {
-              const T *dr = ds.row(r), *hr = hs.row(r);
               T *dxr = dxp + r * width, *dir = dip + r * width;
-              for (std::int64_t j = 0; j < u; ++j) {
-                const T z = zrp[r * 2 * u + j], rr = zrp[r * 2 * u + u + j];
-                const T c = hh[r * u + j];
-                const T dz_pre = dr[j] * (hr[j] - c) * z * (T(1) - z);
-                const T dh_pre = dr[j] * (T(1) - z) * (T(1) - c * c);
-                const T dr_pre = dh_pre * rh[r * u + j] * rr * (T(1) - rr);
-                dxr[j] = dir[j] = dz_pre;
-                dxr[u + j] = dir[u + j] = dr_pre;
-                dxr[2 * u + j] = dh_pre;
-                dir[2 * u + j] = dh_pre * rr;
-                dhd[r * u + j] = dr[j] * z;
-              }
+              gru_grad_row<T>(u, zrp + r * 2 * u, zrp + r * 2 * u + u, hh + r * u, rh + r * u,
+                              hs.row(r), ds.row(r), dxr, dxr + u, dxr + 2 * u, dir, dir + u,
+                              dir + 2 * u, dhd + r * u);
             }
           } else {
             // Recorded by an outer tape: recompute the gates with differentiable ops.
@@ -463,14 +519,41 @@ Tensor gru_dispatch(const char* op, const Tensor& x, const Tensor& h, const Tens
 
 // ---- sequences ---------------------------------------------------------------------------------
 
-// [batch, time, features] -> x @ kernel (+ bias) for every step at once, as per-step views
-// [batch, gates*units]. unstack is one tape node, so the backward pass stacks the T step
-// gradients once instead of padding each to the full sequence.
+// x [n, f] @ kernel [f, w] + bias [w] as one node: the bias is added in a pass over the rows
+// of the fresh product (a broadcasting add would be another op, node and output). Linear, so
+// its gradient needs no recomputation: the usual dense rule, written with ops.
+template <class T>
+Tensor projection_node(const Tensor& x, const Tensor& kernel, const Tensor& bias) {
+  const std::int64_t n = x.shape()[0], w = kernel.shape()[1];
+  Tensor y = empty_like_shape(kernel, Shape{n, w});
+  T* yp = mutable_data<T>(y);
+  gemm_to(x, kernel, yp);
+  if (bias.defined()) {
+    const Tensor b = bias.contiguous();
+    for (std::int64_t r = 0; r < n; ++r) add_row<T>(w, yp + r * w, b.template data<T>(), nullptr);
+  }
+  if (autograd::recording())
+    autograd::record(
+        "recurrent_input_projection", {x, kernel, bias}, {y},
+        [x, kernel](const Grads& g, const Needs& need) {
+          return Grads{need[0] ? matmul(g[0], kernel, false, true) : Tensor(),
+                       need[1] ? matmul(x, g[0], true, false) : Tensor(),
+                       need[2] ? reduce_sum(g[0], {0}) : Tensor()};
+        },
+        {x, kernel, bias});
+  return y;
+}
+
+// [batch, time, features] -> x @ kernel (+ bias) for every step at once (ONE product), as
+// per-step views [batch, gates*units]. unstack is one tape node, so the backward pass stacks
+// the T step gradients once instead of padding each to the full sequence.
 std::vector<Tensor> project_steps(const Tensor& x, const Tensor& kernel, const Tensor& bias) {
   const std::int64_t batch = x.shape()[0], time = x.shape()[1], features = x.shape()[2];
   const std::int64_t width = kernel.shape()[1];
-  Tensor xz = matmul(reshape(x, Shape{batch * time, features}), kernel);
-  if (bias.defined()) xz = add(xz, bias);
+  const Tensor x2 = reshape(x, Shape{batch * time, features});
+  const Tensor xz = detail::dispatch_float(x.dtype(), "recurrent_input_projection", [&]<class T>() {
+    return projection_node<T>(x2, kernel, bias);
+  });
   return unstack(reshape(xz, Shape{batch, time, width}), 1);
 }
 

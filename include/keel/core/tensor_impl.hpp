@@ -26,6 +26,7 @@ struct TensorImpl {
   std::shared_ptr<Storage> storage;
   std::uint64_t id = next_tensor_id();
   std::shared_ptr<SymbolicNode> symbolic;  // set only on symbolic (functional API) tensors
+  std::shared_ptr<TensorImpl> keras_mask;  // a Keras mask riding along (Embedding(mask_zero))
 
   bool is_contiguous() const {
     std::int64_t expected = 1;

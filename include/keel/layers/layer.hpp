@@ -64,6 +64,8 @@ class Layer : public std::enable_shared_from_this<Layer> {
   void set_name(std::string name) { name_ = std::move(name); }
   bool built() const { return built_; }
   const Shape& built_shape() const { return built_shape_; }
+  // The shape of the last output (batch dimension included; what summary() prints).
+  const Shape& output_shape() const { return output_shape_; }
   bool trainable() const { return trainable_; }
   void set_trainable(bool trainable);      // freezing reaches every sublayer
   virtual std::string class_name() const { return "Layer"; }
@@ -90,6 +92,7 @@ class Layer : public std::enable_shared_from_this<Layer> {
   bool built_ = false;
   bool trainable_ = true;
   Shape built_shape_;
+  Shape output_shape_;
   std::vector<Weight> weights_;
   std::vector<std::shared_ptr<Layer>> sublayers_;
   std::vector<Tensor> call_losses_;
@@ -100,6 +103,11 @@ std::string unique_name(const std::string& class_name);
 
 // Snake case of a class name: "Conv2D" -> "conv2d", "BatchNormalization" -> "batch_normalization".
 std::string to_snake_case(const std::string& class_name);
+
+// Keras masks: a bool tensor [batch, time] that rides along with a layer's output (as
+// Embedding(mask_zero = true) makes it) and that mask-aware layers (RNNs) read.
+Tensor get_mask(const Tensor& x);                       // undefined when none
+Tensor with_mask(const Tensor& x, const Tensor& mask);  // a view of x carrying the mask
 
 // The training flag in effect for the layer being called (see Layer::operator()).
 bool in_training_call();
@@ -117,6 +125,22 @@ class LayerRef {
 
  private:
   std::shared_ptr<Layer> ptr_;
+};
+
+// The first entry of a Sequential: fixes the input shape (without the batch dimension) so that
+// the model is built, and summary() works, before it sees data.
+class InputLayer : public Layer {
+ public:
+  explicit InputLayer(Shape shape_without_batch, std::string name = "");
+  const Shape& shape_without_batch() const { return shape_; }
+  Tensor call(const Tensor& inputs, bool training) override;
+  void check_input_shape(const Shape& input_shape) const override;
+  std::string class_name() const override { return "InputLayer"; }
+  std::shared_ptr<Layer> move_to_heap() override { return std::make_shared<InputLayer>(std::move(*this)); }
+  nlohmann::json get_config() const override;
+
+ private:
+  Shape shape_;
 };
 
 }  // namespace keel::layers

@@ -2,13 +2,65 @@
 // models::Model (a Layer that can be trained: functional graphs, Sequential stacks, or
 // subclasses with their own call()), models::Sequential and models::Input.
 #include <iostream>
+#include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "keel/callbacks/callback.hpp"
 #include "keel/layers/layer.hpp"
+#include "keel/losses/loss.hpp"
+#include "keel/metrics/metric.hpp"
+#include "keel/optimizers/optimizer.hpp"
 
 namespace keel::models {
+
+// Per-epoch values of the loss and every metric ("loss", "accuracy", "val_loss", ...).
+struct History {
+  std::map<std::string, std::vector<double>> history;
+  std::vector<int> epoch;
+};
+
+// Options in the order of Keras' keyword arguments, with Keras' defaults.
+struct CompileOptions {
+  optimizers::OptimizerRef optimizer = "rmsprop";
+  losses::LossRef loss;
+  std::vector<double> loss_weights;           // one per output of a multi-output model
+  std::vector<metrics::MetricRef> metrics;
+};
+
+struct FitOptions {
+  std::int64_t batch_size = 32;
+  int epochs = 1;
+  int verbose = 1;  // 0 silent, 1 progress bar (one line per epoch when not a terminal), 2 one line per epoch
+  callbacks::CallbackList callbacks;
+  double validation_split = 0;  // the last fraction of x, y (before shuffling), as Keras
+  std::optional<std::pair<Tensor, Tensor>> validation_data;
+  bool shuffle = true;
+  std::map<std::int64_t, double> class_weight;
+  Tensor sample_weight;
+  int initial_epoch = 0;
+  std::int64_t steps_per_epoch = -1;  // -1: the whole data set each epoch
+  std::int64_t validation_steps = -1;
+  std::int64_t validation_batch_size = -1;  // -1: batch_size
+  int validation_freq = 1;
+};
+
+struct EvaluateOptions {
+  std::int64_t batch_size = 32;
+  int verbose = 1;
+  Tensor sample_weight;
+  std::int64_t steps = -1;
+  callbacks::CallbackList callbacks;
+};
+
+struct PredictOptions {
+  std::int64_t batch_size = 32;
+  int verbose = 0;
+  std::int64_t steps = -1;
+  callbacks::CallbackList callbacks;
+};
 
 // A symbolic tensor: the start of a functional model. shape excludes the batch dimension.
 Tensor Input(Shape shape_without_batch, DType dtype = DType::float32, std::string name = "");
@@ -41,12 +93,43 @@ class Model : public layers::Layer {
   // Keras' table: layer name (type), output shape, parameter count; then the totals.
   void summary(std::ostream& out = std::cout);
 
+  // ---- training (Keras' compile / fit / evaluate / predict) ----
+  void compile(CompileOptions options);
+  History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
+  std::map<std::string, double> evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options = {});
+  Tensor predict(const Tensor& x, PredictOptions options = {});
+  // One optimisation step on a batch: forward under a GradientTape, loss (+ regularisation
+  // losses), gradients, optimizer update, metric updates. Override to customise fit().
+  virtual std::map<std::string, double> train_step(const Tensor& x, const Tensor& y, const Tensor& sample_weight);
+  virtual std::map<std::string, double> test_step(const Tensor& x, const Tensor& y, const Tensor& sample_weight);
+  // The compiled loss (weighted, reduced) plus the layers' regularisation losses.
+  Tensor compute_loss(const Tensor& x, const Tensor& y, const Tensor& y_pred, const Tensor& sample_weight);
+  // The compiled metrics (a "loss" tracker first), for custom train_step()s.
+  std::vector<std::shared_ptr<metrics::Metric>> metrics();
+  std::map<std::string, double> metrics_results();
+  void reset_metrics();
+  std::shared_ptr<optimizers::Optimizer> optimizer() const { return optimizer_; }
+  std::shared_ptr<losses::Loss> loss() const { return loss_; }
+  bool compiled() const { return optimizer_ != nullptr; }
+  bool stop_training = false;  // set by callbacks (EarlyStopping) to end fit() after this epoch
+
+  // Weights as a safetensors file, keyed by weight path ("dense/kernel").
+  void save_weights(const std::string& path);
+  void load_weights(const std::string& path);
+
   std::string class_name() const override { return is_functional() ? "Functional" : "Model"; }
   std::shared_ptr<layers::Layer> move_to_heap() override;
 
  protected:
   struct Graph;
   std::shared_ptr<Graph> graph_;
+  std::shared_ptr<optimizers::Optimizer> optimizer_;
+  std::shared_ptr<losses::Loss> loss_;
+  double loss_sum_ = 0, loss_count_ = 0;  // the running, batch-size weighted mean loss
+  std::vector<std::shared_ptr<metrics::Metric>> metrics_;  // null: "accuracy" resolved at the first batch
+  std::vector<std::string> metric_names_;
+  CompileOptions compile_options_;
+  void resolve_metrics(const Tensor& y, const Tensor& y_pred);
 };
 
 class Sequential : public Model {
@@ -61,7 +144,8 @@ class Sequential : public Model {
   Tensor call(const Tensor& inputs, bool training) override;
   void build(const Shape& input_shape) override;  // with the batch dimension
   void check_input_shape(const Shape& input_shape) const override;
-  std::vector<std::shared_ptr<layers::Layer>> layers() const override { return stack_; }
+  // The stacked layers (an InputLayer is not listed, as in Keras).
+  std::vector<std::shared_ptr<layers::Layer>> layers() const override;
   std::string class_name() const override { return "Sequential"; }
   std::shared_ptr<layers::Layer> move_to_heap() override;
 

@@ -1,0 +1,141 @@
+// 2x2 stride-2 pooling throughput at one thread, float32 NHWC, against memcpy of the same input
+// in the same run. bytes_per_second counts the input's bytes once per iteration for every benchmark (pooling
+// also writes a quarter of that; memcpy writes all of it), so pool/memcpy says how close a pool
+// comes to streaming its input. forward_backward also reads the upstream gradient and writes the
+// input's gradient. Shapes: the CIFAR-10 CNN's pooled activations at batch 64, and 56x56x64 at
+// batch 8.
+//
+//   build/benchmarks/bench_pool --benchmark_min_time=0.2
+#include <benchmark/benchmark.h>
+#include <keel/keel.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Image {
+  const char* name;
+  std::int64_t n, hw, c;
+  std::int64_t bytes() const { return n * hw * hw * c * std::int64_t(sizeof(float)); }
+};
+
+const Image kImages[] = {
+    {"32x32x16_b64", 64, 32, 16},
+    {"16x16x32_b64", 64, 16, 32},
+    {"8x8x64_b64", 64, 8, 64},
+    {"56x56x64_b8", 8, 56, 64},
+};
+
+// Printed as bytes_per_second.
+void set_rate(benchmark::State& state, const Image& im) {
+  state.SetBytesProcessed(im.bytes() * state.iterations());
+}
+
+keel::Tensor pool(bool max, const keel::Tensor& x) {
+  return max ? keel::max_pool2d(x, {2, 2}, {2, 2}) : keel::avg_pool2d(x, {2, 2}, {2, 2});
+}
+
+void BM_pool_forward(benchmark::State& state, Image im, bool max) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  const keel::Tensor x = keel::random::normal({im.n, im.hw, im.hw, im.c});
+  for (auto _ : state) {
+    keel::Tensor y = pool(max, x);
+    benchmark::DoNotOptimize(y);
+  }
+  set_rate(state, im);
+}
+
+void BM_pool_forward_backward(benchmark::State& state, Image im, bool max) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  const keel::Tensor x = keel::random::normal({im.n, im.hw, im.hw, im.c});
+  const keel::Tensor dy = keel::random::normal({im.n, im.hw / 2, im.hw / 2, im.c});
+  for (auto _ : state) {
+    keel::GradientTape tape;
+    tape.watch(x);
+    const keel::Tensor y = pool(max, x);
+    auto g = tape.gradient(y, std::vector<keel::Tensor>{x}, dy);
+    benchmark::DoNotOptimize(g);
+  }
+  set_rate(state, im);
+}
+
+void BM_memcpy(benchmark::State& state, Image im) {
+  std::vector<float> src(std::size_t(im.bytes()) / sizeof(float), 1.0f), dst(src.size());
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), std::size_t(im.bytes()));
+    benchmark::ClobberMemory();
+  }
+  set_rate(state, im);
+}
+
+// Prints as usual, and remembers each benchmark's byte rate for the ratio table.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const auto& run : runs) {
+      auto it = run.counters.find("bytes_per_second");
+      if (it == run.counters.end() || run.error_occurred) continue;
+      if (run.run_type == Run::RT_Aggregate && run.aggregate_name != "median") continue;
+      rates_[run.run_name.function_name] = it->second.value;
+    }
+  }
+
+  void print_ratios() const {
+    const char* ops[] = {"max_pool2d_forward", "avg_pool2d_forward", "max_pool2d_forward_backward",
+                         "avg_pool2d_forward_backward"};
+    std::printf("\npooling GB/s / memcpy GB/s of the same input (same run, 1 thread):\n  %-14s", "input");
+    for (const char* op : ops) std::printf(" %28s", op);
+    std::printf("\n");
+    for (const Image& im : kImages) {
+      const std::string n = im.name;
+      std::printf("  %-14s", im.name);
+      auto m = rates_.find("memcpy/" + n);
+      for (const char* op : ops) {
+        auto p = rates_.find(std::string(op) + "/" + n);
+        if (p == rates_.end() || m == rates_.end() || m->second <= 0) {
+          std::printf(" %28s", "-");
+          continue;
+        }
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.1f/%.1f = %.2fx", p->second * 1e-9, m->second * 1e-9,
+                      p->second / m->second);
+        std::printf(" %28s", buf);
+      }
+      std::printf("\n");
+    }
+  }
+
+ private:
+  std::map<std::string, double> rates_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  keel::config::set_num_threads(1);
+  for (const Image& im : kImages) {
+    const std::string n = im.name;
+    benchmark::RegisterBenchmark(("max_pool2d_forward/" + n).c_str(), BM_pool_forward, im, true)
+        ->Unit(benchmark::kMicrosecond)->UseRealTime();
+    benchmark::RegisterBenchmark(("avg_pool2d_forward/" + n).c_str(), BM_pool_forward, im, false)
+        ->Unit(benchmark::kMicrosecond)->UseRealTime();
+    benchmark::RegisterBenchmark(("max_pool2d_forward_backward/" + n).c_str(), BM_pool_forward_backward, im, true)
+        ->Unit(benchmark::kMicrosecond)->UseRealTime();
+    benchmark::RegisterBenchmark(("avg_pool2d_forward_backward/" + n).c_str(), BM_pool_forward_backward, im, false)
+        ->Unit(benchmark::kMicrosecond)->UseRealTime();
+    benchmark::RegisterBenchmark(("memcpy/" + n).c_str(), BM_memcpy, im)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  }
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  reporter.print_ratios();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,114 @@
+#pragma once
+// MultiHeadAttention as Keras has it (attention over the time axis of [batch, time, features]).
+//
+// Calling it:
+//   layers::MultiHeadAttention mha(4, 16);
+//   Tensor y = mha({query, value});                  // key = value
+//   Tensor y = mha({query, value, key});
+//   Tensor y = mha({query, value, mask});            // a bool input is the attention_mask
+//   Tensor y = mha({query, value, key, mask});
+//   Tensor y = mha(query, value, {.attention_mask = mask, .use_causal_mask = true, .training = true});
+//   auto [y, scores] = mha.call_with_scores(query, value);   // Keras' return_attention_scores
+// The list forms are the multi-input call (they work on symbolic tensors of the functional API
+// too); the keyword form mirrors Keras' call() arguments. attention_mask is bool, true = attend,
+// shaped [batch, Tq, Tv] ([Tq, Tv] and [batch, heads, Tq, Tv] broadcast as well).
+//
+// Masks riding on the inputs (get_mask: Embedding(mask_zero = true)) are used as Keras uses
+// them: the query's mask [B, Tq] -> [B, Tq, 1], the value's and key's [B, Tv] -> [B, 1, Tv], and
+// all of them, the causal mask and attention_mask are and-ed. The output carries the query's mask.
+//
+// Weights, named and shaped as Keras' EinsumDense sublayers: query/kernel [Dq, H, key_dim],
+// query/bias [H, key_dim], key/kernel [Dk, H, key_dim], key/bias, value/kernel [Dv, H, value_dim],
+// value/bias [H, value_dim], attention_output/kernel [H, value_dim, *output_shape],
+// attention_output/bias [*output_shape] (output_shape defaults to [Dq]). They are created on the
+// first call, when the query, value and key shapes are known.
+//
+// dropout acts on the attention probabilities, in training only. Without it (and without
+// scores requested) the fused op multi_head_attention() runs; otherwise the same maths step by
+// step. A float64 query runs the layer in float64 (weights cast, as the recurrent layers do).
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "keel/layers/initializers.hpp"
+#include "keel/layers/layer.hpp"
+
+namespace keel::layers {
+
+struct MultiHeadAttentionOptions {
+  std::optional<int> value_dim;               // none: key_dim
+  double dropout = 0.0;                       // on the attention probabilities, in training
+  bool use_bias = true;
+  std::vector<std::int64_t> output_shape;     // empty: the query's last dimension
+  std::vector<int> attention_axes;            // empty (Keras None): the time axis, the only one supported
+  initializers::Initializer kernel_initializer = "glorot_uniform";
+  initializers::Initializer bias_initializer = "zeros";
+  regularizers::Regularizer kernel_regularizer;
+  regularizers::Regularizer bias_regularizer;
+  regularizers::Regularizer activity_regularizer;
+  std::optional<std::uint64_t> seed;          // dropout seed: the n-th training call uses (seed, n)
+  std::string name;
+};
+
+// Keras' MultiHeadAttention.call() keyword arguments (return_attention_scores: call_with_scores).
+struct MultiHeadAttentionCall {
+  Tensor key;              // undefined: value
+  Tensor query_mask;       // bool [B, Tq]; undefined: the mask riding on query, if any
+  Tensor value_mask;       // bool [B, Tv]; undefined: the mask riding on value, if any
+  Tensor key_mask;         // bool [B, Tv]; undefined: the mask riding on key, if any
+  Tensor attention_mask;   // bool [B, Tq, Tv], true = attend
+  bool training = false;
+  bool use_causal_mask = false;  // query position i attends to value positions <= i
+};
+
+class MultiHeadAttention : public Layer {
+ public:
+  MultiHeadAttention(int num_heads, int key_dim, MultiHeadAttentionOptions options = {});
+  KEEL_LAYER_BOILERPLATE(MultiHeadAttention)
+
+  using Layer::operator();
+  // Keras' mha(query, value, key=..., attention_mask=..., use_causal_mask=..., training=...).
+  Tensor operator()(const Tensor& query, const Tensor& value, const MultiHeadAttentionCall& call = {});
+  // Keras' return_attention_scores = True: {output, scores [B, H, Tq, Tv]} (the softmax
+  // probabilities, before dropout).
+  std::pair<Tensor, Tensor> call_with_scores(const Tensor& query, const Tensor& value,
+                                             const MultiHeadAttentionCall& call = {});
+
+  using Layer::build;
+  using Layer::call;
+  // Weights are made on the first call (a third input may be a key or a mask: shapes alone
+  // cannot tell); build(shapes) only marks the layer built.
+  void build(const std::vector<Shape>& input_shapes) override;
+  // One tensor is not enough input: ValueError (Keras needs query and value).
+  Tensor call(const Tensor& inputs, bool training) override;
+  // {query, value}, {query, value, key}; a bool tensor in third or fourth place is the attention mask.
+  Tensor call(const std::vector<Tensor>& inputs, bool training) override;
+  nlohmann::json get_config() const override;
+
+  int num_heads() const { return num_heads_; }
+  int key_dim() const { return key_dim_; }
+  int value_dim() const { return options_.value_dim ? *options_.value_dim : key_dim_; }
+  const MultiHeadAttentionOptions& options() const { return options_; }
+  // The attention probabilities of the last call_with_scores() (undefined otherwise).
+  const Tensor& last_attention_scores() const { return scores_; }
+
+ private:
+  void build_weights(std::int64_t query_dim, std::int64_t key_features, std::int64_t value_features);
+  std::vector<std::int64_t> out_dims() const;
+
+  int num_heads_, key_dim_;
+  MultiHeadAttentionOptions options_;
+  bool weights_built_ = false;
+  std::int64_t query_dim_ = 0, key_features_ = 0, value_features_ = 0;
+  Variable *wq_ = nullptr, *bq_ = nullptr, *wk_ = nullptr, *bk_ = nullptr, *wv_ = nullptr, *bv_ = nullptr,
+           *wo_ = nullptr, *bo_ = nullptr;  // owned by Layer (stable addresses)
+  bool want_scores_ = false;
+  Tensor scores_;
+  std::uint64_t training_calls_ = 0;
+};
+
+}  // namespace keel::layers

@@ -1,0 +1,106 @@
+#pragma once
+// Normalisation layers, as Keras 3: BatchNormalization and LayerNormalization.
+//
+// BatchNormalization keeps trainable gamma / beta and non-trainable moving_mean /
+// moving_variance. Called with training = true it normalises with the batch's mean and (biased)
+// variance and updates moving = moving * momentum + batch * (1 - momentum); otherwise it uses the
+// moving statistics and changes nothing. A frozen layer (set_trainable(false)) always runs in
+// inference mode, as in Keras 3 (the usual fine-tuning rule).
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "keel/layers/initializers.hpp"
+#include "keel/layers/layer.hpp"
+
+namespace keel::layers {
+
+struct BatchNormalizationOptions {
+  int axis = -1;  // the feature (channel) axis; statistics are taken over every other axis
+  double momentum = 0.99;
+  double epsilon = 1e-3;
+  bool center = true;  // add beta
+  bool scale = true;   // multiply by gamma
+  initializers::Initializer beta_initializer = "zeros";
+  initializers::Initializer gamma_initializer = "ones";
+  initializers::Initializer moving_mean_initializer = "zeros";
+  initializers::Initializer moving_variance_initializer = "ones";
+  regularizers::Regularizer beta_regularizer = {};
+  regularizers::Regularizer gamma_regularizer = {};
+  std::string name = "";
+};
+
+class BatchNormalization : public Layer {
+ public:
+  explicit BatchNormalization(BatchNormalizationOptions options = {});
+  KEEL_LAYER_BOILERPLATE(BatchNormalization)
+  using Layer::build;
+  using Layer::call;
+
+  void build(const Shape& input_shape) override;
+  Tensor call(const Tensor& inputs, bool training) override;
+  void check_input_shape(const Shape& input_shape) const override;  // rank and the axis' size
+  nlohmann::json get_config() const override;
+
+  const BatchNormalizationOptions& options() const { return options_; }
+  // ValueError before build, and for gamma / beta when scale / center is off.
+  Variable& gamma() const;
+  Variable& beta() const;
+  Variable& moving_mean() const;
+  Variable& moving_variance() const;
+
+ private:
+  BatchNormalizationOptions options_;
+  int axis_ = -1;  // normalised to [0, rank) by build()
+  Variable* gamma_ = nullptr;
+  Variable* beta_ = nullptr;
+  Variable* moving_mean_ = nullptr;
+  Variable* moving_variance_ = nullptr;
+};
+
+// One axis or several, as Keras' `axis` (an int or a list): `.axis = -1` or `.axis = {1, 2}`.
+struct NormalizationAxes {
+  std::vector<int> axes;
+  NormalizationAxes(int axis) : axes{axis} {}                                // NOLINT: implicit
+  NormalizationAxes(std::initializer_list<int> list) : axes(list) {}         // NOLINT
+  NormalizationAxes(std::vector<int> list) : axes(std::move(list)) {}        // NOLINT
+};
+
+struct LayerNormalizationOptions {
+  NormalizationAxes axis = -1;  // the normalised axes; gamma and beta have their sizes
+  double epsilon = 1e-3;
+  bool center = true;
+  bool scale = true;
+  initializers::Initializer beta_initializer = "zeros";
+  initializers::Initializer gamma_initializer = "ones";
+  regularizers::Regularizer beta_regularizer = {};
+  regularizers::Regularizer gamma_regularizer = {};
+  std::string name = "";
+};
+
+// Normalises each example over `axis` (mean and biased variance), then y * gamma + beta.
+class LayerNormalization : public Layer {
+ public:
+  explicit LayerNormalization(LayerNormalizationOptions options = {});
+  KEEL_LAYER_BOILERPLATE(LayerNormalization)
+  using Layer::build;
+  using Layer::call;
+
+  void build(const Shape& input_shape) override;
+  Tensor call(const Tensor& inputs, bool training) override;
+  void check_input_shape(const Shape& input_shape) const override;  // rank and the axes' sizes
+  nlohmann::json get_config() const override;
+
+  const LayerNormalizationOptions& options() const { return options_; }
+  Variable& gamma() const;
+  Variable& beta() const;
+
+ private:
+  LayerNormalizationOptions options_;
+  std::vector<int> axes_;  // normalised to [0, rank), sorted, by build()
+  Variable* gamma_ = nullptr;
+  Variable* beta_ = nullptr;
+};
+
+}  // namespace keel::layers

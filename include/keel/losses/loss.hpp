@@ -1,0 +1,263 @@
+#pragma once
+// Keras loss classes (keras.losses.Loss and its subclasses): a per-example loss, optionally
+// weighted per sample, reduced to what the optimiser minimises. The per-example functions live
+// in keel/ops/nn.hpp (losses::mean_squared_error, ...); these classes add what Keras' classes
+// add: the reduction, sample weights, a name and a config.
+//
+//   losses::SparseCategoricalCrossentropy loss({.from_logits = true});
+//   Tensor value = loss(labels, logits);                 // a scalar: sum / number of elements
+//   Tensor each = losses::MeanSquaredError({.reduction = "none"})(y, p);   // per example
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "keel/core/tensor.hpp"
+
+namespace keel::losses {
+
+// The base of every loss; subclass it and implement call() for a custom loss.
+//
+// operator() is Keras' Loss.__call__: values = call(y_true, y_pred) per example, times
+// sample_weight when given, then reduced by `reduction`:
+//   "sum_over_batch_size" (the default; "mean" is the same): sum of the weighted values / their
+//                          number of elements (Keras 3 divides by the element count, not by the
+//                          sum of the weights, so zero weights still count in the denominator);
+//   "sum":                 sum of the weighted values;
+//   "mean_with_sample_weight": sum of the weighted values / sum of the weights;
+//   "none":                the weighted per-example values.
+// The result is differentiable (it is made of ops), so a GradientTape sees through it.
+class Loss {
+ public:
+  explicit Loss(std::string name = "loss", std::string reduction = "sum_over_batch_size");
+  virtual ~Loss() = default;
+
+  Tensor operator()(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight = {}) const;
+  // The unreduced loss: one value per example (Keras reduces the last axis in most losses).
+  virtual Tensor call(const Tensor& y_true, const Tensor& y_pred) const = 0;
+
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+  const std::string& reduction() const { return reduction_; }
+  // Keras' {"name": ..., "reduction": ...} plus each subclass's own arguments.
+  virtual nlohmann::json get_config() const;
+  virtual std::string class_name() const { return "Loss"; }
+
+ protected:
+  // call() and, optionally, a mask of the examples that count (true = counts; undefined = all).
+  // Masked-out examples weigh 0, and "sum_over_batch_size" divides by the number that count
+  // (Keras' apply_mask). Overridden by losses that ignore some labels.
+  virtual std::pair<Tensor, Tensor> call_with_mask(const Tensor& y_true, const Tensor& y_pred) const;
+
+ private:
+  std::string name_;
+  std::string reduction_;
+};
+
+// Wraps a function (y_true, y_pred) -> per-example values as a Loss (a custom loss lambda).
+struct LossFunctionWrapperOptions {
+  std::string reduction = "sum_over_batch_size";
+  std::string name = "loss_function_wrapper";
+};
+class LossFunctionWrapper : public Loss {
+ public:
+  using Fn = std::function<Tensor(const Tensor& y_true, const Tensor& y_pred)>;
+  explicit LossFunctionWrapper(Fn fn, LossFunctionWrapperOptions options = {});
+  // As Keras: y_true and y_pred are first brought to the same rank (a trailing axis of 1 is
+  // squeezed or added), then passed to the function.
+  Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
+  std::string class_name() const override { return "LossFunctionWrapper"; }
+
+ private:
+  Fn fn_;
+};
+
+// ---- the built-in losses (options in the order of Keras' keyword arguments, Keras' defaults) ----
+
+struct MeanSquaredErrorOptions {
+  std::string reduction = "sum_over_batch_size";
+  std::string name = "mean_squared_error";
+};
+class MeanSquaredError : public Loss {
+ public:
+  explicit MeanSquaredError(MeanSquaredErrorOptions options = {});
+  Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
+  std::string class_name() const override { return "MeanSquaredError"; }
+};
+
+struct MeanAbsoluteErrorOptions {
+  std::string reduction = "sum_over_batch_size";
+  std::string name = "mean_absolute_error";
+};
+class MeanAbsoluteError : public Loss {
+ public:
+  explicit MeanAbsoluteError(MeanAbsoluteErrorOptions options = {});
+  Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
+  std::string class_name() const override { return "MeanAbsoluteError"; }
+};
+
+struct HuberOptions {
+  double delta = 1.0;
+  std::string reduction = "sum_over_batch_size";
+  std::string name = "huber_loss";
+};
+class Huber : public Loss {
+ public:
+  explicit Huber(HuberOptions options = {});
+  Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
+  nlohmann::json get_config() const override;
+  std::string class_name() const override { return "Huber"; }
+  double delta() const { return delta_; }
+
+ private:
+  double delta_;
+};
+
+struct BinaryCrossentropyOptions {
+  bool from_logits = false;
+  double label_smoothing = 0.0;  // labels move towards 0.5: y (1 - s) + s / 2
+  int axis = -1;
+  std::string reduction = "sum_over_batch_size";
+  std::string name = "binary_crossentropy";
+};
+class BinaryCrossentropy : public Loss {
+ public:
+  explicit BinaryCrossentropy(BinaryCrossentropyOptions options = {});
+  Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
+  nlohmann::json get_config() const override;
+  std::string class_name() const override { return "BinaryCrossentropy"; }
+  bool from_logits() const { return from_logits_; }
+  double label_smoothing() const { return label_smoothing_; }
+  int axis() const { return axis_; }
+
+ private:
+  bool from_logits_;
+  double label_smoothing_;
+  int axis_;
+};
+
+struct CategoricalCrossentropyOptions {
+  bool from_logits = false;
+  double label_smoothing = 0.0;  // one-hot labels become y (1 - s) + s / num_classes
+  int axis = -1;
+  std::string reduction = "sum_over_batch_size";
+  std::string name = "categorical_crossentropy";
+};
+class CategoricalCrossentropy : public Loss {
+ public:
+  explicit CategoricalCrossentropy(CategoricalCrossentropyOptions options = {});
+  Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
+  nlohmann::json get_config() const override;
+  std::string class_name() const override { return "CategoricalCrossentropy"; }
+  bool from_logits() const { return from_logits_; }
+  double label_smoothing() const { return label_smoothing_; }
+  int axis() const { return axis_; }
+
+ private:
+  bool from_logits_;
+  double label_smoothing_;
+  int axis_;
+};
+
+struct SparseCategoricalCrossentropyOptions {
+  bool from_logits = false;
+  // A label value to leave out (e.g. padding): its examples get loss 0 and are not counted by
+  // "sum_over_batch_size".
+  std::optional<std::int64_t> ignore_class = std::nullopt;
+  std::string reduction = "sum_over_batch_size";
+  std::string name = "sparse_categorical_crossentropy";
+};
+class SparseCategoricalCrossentropy : public Loss {
+ public:
+  explicit SparseCategoricalCrossentropy(SparseCategoricalCrossentropyOptions options = {});
+  Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
+  nlohmann::json get_config() const override;
+  std::string class_name() const override { return "SparseCategoricalCrossentropy"; }
+  bool from_logits() const { return from_logits_; }
+  const std::optional<std::int64_t>& ignore_class() const { return ignore_class_; }
+
+ protected:
+  std::pair<Tensor, Tensor> call_with_mask(const Tensor& y_true, const Tensor& y_pred) const override;
+
+ private:
+  bool from_logits_;
+  std::optional<std::int64_t> ignore_class_;
+};
+
+struct KLDivergenceOptions {
+  std::string reduction = "sum_over_batch_size";
+  std::string name = "kl_divergence";
+};
+class KLDivergence : public Loss {
+ public:
+  explicit KLDivergence(KLDivergenceOptions options = {});
+  Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
+  std::string class_name() const override { return "KLDivergence"; }
+};
+
+// ---- by name ------------------------------------------------------------------------------------
+
+// A new loss object for a Keras name: "mse"/"mean_squared_error", "mae"/"mean_absolute_error",
+// "huber"/"huber_loss", "binary_crossentropy", "categorical_crossentropy",
+// "sparse_categorical_crossentropy", "kld"/"kl_divergence"/"kullback_leibler_divergence", or a
+// class name ("MeanSquaredError", ...). ValueError for any other name.
+std::shared_ptr<Loss> get(const std::string& identifier);
+
+// What compile() takes as its loss: a name, any Loss object (copied), a shared_ptr to one
+// (shared), or a function (y_true, y_pred) -> per-example values (wrapped as a
+// LossFunctionWrapper with the default reduction). Default-constructed: no loss.
+class LossRef {
+ public:
+  LossRef() = default;
+  LossRef(const char* name);         // NOLINT: implicit, so that .loss = "mse" reads like Keras
+  LossRef(const std::string& name);  // NOLINT
+  template <class L, std::enable_if_t<std::is_base_of_v<Loss, std::decay_t<L>>, int> = 0>
+  LossRef(L&& loss)  // NOLINT
+      : ptr_(std::make_shared<std::decay_t<L>>(std::forward<L>(loss))) {}
+  template <class L, std::enable_if_t<std::is_base_of_v<Loss, L>, int> = 0>
+  LossRef(std::shared_ptr<L> loss) : ptr_(std::move(loss)) {}  // NOLINT
+  template <class F,
+            std::enable_if_t<!std::is_base_of_v<Loss, std::decay_t<F>> &&
+                                 !std::is_convertible_v<F, std::string> &&
+                                 std::is_invocable_r_v<Tensor, std::decay_t<F>&, const Tensor&, const Tensor&>,
+                             int> = 0>
+  LossRef(F&& fn, std::string name = "loss_function_wrapper")  // NOLINT
+      : ptr_(wrap(LossFunctionWrapper::Fn(std::forward<F>(fn)), std::move(name))) {}
+
+  bool defined() const { return ptr_ != nullptr; }
+  explicit operator bool() const { return defined(); }
+  const std::shared_ptr<Loss>& get() const { return ptr_; }
+  Loss& operator*() const;
+  Loss* operator->() const { return &**this; }
+  // The loss (ValueError when there is none).
+  Tensor operator()(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight = {}) const;
+  // The loss' name, "" when there is none.
+  std::string name() const { return ptr_ ? ptr_->name() : std::string(); }
+
+ private:
+  static std::shared_ptr<Loss> wrap(LossFunctionWrapper::Fn fn, std::string name);
+  std::shared_ptr<Loss> ptr_;
+};
+
+// ---- helpers shared with the metrics (Keras' keras.losses.loss module functions) -----------------
+
+// Keras' squeeze_or_expand_to_same_rank: when the ranks differ by exactly one and the larger has a
+// trailing axis of 1, that axis is squeezed, or (when the smaller has rank 1 and expand_rank_1)
+// one is added to the smaller. Otherwise both are returned unchanged.
+std::pair<Tensor, Tensor> squeeze_or_expand_to_same_rank(const Tensor& x1, const Tensor& x2,
+                                                         bool expand_rank_1 = true);
+
+// Keras' reduce_weighted_values: weights (cast to the values' dtype, brought to their rank) times
+// values, then the reduction above. `mask` (bool or 0/1, optional) marks the values that count.
+// A weight of lower rank than the values applies to whole examples (it is broadcast from the
+// first axis, as tf.keras did), so per-sample weights [N] work with per-timestep losses [N, T].
+Tensor reduce_weighted_values(const Tensor& values, const Tensor& sample_weight = {},
+                              const std::string& reduction = "sum_over_batch_size",
+                              const Tensor& mask = {});
+
+}  // namespace keel::losses

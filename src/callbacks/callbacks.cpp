@@ -1,0 +1,412 @@
+// The built-in Keras callbacks.
+#include "keel/callbacks/callback.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <array>
+
+#include <fmt/core.h>
+
+#include "keel/core/error.hpp"
+#include "keel/io/safetensors.hpp"
+#include "keel/models/model.hpp"
+#include "keel/ops/creation.hpp"
+
+namespace keel::callbacks {
+
+namespace {
+
+// Keras' "auto" mode: maximise accuracy-like quantities, minimise the rest.
+bool wants_max(const std::string& mode, const std::string& monitor) {
+  if (mode == "max") return true;
+  if (mode == "min") return false;
+  if (mode != "auto") throw ValueError(fmt::format("callback: mode must be \"auto\", \"min\" or \"max\", got \"{}\"", mode));
+  for (const char* k : {"acc", "auc", "precision", "recall"})
+    if (monitor.find(k) != std::string::npos) return true;
+  return false;
+}
+
+const double* find(const Logs& logs, const std::string& key) {
+  auto it = logs.find(key);
+  return it == logs.end() ? nullptr : &it->second;
+}
+
+void require_model(const Callback& cb, const char* name) {
+  if (!cb.model) throw ValueError(fmt::format("{}: not attached to a model", name));
+}
+
+}  // namespace
+
+// ---- EarlyStopping ----
+
+EarlyStopping::EarlyStopping(EarlyStoppingOptions options) : o_(std::move(options)) {
+  maximize_ = wants_max(o_.mode, o_.monitor);
+  if (o_.patience < 0) throw ValueError(fmt::format("EarlyStopping: patience must be >= 0, got {}", o_.patience));
+}
+
+bool EarlyStopping::improved(double value, double reference) const {
+  const double delta = std::abs(o_.min_delta);
+  return maximize_ ? value - delta > reference : value + delta < reference;
+}
+
+void EarlyStopping::on_train_begin(const Logs&) {
+  wait_ = 0;
+  stopped_epoch_ = 0;
+  best_epoch_ = 0;
+  have_best_ = false;
+  best_weights_.clear();
+}
+
+void EarlyStopping::on_epoch_end(int epoch, const Logs& logs) {
+  require_model(*this, "EarlyStopping");
+  const double* v = find(logs, o_.monitor);
+  if (!v) {
+    std::cerr << "EarlyStopping: metric '" << o_.monitor << "' is not in the logs; available: ";
+    for (const auto& [k, x] : logs) std::cerr << k << " ";
+    std::cerr << "\n";
+    return;
+  }
+  if (epoch < o_.start_from_epoch) return;
+  ++wait_;
+  const double reference = have_best_ ? best_ : (o_.baseline ? *o_.baseline : (maximize_ ? -INFINITY : INFINITY));
+  if (improved(*v, reference)) {
+    best_ = *v;
+    have_best_ = true;
+    best_epoch_ = epoch;
+    if (o_.restore_best_weights) {
+      best_weights_.clear();
+      // Copies, not views: training keeps writing into the variables.
+      for (Variable* w : model->weights()) best_weights_.push_back(w->peek() * 1.0);
+    }
+    // Keras only resets the wait when there is no baseline or the baseline is beaten.
+    if (!o_.baseline || improved(*v, *o_.baseline)) wait_ = 0;
+    return;
+  }
+  if (wait_ >= o_.patience && epoch > 0) {
+    stopped_epoch_ = epoch;
+    model->stop_training = true;
+  }
+}
+
+void EarlyStopping::on_train_end(const Logs&) {
+  if (stopped_epoch_ > 0 && o_.verbose) std::cout << "Epoch " << stopped_epoch_ + 1 << ": early stopping\n";
+  if (o_.restore_best_weights && model && !best_weights_.empty()) {
+    const auto ws = model->weights();
+    for (std::size_t i = 0; i < ws.size() && i < best_weights_.size(); ++i) ws[i]->assign(best_weights_[i]);
+    if (o_.verbose) std::cout << "Restoring model weights from the end of the best epoch: " << best_epoch_ + 1 << ".\n";
+  }
+}
+
+// ---- ModelCheckpoint ----
+
+ModelCheckpoint::ModelCheckpoint(std::string filepath, ModelCheckpointOptions options)
+    : filepath_(std::move(filepath)), o_(std::move(options)) {
+  if (filepath_.empty()) throw ValueError("ModelCheckpoint: filepath is empty");
+  maximize_ = wants_max(o_.mode, o_.monitor);
+  if (o_.initial_value_threshold) best_ = o_.initial_value_threshold;
+}
+
+namespace {
+// Fills "{epoch}", "{epoch:02d}", "{val_loss:.2f}"-style fields (1-based epoch, as Keras).
+std::string fill_path(const std::string& pattern, int epoch, const Logs& logs) {
+  std::string out;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '{') {
+      out += pattern[i];
+      continue;
+    }
+    const std::size_t close = pattern.find('}', i);
+    if (close == std::string::npos) throw ValueError(fmt::format("ModelCheckpoint: unmatched '{{' in \"{}\"", pattern));
+    const std::string field = pattern.substr(i + 1, close - i - 1);
+    const std::size_t colon = field.find(':');
+    const std::string key = field.substr(0, colon);
+    const std::string spec = colon == std::string::npos ? "" : field.substr(colon + 1);
+    double value;
+    if (key == "epoch") {
+      value = epoch + 1;
+    } else if (const double* v = find(logs, key)) {
+      value = *v;
+    } else {
+      throw ValueError(fmt::format("ModelCheckpoint: the path field '{}' is not in the logs", key));
+    }
+    if (key == "epoch" || (!spec.empty() && spec.back() == 'd')) {
+      const int width = spec.size() > 1 ? std::atoi(spec.substr(0, spec.size() - 1).c_str()) : 0;
+      const bool zero = !spec.empty() && spec[0] == '0';
+      std::string digits = std::to_string(static_cast<long long>(value));
+      while (static_cast<int>(digits.size()) < width) digits = (zero ? "0" : " ") + digits;
+      out += digits;
+    } else {
+      int precision = 6;
+      if (const auto dot = spec.find('.'); dot != std::string::npos) precision = std::atoi(spec.c_str() + dot + 1);
+      out += fmt::format("{:.{}f}", value, precision);
+    }
+    i = close;
+  }
+  return out;
+}
+}  // namespace
+
+void ModelCheckpoint::on_epoch_end(int epoch, const Logs& logs) {
+  require_model(*this, "ModelCheckpoint");
+  if (o_.save_freq != "epoch") return;
+  if (o_.save_best_only) {
+    const double* v = find(logs, o_.monitor);
+    if (!v) {
+      std::cerr << "ModelCheckpoint: can save best model only with " << o_.monitor << " available, skipping.\n";
+      return;
+    }
+    const bool better = !best_ || (maximize_ ? *v > *best_ : *v < *best_);
+    if (!better) {
+      if (o_.verbose) std::cout << fmt::format("\nEpoch {}: {} did not improve from {:.5f}\n", epoch + 1, o_.monitor, *best_);
+      return;
+    }
+    if (o_.verbose)
+      std::cout << fmt::format("\nEpoch {}: {} improved from {} to {:.5f}, saving model to {}\n", epoch + 1, o_.monitor,
+                               best_ ? fmt::format("{:.5f}", *best_) : std::string("inf"), *v, fill_path(filepath_, epoch, logs));
+    best_ = *v;
+  }
+  last_saved_ = fill_path(filepath_, epoch, logs);
+  model->save_weights(last_saved_);
+}
+
+// ---- ReduceLROnPlateau ----
+
+ReduceLROnPlateau::ReduceLROnPlateau(ReduceLROnPlateauOptions options) : o_(std::move(options)) {
+  if (o_.factor >= 1.0) throw ValueError(fmt::format("ReduceLROnPlateau: factor must be < 1, got {}", o_.factor));
+  maximize_ = wants_max(o_.mode, o_.monitor);
+}
+
+void ReduceLROnPlateau::on_train_begin(const Logs&) {
+  wait_ = 0;
+  cooldown_counter_ = 0;
+  best_.reset();
+}
+
+void ReduceLROnPlateau::on_epoch_end(int epoch, const Logs& logs) {
+  require_model(*this, "ReduceLROnPlateau");
+  const double* v = find(logs, o_.monitor);
+  if (!v) return;
+  if (cooldown_counter_ > 0) {
+    --cooldown_counter_;
+    wait_ = 0;
+  }
+  const bool better = !best_ || (maximize_ ? *v > *best_ + o_.min_delta : *v < *best_ - o_.min_delta);
+  if (better) {
+    best_ = *v;
+    wait_ = 0;
+    return;
+  }
+  if (cooldown_counter_ > 0) return;
+  if (++wait_ >= o_.patience) {
+    auto opt = model->optimizer();
+    const double old_lr = opt->learning_rate();
+    if (old_lr > o_.min_lr) {
+      const double new_lr = std::max(old_lr * o_.factor, o_.min_lr);
+      opt->set_learning_rate(new_lr);
+      if (o_.verbose)
+        std::cout << fmt::format("\nEpoch {}: ReduceLROnPlateau reducing learning rate to {}.\n", epoch + 1, new_lr);
+      cooldown_counter_ = o_.cooldown;
+      wait_ = 0;
+    }
+  }
+}
+
+// ---- LearningRateScheduler ----
+
+LearningRateScheduler::LearningRateScheduler(std::function<double(int, double)> schedule, int verbose)
+    : schedule_(std::move(schedule)), verbose_(verbose) {
+  if (!schedule_) throw ValueError("LearningRateScheduler: empty schedule");
+}
+
+void LearningRateScheduler::on_epoch_begin(int epoch, const Logs&) {
+  require_model(*this, "LearningRateScheduler");
+  auto opt = model->optimizer();
+  const double lr = schedule_(epoch, opt->learning_rate());
+  if (!std::isfinite(lr)) throw ValueError(fmt::format("LearningRateScheduler: the schedule returned {}", lr));
+  opt->set_learning_rate(lr);
+  if (verbose_) std::cout << fmt::format("\nEpoch {}: LearningRateScheduler setting learning rate to {}.\n", epoch + 1, lr);
+}
+
+// ---- CSVLogger ----
+
+CSVLogger::CSVLogger(std::string filename, CSVLoggerOptions options) : filename_(std::move(filename)), o_(std::move(options)) {}
+
+void CSVLogger::on_train_begin(const Logs&) {
+  header_written_ = false;
+  keys_.clear();
+  if (o_.append) {
+    std::ifstream in(filename_);
+    header_written_ = in.good() && in.peek() != std::ifstream::traits_type::eof();
+  } else {
+    std::ofstream truncate(filename_, std::ios::trunc);
+    if (!truncate) throw IOError(fmt::format("CSVLogger: cannot write {}", filename_));
+  }
+}
+
+void CSVLogger::on_epoch_end(int epoch, const Logs& logs) {
+  std::ofstream out(filename_, std::ios::app);
+  if (!out) throw IOError(fmt::format("CSVLogger: cannot write {}", filename_));
+  if (keys_.empty())
+    for (const auto& [k, v] : logs) keys_.push_back(k);
+  if (!header_written_) {
+    out << "epoch";
+    for (const auto& k : keys_) out << o_.separator << k;
+    out << "\n";
+    header_written_ = true;
+  }
+  out << epoch;
+  for (const auto& k : keys_) {
+    out << o_.separator;
+    if (const double* v = find(logs, k)) out << fmt::format("{}", *v);
+    else out << "NA";
+  }
+  out << "\n";
+}
+
+// ---- TerminateOnNaN ----
+
+void TerminateOnNaN::on_train_batch_end(std::int64_t batch, const Logs& logs) {
+  const double* loss = find(logs, "loss");
+  if (loss && !std::isfinite(*loss)) {
+    std::cout << fmt::format("Batch {}: Invalid loss, terminating training\n", batch);
+    if (model) model->stop_training = true;
+  }
+}
+
+// ---- TensorBoard ----
+
+namespace {
+
+// CRC-32C (Castagnoli), as TFRecord frames use, masked as TensorFlow masks it.
+std::uint32_t crc32c(const char* data, std::size_t n) {
+  static const auto table = [] {
+    std::array<std::uint32_t, 256> t{};
+    for (std::uint32_t i = 0; i < 256; ++i) {
+      std::uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0x82F63B78u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  std::uint32_t c = 0xFFFFFFFFu;
+  for (std::size_t i = 0; i < n; ++i) c = table[(c ^ static_cast<unsigned char>(data[i])) & 0xFF] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+std::uint32_t masked_crc(const std::string& s) {
+  const std::uint32_t c = crc32c(s.data(), s.size());
+  return ((c >> 15) | (c << 17)) + 0xA282EAD8u;
+}
+
+void put_varint(std::string& out, std::uint64_t v) {
+  while (v >= 0x80) {
+    out += static_cast<char>((v & 0x7F) | 0x80);
+    v >>= 7;
+  }
+  out += static_cast<char>(v);
+}
+template <class T>
+void put_fixed(std::string& out, T v) {
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));
+  out.append(b, sizeof(T));
+}
+void put_bytes(std::string& out, int field, const std::string& bytes) {
+  put_varint(out, static_cast<std::uint64_t>(field) << 3 | 2);
+  put_varint(out, bytes.size());
+  out += bytes;
+}
+
+// An Event protobuf: wall_time (1, double), step (2, int64), then file_version (3) or summary (5).
+std::string event(double wall_time, std::int64_t step, const std::string& tag, double value, bool header) {
+  std::string e;
+  put_varint(e, 1 << 3 | 1);
+  put_fixed(e, wall_time);
+  put_varint(e, 2 << 3 | 0);
+  put_varint(e, static_cast<std::uint64_t>(step));
+  if (header) {
+    put_bytes(e, 3, "brain.Event:2");
+  } else {
+    std::string v;  // Summary.Value: tag (1), simple_value (2, float)
+    put_bytes(v, 1, tag);
+    put_varint(v, 2 << 3 | 5);
+    put_fixed(v, static_cast<float>(value));
+    std::string summary;
+    put_bytes(summary, 1, v);
+    put_bytes(e, 5, summary);
+  }
+  return e;
+}
+
+void append_record(const std::string& path, const std::string& data) {
+  std::string frame;
+  put_fixed(frame, static_cast<std::uint64_t>(data.size()));
+  std::string len = frame;
+  put_fixed(frame, masked_crc(len));
+  frame += data;
+  put_fixed(frame, masked_crc(data));
+  std::ofstream out(path, std::ios::binary | std::ios::app);
+  if (!out.write(frame.data(), static_cast<std::streamsize>(frame.size())))
+    throw IOError(fmt::format("TensorBoard: cannot write {}", path));
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void make_dirs(const std::string& dir) {
+  std::string partial;
+  for (std::size_t i = 0; i <= dir.size(); ++i) {
+    if (i == dir.size() || dir[i] == '/') {
+      if (!partial.empty()) ::mkdir(partial.c_str(), 0755);
+    }
+    if (i < dir.size()) partial += dir[i];
+  }
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) throw IOError(fmt::format("TensorBoard: cannot create {}", dir));
+}
+
+}  // namespace
+
+TensorBoard::TensorBoard(std::string log_dir) : log_dir_(std::move(log_dir)) {}
+
+void TensorBoard::write_scalar(const std::string& run, const std::string& tag, double value, std::int64_t step) {
+  auto it = files_.find(run);
+  if (it == files_.end()) {
+    const std::string dir = log_dir_ + "/" + run;
+    make_dirs(dir);
+    char host[256] = "localhost";
+    ::gethostname(host, sizeof host - 1);
+    const std::string path = fmt::format("{}/events.out.tfevents.{}.{}.{}.v2", dir, static_cast<long long>(now_seconds()),
+                                         host, ::getpid());
+    append_record(path, event(now_seconds(), 0, "", 0, true));
+    it = files_.emplace(run, path).first;
+  }
+  append_record(it->second, event(now_seconds(), step, tag, value, false));
+}
+
+void TensorBoard::on_epoch_end(int epoch, const Logs& logs) {
+  for (const auto& [k, v] : logs) {
+    if (k.rfind("val_", 0) == 0) write_scalar("validation", "epoch_" + k.substr(4), v, epoch);
+    else write_scalar("train", "epoch_" + k, v, epoch);
+  }
+}
+
+void TensorBoard::on_train_end(const Logs&) { files_.clear(); }
+
+// ---- LambdaCallback ----
+
+LambdaCallback::LambdaCallback(LambdaCallbackOptions options) : o_(std::move(options)) {}
+void LambdaCallback::on_epoch_begin(int e, const Logs& l) { if (o_.on_epoch_begin) o_.on_epoch_begin(e, l); }
+void LambdaCallback::on_epoch_end(int e, const Logs& l) { if (o_.on_epoch_end) o_.on_epoch_end(e, l); }
+void LambdaCallback::on_train_batch_begin(std::int64_t b, const Logs& l) { if (o_.on_train_batch_begin) o_.on_train_batch_begin(b, l); }
+void LambdaCallback::on_train_batch_end(std::int64_t b, const Logs& l) { if (o_.on_train_batch_end) o_.on_train_batch_end(b, l); }
+void LambdaCallback::on_train_begin(const Logs& l) { if (o_.on_train_begin) o_.on_train_begin(l); }
+void LambdaCallback::on_train_end(const Logs& l) { if (o_.on_train_end) o_.on_train_end(l); }
+
+}  // namespace keel::callbacks

@@ -1,0 +1,324 @@
+// MultiHeadAttention: Keras' layer on top of the multi_head_attention() op.
+//
+// The weights keep Keras' EinsumDense shapes ([D, H, d] kernels) so that their names, shapes and
+// glorot fans match Keras; each call views them as the 2-D matrices the op takes ([D, H*d]: the
+// row-major flattening of (H, d) is exactly the head-major column order the op splits into heads).
+#include "keel/layers/attention.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "keel/core/device.hpp"
+#include "keel/core/error.hpp"
+#include "keel/core/tensor_impl.hpp"
+#include "keel/ops/creation.hpp"
+#include "keel/ops/elementwise.hpp"
+#include "keel/ops/linalg.hpp"
+#include "keel/ops/nn.hpp"
+#include "keel/ops/shape.hpp"
+#include "layers/symbolic.hpp"
+
+namespace keel::layers {
+
+namespace {
+
+DType compute_dtype(const Tensor& x) {
+  return x.dtype() == DType::float64 ? DType::float64 : DType::float32;
+}
+
+Tensor as_dtype(const Tensor& t, DType dtype) {
+  return !t.defined() || t.dtype() == dtype ? t : cast(t, dtype);
+}
+
+// Hands `mask` on with `y`, a tensor this layer has just computed. with_mask() would make a new
+// view of y, and a GradientTape keys gradients by tensor identity, so the view would cut the
+// output off from the tape; the mask is attached to y itself instead (nothing else holds y yet).
+Tensor attach_mask(Tensor y, const Tensor& mask) {
+  y.impl()->keras_mask = mask.defined() ? mask.impl_ptr() : nullptr;
+  return y;
+}
+
+Tensor as_bool(const Tensor& t) { return !t.defined() || t.dtype() == DType::bool_ ? t : cast(t, DType::bool_); }
+
+Tensor and_masks(const Tensor& a, const Tensor& b) {
+  if (!a.defined()) return b;
+  if (!b.defined()) return a;
+  return logical_and(a, b);
+}
+
+nlohmann::json regularizer_config(const regularizers::Regularizer& r) {
+  if (!r.active()) return nullptr;
+  if (r.l2() == 0) return {{"class_name", "L1"}, {"config", {{"l1", r.l1()}}}};
+  if (r.l1() == 0) return {{"class_name", "L2"}, {"config", {{"l2", r.l2()}}}};
+  return {{"class_name", "L1L2"}, {"config", {{"l1", r.l1()}, {"l2", r.l2()}}}};
+}
+
+// splitmix64's finaliser: one dropout seed per training call from the user's seed.
+std::uint64_t mix(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+// Masked scores get this rather than -inf (as Keras' masked softmax and the op do): a row masked
+// everywhere stays finite.
+constexpr double kMaskedScore = -1e9;
+
+// Resets a flag when a call ends, also by an exception.
+struct FlagScope {
+  bool& flag;
+  explicit FlagScope(bool& f) : flag(f) { flag = true; }
+  ~FlagScope() { flag = false; }
+};
+
+}  // namespace
+
+MultiHeadAttention::MultiHeadAttention(int num_heads, int key_dim, MultiHeadAttentionOptions options)
+    : Layer(options.name), num_heads_(num_heads), key_dim_(key_dim), options_(std::move(options)) {
+  if (num_heads <= 0)
+    throw ValueError(fmt::format("MultiHeadAttention: num_heads must be a positive integer, got {}", num_heads));
+  if (key_dim <= 0)
+    throw ValueError(fmt::format("MultiHeadAttention: key_dim must be a positive integer, got {}", key_dim));
+  if (options_.value_dim && *options_.value_dim <= 0)
+    throw ValueError(fmt::format("MultiHeadAttention: value_dim must be a positive integer, got {}",
+                                 *options_.value_dim));
+  if (!(options_.dropout >= 0 && options_.dropout < 1))
+    throw ValueError(fmt::format("MultiHeadAttention: dropout must be in [0, 1), got {}", options_.dropout));
+  for (std::int64_t d : options_.output_shape)
+    if (d <= 0)
+      throw ValueError(fmt::format("MultiHeadAttention: output_shape dimensions must be positive, got {}",
+                                   Shape(options_.output_shape).to_string()));
+  const auto& axes = options_.attention_axes;
+  if (!axes.empty() && !(axes.size() == 1 && (axes[0] == 1 || axes[0] == -2)))
+    throw ValueError(
+        "MultiHeadAttention: only attention over the time axis of [batch, time, features] inputs is "
+        "supported (attention_axes empty, {1} or {-2})");
+}
+
+std::vector<std::int64_t> MultiHeadAttention::out_dims() const {
+  return options_.output_shape.empty() ? std::vector<std::int64_t>{query_dim_} : options_.output_shape;
+}
+
+void MultiHeadAttention::build(const std::vector<Shape>&) {}
+
+void MultiHeadAttention::build_weights(std::int64_t query_dim, std::int64_t key_features,
+                                       std::int64_t value_features) {
+  query_dim_ = query_dim;
+  key_features_ = key_features;
+  value_features_ = value_features;
+  const std::int64_t h = num_heads_, dk = key_dim_, dv = value_dim();
+  const auto& o = options_;
+  // Keras' creation order (query, key, value, attention_output) is the order of weights().
+  wq_ = &add_weight("query/kernel", Shape{query_dim, h, dk}, o.kernel_initializer, true, o.kernel_regularizer);
+  if (o.use_bias) bq_ = &add_weight("query/bias", Shape{h, dk}, o.bias_initializer, true, o.bias_regularizer);
+  wk_ = &add_weight("key/kernel", Shape{key_features, h, dk}, o.kernel_initializer, true, o.kernel_regularizer);
+  if (o.use_bias) bk_ = &add_weight("key/bias", Shape{h, dk}, o.bias_initializer, true, o.bias_regularizer);
+  wv_ = &add_weight("value/kernel", Shape{value_features, h, dv}, o.kernel_initializer, true,
+                    o.kernel_regularizer);
+  if (o.use_bias) bv_ = &add_weight("value/bias", Shape{h, dv}, o.bias_initializer, true, o.bias_regularizer);
+  std::vector<std::int64_t> wo_shape{h, dv};
+  const std::vector<std::int64_t> out = out_dims();
+  wo_shape.insert(wo_shape.end(), out.begin(), out.end());
+  wo_ = &add_weight("attention_output/kernel", Shape(wo_shape), o.kernel_initializer, true, o.kernel_regularizer);
+  if (o.use_bias)
+    bo_ = &add_weight("attention_output/bias", Shape(out), o.bias_initializer, true, o.bias_regularizer);
+  weights_built_ = true;
+}
+
+Tensor MultiHeadAttention::operator()(const Tensor& query, const Tensor& value, const MultiHeadAttentionCall& c) {
+  if (!query.defined() || !value.defined())
+    throw ValueError(fmt::format("{} (MultiHeadAttention): query and value must be defined", name()));
+  std::vector<Tensor> inputs{query, value};
+  if (c.key.defined()) inputs.push_back(c.key);
+  // The explicit masks become one attention mask (the masks riding on the inputs join in call()).
+  Tensor mask = as_bool(c.attention_mask);
+  if (c.query_mask.defined()) mask = and_masks(mask, expand_dims(as_bool(c.query_mask), -1));
+  if (c.value_mask.defined()) mask = and_masks(mask, expand_dims(as_bool(c.value_mask), -2));
+  if (c.key_mask.defined()) mask = and_masks(mask, expand_dims(as_bool(c.key_mask), -2));
+  if (c.use_causal_mask) {
+    if (detail::is_symbolic(query))
+      throw ValueError(fmt::format(
+          "{} (MultiHeadAttention): use_causal_mask on symbolic inputs: pass the causal mask as a bool "
+          "input of the model instead ({{query, value, mask}})", name()));
+    if (query.rank() < 2 || value.rank() < 2)
+      throw ShapeError(fmt::format("{} (MultiHeadAttention): expected [batch, time, features] inputs, got "
+                                   "query {} and value {}", name(), query.shape().to_string(),
+                                   value.shape().to_string()));
+    // [1, Tq, Tv]: query position i sees value positions j <= i (Keras' lower-triangular mask).
+    const std::int64_t tq = query.shape()[1], tv = value.shape()[1];
+    DeviceScope scope(query.device());
+    const Tensor rows = reshape(arange(0, static_cast<double>(tq), 1, DType::int64), Shape{1, tq, 1});
+    const Tensor cols = reshape(arange(0, static_cast<double>(tv), 1, DType::int64), Shape{1, 1, tv});
+    mask = and_masks(mask, greater_equal(rows, cols));
+  }
+  if (mask.defined()) inputs.push_back(mask);
+  return Layer::operator()(inputs, c.training);
+}
+
+std::pair<Tensor, Tensor> MultiHeadAttention::call_with_scores(const Tensor& query, const Tensor& value,
+                                                               const MultiHeadAttentionCall& c) {
+  scores_ = Tensor();
+  Tensor out;
+  {
+    FlagScope scope(want_scores_);
+    out = (*this)(query, value, c);
+  }
+  return {out, scores_};
+}
+
+Tensor MultiHeadAttention::call(const Tensor& inputs, bool) {
+  throw ValueError(fmt::format("{} (MultiHeadAttention): needs a query and a value: call it with {{query, value}} "
+                               "(or {{query, value, key}}), got one tensor {}",
+                               name(), inputs.shape().to_string()));
+}
+
+Tensor MultiHeadAttention::call(const std::vector<Tensor>& inputs, bool training) {
+  if (inputs.size() < 2 || inputs.size() > 4)
+    throw ValueError(fmt::format("{} (MultiHeadAttention): expected {{query, value[, key][, attention_mask]}}, "
+                                 "got {} tensors", name(), inputs.size()));
+  Tensor query = inputs[0], value = inputs[1], key, mask;
+  for (std::size_t i = 2; i < inputs.size(); ++i) {
+    if (inputs[i].dtype() == DType::bool_) {
+      if (mask.defined())
+        throw ValueError(fmt::format("{} (MultiHeadAttention): got two attention masks", name()));
+      mask = inputs[i];
+    } else {
+      if (key.defined() || mask.defined())
+        throw ValueError(fmt::format("{} (MultiHeadAttention): the inputs are {{query, value, key, mask}}: "
+                                     "a float key after {}", name(), mask.defined() ? "the mask" : "the key"));
+      key = inputs[i];
+    }
+  }
+  // The masks riding on the inputs (Keras fills query_mask / value_mask / key_mask from them).
+  const Tensor query_mask = as_bool(get_mask(query));
+  const Tensor value_mask = as_bool(get_mask(value));
+  const Tensor key_mask = key.defined() ? as_bool(get_mask(key)) : Tensor();
+
+  const DType dt = compute_dtype(query);
+  query = as_dtype(query, dt);
+  value = as_dtype(value, dt);
+  key = key.defined() ? as_dtype(key, dt) : value;
+  const auto shapes = [&] {
+    return fmt::format("query {}, value {}, key {}", query.shape().to_string(), value.shape().to_string(),
+                       key.shape().to_string());
+  };
+  if (query.rank() != 3 || value.rank() != 3 || key.rank() != 3)
+    throw ShapeError(fmt::format("{} (MultiHeadAttention): expected inputs of rank 3 [batch, time, features], "
+                                 "got {}", name(), shapes()));
+  const std::int64_t batch = query.shape()[0], tq = query.shape()[1], tv = value.shape()[1];
+  if (value.shape()[0] != batch || key.shape()[0] != batch)
+    throw ShapeError(fmt::format("{} (MultiHeadAttention): batch sizes differ: {}", name(), shapes()));
+  if (key.shape()[1] != tv)
+    throw ShapeError(fmt::format("{} (MultiHeadAttention): key and value must have the same length: {}", name(),
+                                 shapes()));
+  if (!weights_built_) {
+    build_weights(query.shape()[2], key.shape()[2], value.shape()[2]);
+  } else if (query.shape()[2] != query_dim_ || key.shape()[2] != key_features_ ||
+             value.shape()[2] != value_features_) {
+    throw ShapeError(fmt::format("{} (MultiHeadAttention): built for query/key/value features {}/{}/{}, got {}",
+                                 name(), query_dim_, key_features_, value_features_, shapes()));
+  }
+
+  // Keras' _compute_attention_mask: [B, Tq, 1] & [B, 1, Tv] & [B, 1, Tv] & attention_mask.
+  if (query_mask.defined()) mask = and_masks(mask, expand_dims(query_mask, -1));
+  if (value_mask.defined()) mask = and_masks(mask, expand_dims(value_mask, -2));
+  if (key_mask.defined()) mask = and_masks(mask, expand_dims(key_mask, -2));
+
+  const std::int64_t h = num_heads_, dk = key_dim_, dv = value_dim();
+  const std::vector<std::int64_t> out = out_dims();
+  std::int64_t out_size = 1;
+  for (std::int64_t d : out) out_size *= d;
+  const auto w = [&](const Variable* v, Shape shape) {
+    return v == nullptr ? Tensor() : reshape(as_dtype(v->value(), dt), std::move(shape));
+  };
+  MultiHeadAttentionWeights wt;
+  wt.wq = w(wq_, Shape{query_dim_, h * dk});
+  wt.bq = w(bq_, Shape{h * dk});
+  wt.wk = w(wk_, Shape{key_features_, h * dk});
+  wt.bk = w(bk_, Shape{h * dk});
+  wt.wv = w(wv_, Shape{value_features_, h * dv});
+  wt.bv = w(bv_, Shape{h * dv});
+  wt.wo = w(wo_, Shape{h * dv, out_size});
+  wt.bo = w(bo_, Shape{out_size});
+
+  const bool drop = training && options_.dropout > 0;
+  Tensor y;
+  if (!drop && !want_scores_) {
+    y = multi_head_attention(query, value, key, wt, num_heads_, mask);
+  } else {
+    // The op's maths, spelled out to reach the probabilities (scores, dropout).
+    if (mask.defined() && (mask.rank() < 2 || mask.rank() > 4))
+      throw ShapeError(fmt::format("{} (MultiHeadAttention): attention_mask must be [Tq, Tv], [batch, Tq, Tv] or "
+                                   "[batch, heads, Tq, Tv] = [{}, {}, {}, {}], got {}",
+                                   name(), batch, h, tq, tv, mask.shape().to_string()));
+    DeviceScope scope(query.device());
+    const auto project = [&](const Tensor& x, const Tensor& kernel, const Tensor& bias, std::int64_t depth) {
+      const std::int64_t n = x.shape()[0], t = x.shape()[1];
+      Tensor p = matmul(reshape(x, Shape{n * t, x.shape()[2]}), kernel);
+      if (bias.defined()) p = add(p, bias);
+      return transpose(reshape(p, Shape{n, t, h, depth}), {0, 2, 1, 3});  // [B, H, T, d]
+    };
+    Tensor qh = project(query, wt.wq, wt.bq, dk);
+    qh = mul(qh, scalar_like(qh, 1.0 / std::sqrt(static_cast<double>(dk))));
+    const Tensor kh = project(key, wt.wk, wt.bk, dk);
+    const Tensor vh = project(value, wt.wv, wt.bv, dv);
+    Tensor scores = matmul(qh, kh, false, true);  // [B, H, Tq, Tv]
+    if (mask.defined()) {
+      const Tensor m = mask.rank() == 3 ? expand_dims(mask, 1) : mask;  // the head axis
+      const Shape joint = broadcast_shapes(m.shape(), scores.shape(), "MultiHeadAttention");
+      if (joint != scores.shape())
+        throw ShapeError(fmt::format("{} (MultiHeadAttention): attention_mask {} does not broadcast to the "
+                                     "scores {}", name(), mask.shape().to_string(), scores.shape().to_string()));
+      scores = where(m, scores, scalar_like(scores, kMaskedScore));
+    }
+    Tensor probs = softmax(scores, -1);
+    if (want_scores_) scores_ = probs;
+    if (drop) {
+      std::optional<std::uint64_t> seed;
+      if (options_.seed) seed = mix(*options_.seed ^ mix(training_calls_));
+      ++training_calls_;
+      probs = dropout(probs, options_.dropout, seed);
+    }
+    const Tensor attended = matmul(probs, vh);  // [B, H, Tq, dv]
+    y = matmul(reshape(transpose(attended, {0, 2, 1, 3}), Shape{batch * tq, h * dv}), wt.wo);
+    if (wt.bo.defined()) y = add(y, wt.bo);
+  }
+  std::vector<std::int64_t> y_dims{batch, tq};
+  y_dims.insert(y_dims.end(), out.begin(), out.end());
+  y = reshape(y, Shape(y_dims));
+  if (query_mask.defined()) y = attach_mask(y, query_mask);
+  if (options_.activity_regularizer.active()) add_loss(options_.activity_regularizer(y));
+  return y;
+}
+
+nlohmann::json MultiHeadAttention::get_config() const {
+  nlohmann::json config = Layer::get_config();
+  config["num_heads"] = num_heads_;
+  config["key_dim"] = key_dim_;
+  config["value_dim"] = value_dim();
+  config["dropout"] = options_.dropout;
+  config["use_bias"] = options_.use_bias;
+  config["output_shape"] = options_.output_shape.empty() ? nlohmann::json(nullptr)
+                                                         : nlohmann::json(options_.output_shape);
+  config["attention_axes"] = options_.attention_axes.empty() ? nlohmann::json(nullptr)
+                                                             : nlohmann::json(options_.attention_axes);
+  config["kernel_initializer"] = options_.kernel_initializer.name();
+  config["bias_initializer"] = options_.bias_initializer.name();
+  config["kernel_regularizer"] = regularizer_config(options_.kernel_regularizer);
+  config["bias_regularizer"] = regularizer_config(options_.bias_regularizer);
+  config["activity_regularizer"] = regularizer_config(options_.activity_regularizer);
+  config["kernel_constraint"] = nullptr;
+  config["bias_constraint"] = nullptr;
+  config["seed"] = options_.seed ? nlohmann::json(*options_.seed) : nlohmann::json(nullptr);
+  return config;
+}
+
+}  // namespace keel::layers

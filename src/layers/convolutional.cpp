@@ -1,0 +1,561 @@
+// Convolution and pooling layers. Each is a thin shell over the NHWC ops of keel/ops/nn.hpp:
+// it validates its Keras arguments up front (ValueError naming the layer), creates Keras-named
+// weights in build(), and in call() brings channels_first input to NHWC and back, so the ops
+// only ever see one layout.
+#include "keel/layers/convolutional.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "keel/ops/elementwise.hpp"
+#include "keel/ops/nn.hpp"
+#include "keel/ops/shape.hpp"
+
+namespace keel::layers {
+
+namespace {
+
+// "conv2d_1 (Conv2D)": how every message of these layers names its layer.
+std::string who(const Layer& layer) { return fmt::format("{} ({})", layer.name(), layer.class_name()); }
+
+std::string lowercase(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Keras lower-cases padding and data_format before checking them; so do we.
+std::string checked_padding(const Layer& layer, const std::string& padding, bool allow_causal) {
+  const std::string p = lowercase(padding);
+  if (p == "valid" || p == "same" || (allow_causal && p == "causal")) return p;
+  throw ValueError(fmt::format("{}: padding must be {}, got \"{}\"", who(layer),
+                               allow_causal ? "\"valid\", \"same\" or \"causal\"" : "\"valid\" or \"same\"",
+                               padding));
+}
+
+std::string checked_data_format(const Layer& layer, const std::string& data_format) {
+  const std::string f = lowercase(data_format);
+  if (f == "channels_last" || f == "channels_first") return f;
+  throw ValueError(fmt::format("{}: data_format must be \"channels_last\" or \"channels_first\", got \"{}\"",
+                               who(layer), data_format));
+}
+
+void check_positive(const Layer& layer, const char* what, int value) {
+  if (value <= 0) throw ValueError(fmt::format("{}: {} must be a positive integer, got {}", who(layer), what, value));
+}
+
+void check_positive(const Layer& layer, const char* what, std::array<int, 2> value) {
+  if (value[0] <= 0 || value[1] <= 0)
+    throw ValueError(fmt::format("{}: {} must be positive integers, got ({}, {})", who(layer), what, value[0],
+                                 value[1]));
+}
+
+// Keras computes in float32 (its default compute dtype); integer or bool images are cast, and
+// float64 stays float64 so that gradients can be checked in double precision.
+Tensor compute_input(const Tensor& x) {
+  return x.dtype() == DType::float32 || x.dtype() == DType::float64 ? x : cast(x, DType::float32);
+}
+
+// A weight (float32) in the dtype of the input it meets.
+Tensor like(const Tensor& w, const Tensor& x) { return w.dtype() == x.dtype() ? w : cast(w, x.dtype()); }
+
+// Ops report shapes, not layers: prefix their messages with the layer, keeping the error type.
+template <class F>
+Tensor in_layer(const Layer& layer, F&& f) {
+  try {
+    return f();
+  } catch (const ShapeError& e) {
+    throw ShapeError(fmt::format("{}: {}", who(layer), e.what()));
+  } catch (const ValueError& e) {
+    throw ValueError(fmt::format("{}: {}", who(layer), e.what()));
+  }
+}
+
+void require_rank(const Layer& layer, const Shape& s, std::int64_t rank, const char* layout) {
+  if (s.rank() != rank)
+    throw ShapeError(fmt::format("{}: expected a {}-D input {}, got shape {}", who(layer), rank, layout, s.to_string()));
+}
+
+// The same rank and number of channels as at build time (spatial sizes may change).
+void check_channels(const Layer& layer, const Shape& s, const Shape& built, std::int64_t channel_axis) {
+  if (s.rank() != built.rank() || s[channel_axis] != built[channel_axis])
+    throw ShapeError(fmt::format("{}: input shape {} is incompatible with the shape {} the layer was built for "
+                                 "(expected rank {} and {} channels on axis {})",
+                                 who(layer), s.to_string(), built.to_string(), built.rank(), built[channel_axis],
+                                 channel_axis));
+}
+
+void check_rank_only(const Layer& layer, const Shape& s, const Shape& built) {
+  if (s.rank() != built.rank())
+    throw ShapeError(fmt::format("{}: input shape {} is incompatible with the shape {} the layer was built for "
+                                 "(expected rank {})",
+                                 who(layer), s.to_string(), built.to_string(), built.rank()));
+}
+
+// Layout changes for channels_first: [N, C, spatial...] <-> [N, spatial..., C].
+Tensor to_channels_last(const Tensor& x) {
+  return x.rank() == 4 ? transpose(x, {0, 2, 3, 1}) : transpose(x, {0, 2, 1});
+}
+Tensor to_channels_first(const Tensor& x) {
+  return x.rank() == 4 ? transpose(x, {0, 3, 1, 2}) : transpose(x, {0, 2, 1});
+}
+
+nlohmann::json pair_json(std::array<int, 2> v) { return nlohmann::json::array({v[0], v[1]}); }
+
+// Keras serialises regularizers as objects of class L1, L2 or L1L2; None when absent.
+nlohmann::json regularizer_json(const regularizers::Regularizer& r) {
+  if (!r.active()) return nullptr;
+  nlohmann::json config;
+  std::string cls;
+  if (r.l1() != 0 && r.l2() != 0) {
+    cls = "L1L2";
+    config = {{"l1", r.l1()}, {"l2", r.l2()}};
+  } else if (r.l1() != 0) {
+    cls = "L1";
+    config = {{"l1", r.l1()}};
+  } else {
+    cls = "L2";
+    config = {{"l2", r.l2()}};
+  }
+  return {{"module", "keras.regularizers"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
+}
+
+// Keras accepts an initializer or activation by name in a config, which is what we keep.
+nlohmann::json initializer_json(const initializers::Initializer& i) { return i.name(); }
+
+void add_activity_loss(Layer& layer, const regularizers::Regularizer& r, const Tensor& y) {
+  if (r.active()) layer.add_loss(r(y));
+}
+
+Variable& required(const Layer& layer, Variable* v, const char* what) {
+  if (!v) {
+    if (!layer.built())
+      throw ValueError(fmt::format("{}: '{}' does not exist before the layer is built (call it on data first)",
+                                   who(layer), what));
+    throw ValueError(fmt::format("{}: the layer has no '{}' (use_bias = false)", who(layer), what));
+  }
+  return *v;
+}
+
+}  // namespace
+
+// ---- Conv1D ----------------------------------------------------------------------------------
+
+Conv1D::Conv1D(int filters, int kernel_size, Conv1DOptions options)
+    : Layer(options.name), filters_(filters), kernel_size_(kernel_size), options_(std::move(options)) {
+  check_positive(*this, "filters", filters_);
+  check_positive(*this, "kernel_size", kernel_size_);
+  check_positive(*this, "strides", options_.strides);
+  check_positive(*this, "dilation_rate", options_.dilation_rate);
+  check_positive(*this, "groups", options_.groups);
+  options_.padding = checked_padding(*this, options_.padding, /*allow_causal=*/true);
+  options_.data_format = checked_data_format(*this, options_.data_format);
+  if (filters_ % options_.groups != 0)
+    throw ValueError(fmt::format("{}: filters ({}) must be divisible by groups ({})", who(*this), filters_,
+                                 options_.groups));
+}
+
+void Conv1D::build(const Shape& s) {
+  require_rank(*this, s, 3, options_.data_format == "channels_first" ? "[batch, channels, steps]"
+                                                                      : "[batch, steps, channels]");
+  const std::int64_t in = s[options_.data_format == "channels_first" ? 1 : 2];
+  if (in % options_.groups != 0)
+    throw ShapeError(fmt::format("{}: the input's {} channels (shape {}) are not divisible by groups ({})", who(*this),
+                                 in, s.to_string(), options_.groups));
+  kernel_ = &add_weight("kernel", Shape{kernel_size_, in / options_.groups, filters_}, options_.kernel_initializer,
+                        true, options_.kernel_regularizer);
+  if (options_.use_bias)
+    bias_ = &add_weight("bias", Shape{filters_}, options_.bias_initializer, true, options_.bias_regularizer);
+}
+
+void Conv1D::check_input_shape(const Shape& s) const {
+  check_channels(*this, s, built_shape(), options_.data_format == "channels_first" ? 1 : 2);
+}
+
+Tensor Conv1D::call(const Tensor& inputs, bool) {
+  const bool cf = options_.data_format == "channels_first";
+  Tensor x = compute_input(inputs);
+  if (cf) x = to_channels_last(x);
+  const Tensor k = like(kernel_->value(), x);
+  Tensor y = in_layer(*this, [&] {
+    const int g = options_.groups;
+    if (g == 1) return conv1d(x, k, options_.strides, options_.padding, options_.dilation_rate);
+    // Grouped: each group of input channels has its own slice of the filters.
+    const auto xs = split(x, g, 2), ks = split(k, g, 2);
+    std::vector<Tensor> ys;
+    for (int i = 0; i < g; ++i) ys.push_back(conv1d(xs[i], ks[i], options_.strides, options_.padding,
+                                                    options_.dilation_rate));
+    return concat(ys, 2);
+  });
+  if (bias_) y = y + like(bias_->value(), y);
+  if (cf) y = to_channels_first(y);
+  y = options_.activation(y);
+  add_activity_loss(*this, options_.activity_regularizer, y);
+  return y;
+}
+
+Variable& Conv1D::kernel() const { return required(*this, kernel_, "kernel"); }
+Variable& Conv1D::bias() const { return required(*this, bias_, "bias"); }
+
+nlohmann::json Conv1D::get_config() const {
+  auto c = Layer::get_config();
+  c["filters"] = filters_;
+  c["kernel_size"] = nlohmann::json::array({kernel_size_});
+  c["strides"] = nlohmann::json::array({options_.strides});
+  c["padding"] = options_.padding;
+  c["data_format"] = options_.data_format;
+  c["dilation_rate"] = nlohmann::json::array({options_.dilation_rate});
+  c["groups"] = options_.groups;
+  c["activation"] = options_.activation.name();
+  c["use_bias"] = options_.use_bias;
+  c["kernel_initializer"] = initializer_json(options_.kernel_initializer);
+  c["bias_initializer"] = initializer_json(options_.bias_initializer);
+  c["kernel_regularizer"] = regularizer_json(options_.kernel_regularizer);
+  c["bias_regularizer"] = regularizer_json(options_.bias_regularizer);
+  c["activity_regularizer"] = regularizer_json(options_.activity_regularizer);
+  c["kernel_constraint"] = nullptr;
+  c["bias_constraint"] = nullptr;
+  return c;
+}
+
+// ---- Conv2D ----------------------------------------------------------------------------------
+
+Conv2D::Conv2D(int filters, std::array<int, 2> kernel_size, Conv2DOptions options)
+    : Layer(options.name), filters_(filters), kernel_size_(kernel_size), options_(std::move(options)) {
+  check_positive(*this, "filters", filters_);
+  check_positive(*this, "kernel_size", kernel_size_);
+  check_positive(*this, "strides", options_.strides);
+  check_positive(*this, "dilation_rate", options_.dilation_rate);
+  check_positive(*this, "groups", options_.groups);
+  options_.padding = checked_padding(*this, options_.padding, false);
+  options_.data_format = checked_data_format(*this, options_.data_format);
+  if (filters_ % options_.groups != 0)
+    throw ValueError(fmt::format("{}: filters ({}) must be divisible by groups ({})", who(*this), filters_,
+                                 options_.groups));
+}
+
+void Conv2D::build(const Shape& s) {
+  const bool cf = options_.data_format == "channels_first";
+  require_rank(*this, s, 4, cf ? "[batch, channels, height, width]" : "[batch, height, width, channels]");
+  const std::int64_t in = s[cf ? 1 : 3];
+  if (in % options_.groups != 0)
+    throw ShapeError(fmt::format("{}: the input's {} channels (shape {}) are not divisible by groups ({})", who(*this),
+                                 in, s.to_string(), options_.groups));
+  kernel_ = &add_weight("kernel", Shape{kernel_size_[0], kernel_size_[1], in / options_.groups, filters_},
+                        options_.kernel_initializer, true, options_.kernel_regularizer);
+  if (options_.use_bias)
+    bias_ = &add_weight("bias", Shape{filters_}, options_.bias_initializer, true, options_.bias_regularizer);
+}
+
+void Conv2D::check_input_shape(const Shape& s) const {
+  check_channels(*this, s, built_shape(), options_.data_format == "channels_first" ? 1 : 3);
+}
+
+Tensor Conv2D::call(const Tensor& inputs, bool) {
+  const bool cf = options_.data_format == "channels_first";
+  Tensor x = compute_input(inputs);
+  if (cf) x = to_channels_last(x);
+  const Tensor k = like(kernel_->value(), x);
+  Tensor y = in_layer(*this, [&] {
+    const int g = options_.groups;
+    if (g == 1) return conv2d(x, k, options_.strides, options_.padding, options_.dilation_rate);
+    const auto xs = split(x, g, 3), ks = split(k, g, 3);
+    std::vector<Tensor> ys;
+    for (int i = 0; i < g; ++i)
+      ys.push_back(conv2d(xs[i], ks[i], options_.strides, options_.padding, options_.dilation_rate));
+    return concat(ys, 3);
+  });
+  if (bias_) y = y + like(bias_->value(), y);
+  if (cf) y = to_channels_first(y);
+  y = options_.activation(y);
+  add_activity_loss(*this, options_.activity_regularizer, y);
+  return y;
+}
+
+Variable& Conv2D::kernel() const { return required(*this, kernel_, "kernel"); }
+Variable& Conv2D::bias() const { return required(*this, bias_, "bias"); }
+
+nlohmann::json Conv2D::get_config() const {
+  auto c = Layer::get_config();
+  c["filters"] = filters_;
+  c["kernel_size"] = pair_json(kernel_size_);
+  c["strides"] = pair_json(options_.strides);
+  c["padding"] = options_.padding;
+  c["data_format"] = options_.data_format;
+  c["dilation_rate"] = pair_json(options_.dilation_rate);
+  c["groups"] = options_.groups;
+  c["activation"] = options_.activation.name();
+  c["use_bias"] = options_.use_bias;
+  c["kernel_initializer"] = initializer_json(options_.kernel_initializer);
+  c["bias_initializer"] = initializer_json(options_.bias_initializer);
+  c["kernel_regularizer"] = regularizer_json(options_.kernel_regularizer);
+  c["bias_regularizer"] = regularizer_json(options_.bias_regularizer);
+  c["activity_regularizer"] = regularizer_json(options_.activity_regularizer);
+  c["kernel_constraint"] = nullptr;
+  c["bias_constraint"] = nullptr;
+  return c;
+}
+
+// ---- Conv2DTranspose -------------------------------------------------------------------------
+
+Conv2DTranspose::Conv2DTranspose(int filters, std::array<int, 2> kernel_size, Conv2DTransposeOptions options)
+    : Layer(options.name), filters_(filters), kernel_size_(kernel_size), options_(std::move(options)) {
+  check_positive(*this, "filters", filters_);
+  check_positive(*this, "kernel_size", kernel_size_);
+  check_positive(*this, "strides", options_.strides);
+  check_positive(*this, "dilation_rate", options_.dilation_rate);
+  options_.padding = checked_padding(*this, options_.padding, false);
+  options_.data_format = checked_data_format(*this, options_.data_format);
+  if (options_.output_padding) {
+    const auto& p = *options_.output_padding;
+    for (int a = 0; a < 2; ++a)
+      if (p[a] < 0 || p[a] >= options_.strides[a])
+        throw ValueError(fmt::format("{}: output_padding ({}, {}) must be >= 0 and smaller than the strides ({}, {})",
+                                     who(*this), p[0], p[1], options_.strides[0], options_.strides[1]));
+  }
+}
+
+void Conv2DTranspose::build(const Shape& s) {
+  const bool cf = options_.data_format == "channels_first";
+  require_rank(*this, s, 4, cf ? "[batch, channels, height, width]" : "[batch, height, width, channels]");
+  const std::int64_t in = s[cf ? 1 : 3];
+  // Keras' layout for the transpose: [kh, kw, filters (out), in].
+  kernel_ = &add_weight("kernel", Shape{kernel_size_[0], kernel_size_[1], filters_, in}, options_.kernel_initializer,
+                        true, options_.kernel_regularizer);
+  if (options_.use_bias)
+    bias_ = &add_weight("bias", Shape{filters_}, options_.bias_initializer, true, options_.bias_regularizer);
+}
+
+void Conv2DTranspose::check_input_shape(const Shape& s) const {
+  check_channels(*this, s, built_shape(), options_.data_format == "channels_first" ? 1 : 3);
+}
+
+Tensor Conv2DTranspose::call(const Tensor& inputs, bool) {
+  const bool cf = options_.data_format == "channels_first";
+  Tensor x = compute_input(inputs);
+  if (cf) x = to_channels_last(x);
+  const Tensor k = like(kernel_->value(), x);
+  Tensor y = in_layer(*this, [&] {
+    return conv2d_transpose(x, k, options_.strides, options_.padding, options_.output_padding.value,
+                            options_.dilation_rate);
+  });
+  if (bias_) y = y + like(bias_->value(), y);
+  if (cf) y = to_channels_first(y);
+  y = options_.activation(y);
+  add_activity_loss(*this, options_.activity_regularizer, y);
+  return y;
+}
+
+Variable& Conv2DTranspose::kernel() const { return required(*this, kernel_, "kernel"); }
+Variable& Conv2DTranspose::bias() const { return required(*this, bias_, "bias"); }
+
+nlohmann::json Conv2DTranspose::get_config() const {
+  auto c = Layer::get_config();
+  c["filters"] = filters_;
+  c["kernel_size"] = pair_json(kernel_size_);
+  c["strides"] = pair_json(options_.strides);
+  c["padding"] = options_.padding;
+  c["output_padding"] = options_.output_padding ? pair_json(*options_.output_padding) : nlohmann::json(nullptr);
+  c["data_format"] = options_.data_format;
+  c["dilation_rate"] = pair_json(options_.dilation_rate);
+  c["activation"] = options_.activation.name();
+  c["use_bias"] = options_.use_bias;
+  c["kernel_initializer"] = initializer_json(options_.kernel_initializer);
+  c["bias_initializer"] = initializer_json(options_.bias_initializer);
+  c["kernel_regularizer"] = regularizer_json(options_.kernel_regularizer);
+  c["bias_regularizer"] = regularizer_json(options_.bias_regularizer);
+  c["activity_regularizer"] = regularizer_json(options_.activity_regularizer);
+  c["kernel_constraint"] = nullptr;
+  c["bias_constraint"] = nullptr;
+  return c;
+}
+
+// ---- DepthwiseConv2D -------------------------------------------------------------------------
+
+DepthwiseConv2D::DepthwiseConv2D(std::array<int, 2> kernel_size, DepthwiseConv2DOptions options)
+    : Layer(options.name), kernel_size_(kernel_size), options_(std::move(options)) {
+  check_positive(*this, "kernel_size", kernel_size_);
+  check_positive(*this, "strides", options_.strides);
+  check_positive(*this, "depth_multiplier", options_.depth_multiplier);
+  check_positive(*this, "dilation_rate", options_.dilation_rate);
+  options_.padding = checked_padding(*this, options_.padding, false);
+  options_.data_format = checked_data_format(*this, options_.data_format);
+}
+
+void DepthwiseConv2D::build(const Shape& s) {
+  const bool cf = options_.data_format == "channels_first";
+  require_rank(*this, s, 4, cf ? "[batch, channels, height, width]" : "[batch, height, width, channels]");
+  const std::int64_t in = s[cf ? 1 : 3];
+  kernel_ = &add_weight("depthwise_kernel", Shape{kernel_size_[0], kernel_size_[1], in, options_.depth_multiplier},
+                        options_.depthwise_initializer, true, options_.depthwise_regularizer);
+  if (options_.use_bias)
+    bias_ = &add_weight("bias", Shape{in * options_.depth_multiplier}, options_.bias_initializer, true,
+                        options_.bias_regularizer);
+}
+
+void DepthwiseConv2D::check_input_shape(const Shape& s) const {
+  check_channels(*this, s, built_shape(), options_.data_format == "channels_first" ? 1 : 3);
+}
+
+Tensor DepthwiseConv2D::call(const Tensor& inputs, bool) {
+  const bool cf = options_.data_format == "channels_first";
+  Tensor x = compute_input(inputs);
+  if (cf) x = to_channels_last(x);
+  const Tensor k = like(kernel_->value(), x);
+  Tensor y = in_layer(*this, [&] {
+    return depthwise_conv2d(x, k, options_.strides, options_.padding, options_.dilation_rate);
+  });
+  if (bias_) y = y + like(bias_->value(), y);
+  if (cf) y = to_channels_first(y);
+  y = options_.activation(y);
+  add_activity_loss(*this, options_.activity_regularizer, y);
+  return y;
+}
+
+Variable& DepthwiseConv2D::depthwise_kernel() const { return required(*this, kernel_, "depthwise_kernel"); }
+Variable& DepthwiseConv2D::bias() const { return required(*this, bias_, "bias"); }
+
+nlohmann::json DepthwiseConv2D::get_config() const {
+  auto c = Layer::get_config();
+  c["kernel_size"] = pair_json(kernel_size_);
+  c["strides"] = pair_json(options_.strides);
+  c["padding"] = options_.padding;
+  c["depth_multiplier"] = options_.depth_multiplier;
+  c["data_format"] = options_.data_format;
+  c["dilation_rate"] = pair_json(options_.dilation_rate);
+  c["activation"] = options_.activation.name();
+  c["use_bias"] = options_.use_bias;
+  c["depthwise_initializer"] = initializer_json(options_.depthwise_initializer);
+  c["bias_initializer"] = initializer_json(options_.bias_initializer);
+  c["depthwise_regularizer"] = regularizer_json(options_.depthwise_regularizer);
+  c["bias_regularizer"] = regularizer_json(options_.bias_regularizer);
+  c["activity_regularizer"] = regularizer_json(options_.activity_regularizer);
+  c["depthwise_constraint"] = nullptr;
+  c["bias_constraint"] = nullptr;
+  return c;
+}
+
+// ---- MaxPooling2D / AveragePooling2D ---------------------------------------------------------
+
+namespace {
+
+// The two window poolings differ only in their op; this holds what they share.
+template <class Options>
+void validate_pooling(const Layer& layer, std::array<int, 2> pool_size, Options& options) {
+  check_positive(layer, "pool_size", pool_size);
+  if (options.strides) check_positive(layer, "strides", *options.strides);
+  options.padding = checked_padding(layer, options.padding, false);
+  options.data_format = checked_data_format(layer, options.data_format);
+}
+
+template <class Op>
+Tensor pool_call(const Layer& layer, const Tensor& inputs, const std::string& data_format, Op&& op) {
+  const bool cf = data_format == "channels_first";
+  Tensor x = compute_input(inputs);
+  if (cf) x = to_channels_last(x);
+  Tensor y = in_layer(layer, [&] { return op(x); });
+  return cf && y.rank() >= 3 ? to_channels_first(y) : y;  // [N, C] needs no change
+}
+
+template <class Options>
+nlohmann::json pooling_config(nlohmann::json c, std::array<int, 2> pool_size, const Options& options) {
+  c["pool_size"] = pair_json(pool_size);
+  c["padding"] = options.padding;
+  c["strides"] = pair_json(options.strides.value_or(pool_size));
+  c["data_format"] = options.data_format;
+  return c;
+}
+
+const char* image_layout(const std::string& data_format) {
+  return data_format == "channels_first" ? "[batch, channels, height, width]" : "[batch, height, width, channels]";
+}
+
+}  // namespace
+
+MaxPooling2D::MaxPooling2D(std::array<int, 2> pool_size, MaxPooling2DOptions options)
+    : Layer(options.name), pool_size_(pool_size), options_(std::move(options)) {
+  validate_pooling(*this, pool_size_, options_);
+}
+
+void MaxPooling2D::build(const Shape& s) { require_rank(*this, s, 4, image_layout(options_.data_format)); }
+
+void MaxPooling2D::check_input_shape(const Shape& s) const { check_rank_only(*this, s, built_shape()); }
+
+Tensor MaxPooling2D::call(const Tensor& inputs, bool) {
+  return pool_call(*this, inputs, options_.data_format,
+                   [&](const Tensor& x) { return max_pool2d(x, pool_size_, strides(), options_.padding); });
+}
+
+nlohmann::json MaxPooling2D::get_config() const { return pooling_config(Layer::get_config(), pool_size_, options_); }
+
+AveragePooling2D::AveragePooling2D(std::array<int, 2> pool_size, AveragePooling2DOptions options)
+    : Layer(options.name), pool_size_(pool_size), options_(std::move(options)) {
+  validate_pooling(*this, pool_size_, options_);
+}
+
+void AveragePooling2D::build(const Shape& s) { require_rank(*this, s, 4, image_layout(options_.data_format)); }
+
+void AveragePooling2D::check_input_shape(const Shape& s) const { check_rank_only(*this, s, built_shape()); }
+
+Tensor AveragePooling2D::call(const Tensor& inputs, bool) {
+  return pool_call(*this, inputs, options_.data_format,
+                   [&](const Tensor& x) { return avg_pool2d(x, pool_size_, strides(), options_.padding); });
+}
+
+nlohmann::json AveragePooling2D::get_config() const {
+  return pooling_config(Layer::get_config(), pool_size_, options_);
+}
+
+// ---- global pooling --------------------------------------------------------------------------
+
+GlobalAveragePooling2D::GlobalAveragePooling2D(GlobalAveragePooling2DOptions options)
+    : Layer(options.name), options_(std::move(options)) {
+  options_.data_format = checked_data_format(*this, options_.data_format);
+}
+
+void GlobalAveragePooling2D::build(const Shape& s) { require_rank(*this, s, 4, image_layout(options_.data_format)); }
+
+void GlobalAveragePooling2D::check_input_shape(const Shape& s) const { check_rank_only(*this, s, built_shape()); }
+
+Tensor GlobalAveragePooling2D::call(const Tensor& inputs, bool) {
+  // With keepdims the [N, 1, 1, C] result goes back to channels_first like any image.
+  return pool_call(*this, inputs, options_.data_format, [&](const Tensor& x) {
+    return global_avg_pool2d(x, options_.keepdims);
+  });
+}
+
+nlohmann::json GlobalAveragePooling2D::get_config() const {
+  auto c = Layer::get_config();
+  c["data_format"] = options_.data_format;
+  c["keepdims"] = options_.keepdims;
+  return c;
+}
+
+GlobalMaxPooling2D::GlobalMaxPooling2D(GlobalMaxPooling2DOptions options)
+    : Layer(options.name), options_(std::move(options)) {
+  options_.data_format = checked_data_format(*this, options_.data_format);
+}
+
+void GlobalMaxPooling2D::build(const Shape& s) { require_rank(*this, s, 4, image_layout(options_.data_format)); }
+
+void GlobalMaxPooling2D::check_input_shape(const Shape& s) const { check_rank_only(*this, s, built_shape()); }
+
+Tensor GlobalMaxPooling2D::call(const Tensor& inputs, bool) {
+  return pool_call(*this, inputs, options_.data_format, [&](const Tensor& x) {
+    return global_max_pool2d(x, options_.keepdims);
+  });
+}
+
+nlohmann::json GlobalMaxPooling2D::get_config() const {
+  auto c = Layer::get_config();
+  c["data_format"] = options_.data_format;
+  c["keepdims"] = options_.keepdims;
+  return c;
+}
+
+}  // namespace keel::layers

@@ -1,0 +1,571 @@
+// The core Keras layers. Each is a thin composition of differentiable ops, so their gradients
+// come from the ops' own rules; what lives here is Keras' argument checking, shape rules,
+// configuration and mask propagation.
+#include "keel/layers/core.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include <fmt/core.h>
+
+#include "keel/ops/creation.hpp"
+#include "keel/ops/elementwise.hpp"
+#include "keel/ops/linalg.hpp"
+#include "keel/ops/nn.hpp"
+#include "keel/ops/shape.hpp"
+
+namespace keel::layers {
+
+namespace {
+
+// How a layer is named in errors thrown from its constructor. Calling name() there would take
+// a unique name ("dropout") from the pool for a layer that never comes to exist.
+std::string ctor_label(const char* cls, const std::string& name) {
+  return name.empty() ? std::string(cls) : fmt::format("{} '{}'", cls, name);
+}
+
+// "dense_1 (Dense)": how a constructed layer is named in errors.
+std::string label(const Layer& layer) { return fmt::format("{} ({})", layer.name(), layer.class_name()); }
+
+// Keras serialises a regularizer as {"class_name", "config"}; none as null.
+nlohmann::json regularizer_config(const regularizers::Regularizer& r) {
+  if (!r.active()) return nullptr;
+  if (r.l1() != 0 && r.l2() != 0) return {{"class_name", "L1L2"}, {"config", {{"l1", r.l1()}, {"l2", r.l2()}}}};
+  if (r.l1() != 0) return {{"class_name", "L1"}, {"config", {{"l1", r.l1()}}}};
+  return {{"class_name", "L2"}, {"config", {{"l2", r.l2()}}}};
+}
+
+nlohmann::json dims_json(const Shape& s) {
+  nlohmann::json out = nlohmann::json::array();
+  for (auto d : s) {
+    if (d < 0) out.push_back(nullptr);  // Keras' None
+    else out.push_back(d);
+  }
+  return out;
+}
+
+// Keras passes a mask through every layer that supports masking; here the mask rides on the
+// tensor, so a layer that computes a new tensor hands its input's mask on explicitly.
+Tensor pass_mask(const Tensor& input, const Tensor& output) {
+  const Tensor mask = get_mask(input);
+  if (!mask.defined() || output.impl() == input.impl()) return output;  // identity keeps it
+  return with_mask(output, mask);
+}
+
+// Keras' merge layers: the output is masked where any input is (the logical and of the masks).
+Tensor merged_mask(const std::vector<Tensor>& inputs) {
+  Tensor mask;
+  for (const auto& x : inputs) {
+    const Tensor m = get_mask(x);
+    if (!m.defined()) continue;
+    mask = mask.defined() ? logical_and(mask, m) : m;
+  }
+  return mask;
+}
+
+std::string shapes_text(const std::vector<Shape>& shapes) {
+  std::string out;
+  for (const auto& s : shapes) out += (out.empty() ? "" : ", ") + s.to_string();
+  return out;
+}
+
+// Add and Multiply: at least one input, all of the same rank and batch size, the other
+// dimensions equal or 1 (Keras' elementwise-merge rule: size-1 dimensions broadcast).
+void check_elementwise_merge(const Layer& layer, const std::vector<Shape>& shapes) {
+  if (shapes.empty())
+    throw ValueError(fmt::format("{}: a merge layer should be called on a list of at least 1 input", label(layer)));
+  Shape running = shapes[0];  // the broadcast shape of the inputs so far
+  for (const auto& s : shapes) {
+    if (s.rank() != running.rank() || (s.rank() > 0 && s[0] != running[0]))
+      throw ShapeError(fmt::format("{}: inputs must have the same rank and batch size, got shapes {}", label(layer),
+                                   shapes_text(shapes)));
+    for (std::int64_t d = 1; d < s.rank(); ++d) {
+      if (running[d] == s[d] || s[d] == 1) continue;
+      if (running[d] != 1)
+        throw ShapeError(fmt::format("{}: inputs have incompatible shapes {} (dimension {}: {} and {})", label(layer),
+                                     shapes_text(shapes), d, running[d], s[d]));
+      running[d] = s[d];
+    }
+  }
+}
+
+std::vector<Shape> shapes_of(const std::vector<Tensor>& xs) {
+  std::vector<Shape> out;
+  out.reserve(xs.size());
+  for (const auto& x : xs) out.push_back(x.shape());
+  return out;
+}
+
+// A new 64-bit seed for each training call of a seeded Dropout (SplitMix64's finaliser over the
+// user's seed and the call count), so that successive steps draw different, reproducible masks.
+std::uint64_t mix_seed(std::uint64_t seed, std::uint64_t call) {
+  std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * (call + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+// ---- Dense -----------------------------------------------------------------------------------
+
+Dense::Dense(int units, DenseOptions options) : Layer(options.name), units_(units), options_(std::move(options)) {
+  if (units <= 0)
+    throw ValueError(fmt::format("{}: units must be a positive integer, got {}", ctor_label("Dense", options_.name),
+                                 units));
+}
+
+void Dense::build(const Shape& input_shape) {
+  if (input_shape.rank() < 2)
+    throw ShapeError(fmt::format("{}: expects inputs of rank >= 2 ([batch, ..., features]), got shape {}",
+                                 label(*this), input_shape.to_string()));
+  if (kernel_) {  // built before: a second build() must not add a second set of weights
+    check_input_shape(input_shape);
+    return;
+  }
+  const std::int64_t in = input_shape[input_shape.rank() - 1];
+  kernel_ = &add_weight("kernel", Shape{in, units_}, options_.kernel_initializer, true, options_.kernel_regularizer);
+  if (options_.use_bias)
+    bias_ = &add_weight("bias", Shape{units_}, options_.bias_initializer, true, options_.bias_regularizer);
+  // As in Keras, `layer.build(shape)` called by the user marks the layer built, so that the first
+  // call does not build it again.
+  set_built(input_shape);
+}
+
+void Dense::check_input_shape(const Shape& s) const {
+  // Keras' InputSpec(min_ndim=2, axes={-1: input_dim}): the rank may change, the features not.
+  const std::int64_t in = kernel_ ? kernel_->shape()[0] : built_shape()[built_shape().rank() - 1];
+  if (s.rank() < 2 || s[s.rank() - 1] != in)
+    throw ShapeError(fmt::format("{}: expects inputs [batch, ..., {}], got shape {} (built for {})", label(*this), in,
+                                 s.to_string(), built_shape().to_string()));
+}
+
+Tensor Dense::call(const Tensor& inputs, bool) {
+  const Tensor& k = kernel_->value();
+  // Keras casts inputs to the layer's compute dtype (so integer features work).
+  const Tensor x = inputs.dtype() == k.dtype() ? inputs : cast(inputs, k.dtype());
+  Tensor y;
+  if (x.rank() == 2) {
+    y = matmul(x, k);
+  } else {
+    // One GEMM over every leading position rather than a batched product of small ones.
+    const std::vector<std::int64_t>& d = x.shape().dims();
+    const std::int64_t rows = std::accumulate(d.begin(), d.end() - 1, std::int64_t{1}, std::multiplies<>());
+    std::vector<std::int64_t> out_dims(d.begin(), d.end() - 1);
+    out_dims.push_back(units_);
+    y = reshape(matmul(reshape(x, Shape{rows, d.back()}), k), Shape(out_dims));
+  }
+  if (bias_) y = add(y, bias_->value());
+  y = options_.activation(y);
+  if (options_.activity_regularizer.active()) add_loss(options_.activity_regularizer(y));
+  return pass_mask(inputs, y);
+}
+
+Variable& Dense::kernel() {
+  if (!kernel_) throw ValueError(fmt::format("{}: kernel() before the layer is built", label(*this)));
+  return *kernel_;
+}
+
+Variable& Dense::bias() {
+  if (!options_.use_bias) throw ValueError(fmt::format("{}: the layer has no bias (use_bias = false)", label(*this)));
+  if (!bias_) throw ValueError(fmt::format("{}: bias() before the layer is built", label(*this)));
+  return *bias_;
+}
+
+nlohmann::json Dense::get_config() const {
+  auto c = Layer::get_config();
+  c["units"] = units_;
+  c["activation"] = options_.activation.name();
+  c["use_bias"] = options_.use_bias;
+  c["kernel_initializer"] = options_.kernel_initializer.name();
+  c["bias_initializer"] = options_.bias_initializer.name();
+  c["kernel_regularizer"] = regularizer_config(options_.kernel_regularizer);
+  c["bias_regularizer"] = regularizer_config(options_.bias_regularizer);
+  c["activity_regularizer"] = regularizer_config(options_.activity_regularizer);
+  c["kernel_constraint"] = nullptr;
+  c["bias_constraint"] = nullptr;
+  return c;
+}
+
+// ---- Activation, ReLU, LeakyReLU, Softmax ---------------------------------------------------
+
+Activation::Activation(activations::ActivationFn activation, ActivationOptions options)
+    : Layer(std::move(options.name)), activation_(std::move(activation)) {}
+
+Tensor Activation::call(const Tensor& inputs, bool) { return pass_mask(inputs, activation_(inputs)); }
+
+nlohmann::json Activation::get_config() const {
+  auto c = Layer::get_config();
+  c["activation"] = activation_.name();
+  return c;
+}
+
+ReLU::ReLU(ReLUOptions options) : Layer(options.name), options_(std::move(options)) {
+  const std::string who = ctor_label("ReLU", options_.name);
+  // Keras' checks; !(v >= 0) also rejects NaN.
+  if (options_.max_value && !(*options_.max_value >= 0))
+    throw ValueError(fmt::format("{}: max_value cannot be negative, got {}", who, *options_.max_value));
+  if (!(options_.negative_slope >= 0))
+    throw ValueError(fmt::format("{}: negative_slope cannot be negative, got {}", who, options_.negative_slope));
+  if (!(options_.threshold >= 0))
+    throw ValueError(fmt::format("{}: threshold cannot be negative, got {}", who, options_.threshold));
+}
+
+Tensor ReLU::call(const Tensor& x, bool) {
+  const auto& o = options_;
+  Tensor y;
+  if (o.negative_slope != 0 && !o.max_value && o.threshold == 0) {
+    y = leaky_relu(x, o.negative_slope);
+  } else if (o.negative_slope == 0 && o.threshold == 0 && o.max_value && *o.max_value == 6) {
+    y = relu6(x);
+  } else {
+    // Keras' piecewise definition: x where x > threshold (so the output jumps from 0 to
+    // threshold there), clipped to max_value; negative_slope * (x - threshold) elsewhere.
+    Tensor pos = o.threshold == 0 ? relu(x) : where(greater(x, scalar_like(x, o.threshold)), x, zeros_like(x));
+    if (o.max_value) pos = minimum(pos, *o.max_value);
+    y = pos;
+    if (o.negative_slope != 0) y = sub(pos, mul(scalar_like(x, o.negative_slope), relu(sub(scalar_like(x, o.threshold), x))));
+  }
+  return pass_mask(x, y);
+}
+
+nlohmann::json ReLU::get_config() const {
+  auto c = Layer::get_config();
+  c["max_value"] = options_.max_value ? nlohmann::json(*options_.max_value) : nlohmann::json(nullptr);
+  c["negative_slope"] = options_.negative_slope;
+  c["threshold"] = options_.threshold;
+  return c;
+}
+
+LeakyReLU::LeakyReLU(LeakyReLUOptions options) : Layer(options.name), options_(std::move(options)) {
+  if (!(options_.negative_slope >= 0))
+    throw ValueError(fmt::format("{}: negative_slope cannot be negative, got {}", ctor_label("LeakyReLU", options_.name),
+                                 options_.negative_slope));
+}
+
+Tensor LeakyReLU::call(const Tensor& x, bool) { return pass_mask(x, leaky_relu(x, options_.negative_slope)); }
+
+nlohmann::json LeakyReLU::get_config() const {
+  auto c = Layer::get_config();
+  c["negative_slope"] = options_.negative_slope;
+  return c;
+}
+
+Softmax::Softmax(SoftmaxOptions options) : Layer(options.name), options_(std::move(options)) {}
+
+Tensor Softmax::call(const Tensor& inputs, bool) {
+  const std::int64_t rank = inputs.rank();
+  if (options_.axis < -rank || options_.axis >= rank)
+    throw ValueError(fmt::format("{}: axis {} is out of range for inputs of shape {}", label(*this), options_.axis,
+                                 inputs.shape().to_string()));
+  Tensor x = inputs;
+  const Tensor mask = get_mask(inputs);
+  if (mask.defined() && mask.rank() == rank) {
+    // Keras adds (1 - mask) * large_negative, so masked positions get (almost) no weight; the
+    // number is one float16 can hold where the inputs are float16.
+    const double large_negative = x.dtype() == DType::float16 ? -3e4 : -1e9;
+    x = add(x, mul(sub(scalar_like(x, 1.0), cast(mask, x.dtype())), scalar_like(x, large_negative)));
+  }
+  return pass_mask(inputs, softmax(x, options_.axis));
+}
+
+nlohmann::json Softmax::get_config() const {
+  auto c = Layer::get_config();
+  c["axis"] = options_.axis;
+  return c;
+}
+
+// ---- Flatten, Reshape, Permute ---------------------------------------------------------------
+
+Flatten::Flatten(FlattenOptions options) : Layer(options.name), options_(std::move(options)) {
+  if (options_.data_format != "channels_last" && options_.data_format != "channels_first")
+    throw ValueError(fmt::format("{}: data_format must be \"channels_last\" or \"channels_first\", got \"{}\"",
+                                 ctor_label("Flatten", options_.name), options_.data_format));
+}
+
+void Flatten::check_input_shape(const Shape& s) const {
+  // Keras' InputSpec(min_ndim=1); call() flattens whatever follows the batch dimension.
+  if (s.rank() < 1)
+    throw ShapeError(fmt::format("{}: expects inputs with a batch dimension, got a scalar", label(*this)));
+}
+
+Tensor Flatten::call(const Tensor& inputs, bool) {
+  check_input_shape(inputs.shape());
+  Tensor x = inputs;
+  const auto rank = static_cast<int>(x.rank());
+  if (options_.data_format == "channels_first" && rank > 2) {
+    // Move the channels last so that the flattened order is the same as for channels_last data.
+    std::vector<int> perm{0};
+    for (int d = 2; d < rank; ++d) perm.push_back(d);
+    perm.push_back(1);
+    x = transpose(x, perm);
+  }
+  const std::int64_t batch = x.shape()[0];
+  std::int64_t per_example = 1;
+  for (std::int64_t d = 1; d < x.rank(); ++d) per_example *= x.shape()[d];
+  return reshape(x, Shape{batch, per_example});
+}
+
+nlohmann::json Flatten::get_config() const {
+  auto c = Layer::get_config();
+  c["data_format"] = options_.data_format;
+  return c;
+}
+
+Reshape::Reshape(Shape target_shape, ReshapeOptions options)
+    : Layer(std::move(options.name)), target_shape_(std::move(target_shape)) {
+  int unknown = 0;
+  for (auto d : target_shape_) {
+    if (d == -1) ++unknown;
+    if ((d <= 0 && d != -1) || unknown > 1)
+      throw ValueError(fmt::format("Reshape: target_shape {} must hold positive sizes and at most one -1",
+                                   target_shape_.to_string()));
+  }
+}
+
+Tensor Reshape::call(const Tensor& inputs, bool) {
+  if (inputs.rank() < 1)
+    throw ShapeError(fmt::format("{}: expects inputs with a batch dimension, got a scalar", label(*this)));
+  std::int64_t per_example = 1;
+  for (std::int64_t d = 1; d < inputs.rank(); ++d) per_example *= inputs.shape()[d];
+  std::int64_t known = 1, unknown_at = -1;
+  for (std::int64_t i = 0; i < target_shape_.rank(); ++i) {
+    if (target_shape_[i] == -1) unknown_at = i;
+    else known *= target_shape_[i];
+  }
+  std::vector<std::int64_t> dims{inputs.shape()[0]};
+  dims.insert(dims.end(), target_shape_.begin(), target_shape_.end());
+  const bool ok = unknown_at < 0 ? known == per_example : per_example % known == 0;
+  if (!ok)
+    throw ShapeError(fmt::format("{}: cannot reshape inputs of shape {} ({} values per example) to target_shape {}",
+                                 label(*this), inputs.shape().to_string(), per_example, target_shape_.to_string()));
+  if (unknown_at >= 0) dims[static_cast<std::size_t>(unknown_at) + 1] = per_example / known;
+  return reshape(inputs, Shape(dims));
+}
+
+nlohmann::json Reshape::get_config() const {
+  auto c = Layer::get_config();
+  c["target_shape"] = target_shape_.dims();
+  return c;
+}
+
+Permute::Permute(std::vector<int> dims, PermuteOptions options) : Layer(std::move(options.name)), dims_(std::move(dims)) {
+  std::vector<int> sorted = dims_;
+  std::sort(sorted.begin(), sorted.end());
+  bool ok = !sorted.empty();
+  for (std::size_t i = 0; ok && i < sorted.size(); ++i) ok = sorted[i] == static_cast<int>(i) + 1;
+  if (!ok) {
+    std::string text;
+    for (int d : dims_) text += (text.empty() ? "" : ", ") + std::to_string(d);
+    throw ValueError(fmt::format("Permute: dims ({}) must be a permutation of 1..{} (the non-batch axes, 1-based)",
+                                 text, dims_.size()));
+  }
+}
+
+void Permute::check_input_shape(const Shape& s) const {
+  if (s.rank() != static_cast<std::int64_t>(dims_.size()) + 1)
+    throw ShapeError(fmt::format("{}: expects inputs of rank {} (batch + {} permuted axes), got shape {}", label(*this),
+                                 dims_.size() + 1, dims_.size(), s.to_string()));
+}
+
+Tensor Permute::call(const Tensor& inputs, bool) {
+  check_input_shape(inputs.shape());
+  std::vector<int> perm{0};  // the batch axis stays first
+  perm.insert(perm.end(), dims_.begin(), dims_.end());
+  return transpose(inputs, perm);
+}
+
+nlohmann::json Permute::get_config() const {
+  auto c = Layer::get_config();
+  c["dims"] = dims_;
+  return c;
+}
+
+// ---- Dropout ---------------------------------------------------------------------------------
+
+Dropout::Dropout(double rate, DropoutOptions options) : Layer(options.name), rate_(rate), options_(std::move(options)) {
+  const std::string who = ctor_label("Dropout", options_.name);
+  if (!(rate >= 0 && rate < 1))  // also rejects NaN
+    throw ValueError(fmt::format("{}: rate must be in [0, 1), got {}", who, rate));
+  for (auto d : options_.noise_shape)
+    if (d <= 0 && d != -1)
+      throw ValueError(fmt::format("{}: noise_shape {} must hold positive sizes or -1 (the input's size)", who,
+                                   Shape(options_.noise_shape).to_string()));
+}
+
+Tensor Dropout::call(const Tensor& inputs, bool training) {
+  if (!(training || in_training_call()) || rate_ == 0) return inputs;
+  std::optional<std::uint64_t> seed;
+  if (options_.seed) seed = mix_seed(*options_.seed, calls_++);
+  Tensor y;
+  if (options_.noise_shape.empty()) {
+    y = dropout(inputs, rate_, seed);
+  } else {
+    const Shape ns(options_.noise_shape);
+    if (ns.rank() != inputs.rank())
+      throw ShapeError(fmt::format("{}: noise_shape {} must have the rank of the inputs {}", label(*this), ns.to_string(),
+                                   inputs.shape().to_string()));
+    std::vector<std::int64_t> dims(ns.begin(), ns.end());
+    for (std::size_t d = 0; d < dims.size(); ++d) {
+      const std::int64_t in = inputs.shape()[static_cast<std::int64_t>(d)];
+      if (dims[d] == -1) dims[d] = in;
+      if (dims[d] != in && dims[d] != 1)
+        throw ShapeError(fmt::format("{}: noise_shape {} does not broadcast to the inputs {}", label(*this),
+                                     ns.to_string(), inputs.shape().to_string()));
+    }
+    // One keep/drop decision per element of the noise shape, broadcast over the rest: dropout
+    // of ones gives the scaled mask (0 or 1 / (1 - rate)).
+    const Tensor mask = dropout(ones(Shape(dims), inputs.dtype()), rate_, seed);
+    y = mul(inputs, mask);
+  }
+  return pass_mask(inputs, y);
+}
+
+nlohmann::json Dropout::get_config() const {
+  auto c = Layer::get_config();
+  c["rate"] = rate_;
+  c["noise_shape"] = options_.noise_shape.empty() ? nlohmann::json(nullptr) : dims_json(Shape(options_.noise_shape));
+  c["seed"] = options_.seed ? nlohmann::json(*options_.seed) : nlohmann::json(nullptr);
+  return c;
+}
+
+// ---- Add, Multiply, Concatenate --------------------------------------------------------------
+
+namespace {
+[[noreturn]] void needs_list(const Layer& layer) {
+  throw ValueError(fmt::format("{}: a merge layer should be called on a list of inputs, e.g. layer({{x, y}})",
+                               label(layer)));
+}
+}  // namespace
+
+Add::Add(AddOptions options) : Layer(std::move(options.name)) {}
+void Add::build(const Shape&) { needs_list(*this); }
+void Add::build(const std::vector<Shape>& shapes) { check_elementwise_merge(*this, shapes); }
+Tensor Add::call(const Tensor&, bool) { needs_list(*this); }
+
+Tensor Add::call(const std::vector<Tensor>& inputs, bool) {
+  check_elementwise_merge(*this, shapes_of(inputs));
+  Tensor y = inputs[0];
+  for (std::size_t i = 1; i < inputs.size(); ++i) y = add(y, inputs[i]);
+  const Tensor mask = merged_mask(inputs);
+  return mask.defined() ? with_mask(y, mask) : y;
+}
+
+Multiply::Multiply(MultiplyOptions options) : Layer(std::move(options.name)) {}
+void Multiply::build(const Shape&) { needs_list(*this); }
+void Multiply::build(const std::vector<Shape>& shapes) { check_elementwise_merge(*this, shapes); }
+Tensor Multiply::call(const Tensor&, bool) { needs_list(*this); }
+
+Tensor Multiply::call(const std::vector<Tensor>& inputs, bool) {
+  check_elementwise_merge(*this, shapes_of(inputs));
+  Tensor y = inputs[0];
+  for (std::size_t i = 1; i < inputs.size(); ++i) y = mul(y, inputs[i]);
+  const Tensor mask = merged_mask(inputs);
+  return mask.defined() ? with_mask(y, mask) : y;
+}
+
+Concatenate::Concatenate(ConcatenateOptions options) : Layer(options.name), options_(std::move(options)) {}
+void Concatenate::build(const Shape&) { needs_list(*this); }
+Tensor Concatenate::call(const Tensor&, bool) { needs_list(*this); }
+
+void Concatenate::build(const std::vector<Shape>& shapes) {
+  if (shapes.empty())
+    throw ValueError(fmt::format("{}: should be called on a list of at least 1 input", label(*this)));
+  const std::int64_t rank = shapes[0].rank();
+  if (options_.axis < -rank || options_.axis >= rank)
+    throw ValueError(fmt::format("{}: axis {} is out of range for inputs of shape {}", label(*this), options_.axis,
+                                 shapes[0].to_string()));
+  const std::int64_t axis = options_.axis < 0 ? options_.axis + rank : options_.axis;
+  for (const auto& s : shapes) {
+    bool ok = s.rank() == rank;
+    for (std::int64_t d = 0; ok && d < rank; ++d) ok = d == axis || s[d] == shapes[0][d];
+    if (!ok)
+      throw ShapeError(fmt::format("{}: inputs must match on every dimension except the concatenation axis {}, got "
+                                   "shapes {}", label(*this), options_.axis, shapes_text(shapes)));
+  }
+}
+
+Tensor Concatenate::call(const std::vector<Tensor>& inputs, bool) {
+  build(shapes_of(inputs));  // the checks only: shapes may differ from call to call
+  return concat(inputs, options_.axis);
+}
+
+nlohmann::json Concatenate::get_config() const {
+  auto c = Layer::get_config();
+  c["axis"] = options_.axis;
+  return c;
+}
+
+// ---- Rescaling -------------------------------------------------------------------------------
+
+Rescaling::Rescaling(double scale, RescalingOptions options)
+    : Layer(options.name), scale_(scale), options_(std::move(options)) {}
+
+Tensor Rescaling::call(const Tensor& inputs, bool) {
+  const Tensor x = is_floating(inputs.dtype()) ? inputs : cast(inputs, DType::float32);
+  Tensor y = mul(x, scalar_like(x, scale_));
+  if (options_.offset != 0) y = add(y, scalar_like(x, options_.offset));
+  return pass_mask(inputs, y);
+}
+
+nlohmann::json Rescaling::get_config() const {
+  auto c = Layer::get_config();
+  c["scale"] = scale_;
+  c["offset"] = options_.offset;
+  return c;
+}
+
+// ---- Embedding -------------------------------------------------------------------------------
+
+Embedding::Embedding(int input_dim, int output_dim, EmbeddingOptions options)
+    : Layer(options.name), input_dim_(input_dim), output_dim_(output_dim), options_(std::move(options)) {
+  const std::string who = ctor_label("Embedding", options_.name);
+  if (input_dim <= 0) throw ValueError(fmt::format("{}: input_dim must be a positive integer, got {}", who, input_dim));
+  if (output_dim <= 0)
+    throw ValueError(fmt::format("{}: output_dim must be a positive integer, got {}", who, output_dim));
+  if (options_.input_length && *options_.input_length <= 0)
+    throw ValueError(fmt::format("{}: input_length must be a positive integer, got {}", who, *options_.input_length));
+}
+
+void Embedding::build(const Shape& input_shape) {
+  if (embeddings_) return;  // built before (see Dense::build)
+  embeddings_ = &add_weight("embeddings", Shape{input_dim_, output_dim_}, options_.embeddings_initializer, true,
+                            options_.embeddings_regularizer);
+  set_built(input_shape);
+}
+
+Tensor Embedding::call(const Tensor& inputs, bool) {
+  if (options_.input_length && (inputs.rank() != 2 || inputs.shape()[1] != *options_.input_length))
+    throw ShapeError(fmt::format("{}: input_length is {}, but the inputs have shape {}", label(*this),
+                                 *options_.input_length, inputs.shape().to_string()));
+  if (inputs.dtype() == DType::bool_)
+    throw DTypeError(fmt::format("{}: ids must be integers, got bool {}", label(*this), inputs.shape().to_string()));
+  const Tensor ids = is_floating(inputs.dtype()) ? cast(inputs, DType::int64) : inputs;
+  Tensor y = embedding_lookup(embeddings_->value(), ids);
+  if (options_.activity_regularizer.active()) add_loss(options_.activity_regularizer(y));
+  if (options_.mask_zero) y = with_mask(y, not_equal(ids, scalar_like(ids, 0)));
+  return y;
+}
+
+Variable& Embedding::embeddings() {
+  if (!embeddings_) throw ValueError(fmt::format("{}: embeddings() before the layer is built", label(*this)));
+  return *embeddings_;
+}
+
+nlohmann::json Embedding::get_config() const {
+  auto c = Layer::get_config();
+  c["input_dim"] = input_dim_;
+  c["output_dim"] = output_dim_;
+  c["embeddings_initializer"] = options_.embeddings_initializer.name();
+  c["embeddings_regularizer"] = regularizer_config(options_.embeddings_regularizer);
+  c["activity_regularizer"] = regularizer_config(options_.activity_regularizer);
+  c["embeddings_constraint"] = nullptr;
+  c["mask_zero"] = options_.mask_zero;
+  c["input_length"] = options_.input_length ? nlohmann::json(*options_.input_length) : nlohmann::json(nullptr);
+  return c;
+}
+
+}  // namespace keel::layers

@@ -1,0 +1,233 @@
+// BatchNormalization and LayerNormalization over the fused ops batch_norm and layer_norm.
+//
+// batch_norm normalises over every axis but the last, so a BatchNormalization with another
+// feature axis moves that axis last and back (two transposes, differentiable like the rest).
+// Moving statistics are Variables written with assign() only in training calls: the op returns
+// the updated values and never writes its inputs, so a tape recording the call stays valid.
+#include "keel/layers/normalization.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "keel/ops/elementwise.hpp"
+#include "keel/ops/nn.hpp"
+#include "keel/ops/shape.hpp"
+
+namespace keel::layers {
+
+namespace {
+
+std::string who(const Layer& layer) { return fmt::format("{} ({})", layer.name(), layer.class_name()); }
+
+// As in the convolution layers: compute in float32 unless the input is float64.
+Tensor compute_input(const Tensor& x) {
+  return x.dtype() == DType::float32 || x.dtype() == DType::float64 ? x : cast(x, DType::float32);
+}
+
+Tensor like(const Tensor& w, const Tensor& x) { return w.dtype() == x.dtype() ? w : cast(w, x.dtype()); }
+
+template <class F>
+auto in_layer(const Layer& layer, F&& f) {
+  try {
+    return f();
+  } catch (const ShapeError& e) {
+    throw ShapeError(fmt::format("{}: {}", who(layer), e.what()));
+  } catch (const ValueError& e) {
+    throw ValueError(fmt::format("{}: {}", who(layer), e.what()));
+  }
+}
+
+nlohmann::json regularizer_json(const regularizers::Regularizer& r) {
+  if (!r.active()) return nullptr;
+  if (r.l1() != 0 && r.l2() != 0)
+    return {{"module", "keras.regularizers"}, {"class_name", "L1L2"}, {"config", {{"l1", r.l1()}, {"l2", r.l2()}}},
+            {"registered_name", nullptr}};
+  if (r.l1() != 0)
+    return {{"module", "keras.regularizers"}, {"class_name", "L1"}, {"config", {{"l1", r.l1()}}},
+            {"registered_name", nullptr}};
+  return {{"module", "keras.regularizers"}, {"class_name", "L2"}, {"config", {{"l2", r.l2()}}},
+          {"registered_name", nullptr}};
+}
+
+Variable& required(const Layer& layer, Variable* v, const char* what, const char* flag) {
+  if (!v) {
+    if (!layer.built())
+      throw ValueError(fmt::format("{}: '{}' does not exist before the layer is built (call it on data first)",
+                                   who(layer), what));
+    throw ValueError(fmt::format("{}: the layer has no '{}' ({} = false)", who(layer), what, flag));
+  }
+  return *v;
+}
+
+int normalized_axis(const Layer& layer, int axis, const Shape& s) {
+  const auto rank = static_cast<int>(s.rank());
+  if (axis < -rank || axis >= rank)
+    throw ValueError(fmt::format("{}: axis {} is out of range for an input of shape {} (rank {})", who(layer), axis,
+                                 s.to_string(), rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+void check_epsilon(const Layer& layer, double epsilon) {
+  if (!(epsilon > 0) || !std::isfinite(epsilon))
+    throw ValueError(fmt::format("{}: epsilon must be a positive number, got {}", who(layer), epsilon));
+}
+
+}  // namespace
+
+// ---- BatchNormalization ----------------------------------------------------------------------
+
+BatchNormalization::BatchNormalization(BatchNormalizationOptions options)
+    : Layer(options.name), options_(std::move(options)) {
+  if (!(options_.momentum >= 0 && options_.momentum <= 1))  // also rejects NaN
+    throw ValueError(fmt::format("{}: momentum must be in [0, 1], got {}", who(*this), options_.momentum));
+  check_epsilon(*this, options_.epsilon);
+}
+
+void BatchNormalization::build(const Shape& s) {
+  if (s.rank() < 2)
+    throw ShapeError(fmt::format("{}: expected an input of rank >= 2 (batch, ..., features), got shape {}",
+                                 who(*this), s.to_string()));
+  axis_ = normalized_axis(*this, options_.axis, s);
+  const Shape param{s[axis_]};
+  // Keras' creation order: gamma, beta, then the two moving statistics (non-trainable).
+  if (options_.scale)
+    gamma_ = &add_weight("gamma", param, options_.gamma_initializer, true, options_.gamma_regularizer);
+  if (options_.center)
+    beta_ = &add_weight("beta", param, options_.beta_initializer, true, options_.beta_regularizer);
+  moving_mean_ = &add_weight("moving_mean", param, options_.moving_mean_initializer, false);
+  moving_variance_ = &add_weight("moving_variance", param, options_.moving_variance_initializer, false);
+}
+
+void BatchNormalization::check_input_shape(const Shape& s) const {
+  const Shape& b = built_shape();
+  if (s.rank() != b.rank() || s[axis_] != b[axis_])
+    throw ShapeError(fmt::format("{}: input shape {} is incompatible with the shape {} the layer was built for "
+                                 "(expected rank {} and {} features on axis {})",
+                                 who(*this), s.to_string(), b.to_string(), b.rank(), b[axis_], axis_));
+}
+
+Tensor BatchNormalization::call(const Tensor& inputs, bool training) {
+  Tensor x = compute_input(inputs);
+  const int rank = static_cast<int>(x.rank());
+  // Move the feature axis last for the op (and back afterwards).
+  std::vector<int> perm, inverse(static_cast<std::size_t>(rank));
+  const bool moved = axis_ != rank - 1;
+  if (moved) {
+    for (int d = 0; d < rank; ++d)
+      if (d != axis_) perm.push_back(d);
+    perm.push_back(axis_);
+    for (int i = 0; i < rank; ++i) inverse[static_cast<std::size_t>(perm[static_cast<std::size_t>(i)])] = i;
+    x = transpose(x, perm);
+  }
+  // A frozen BatchNormalization runs in inference mode even inside a training call (Keras 3).
+  const bool train = training && trainable();
+  const Tensor gamma = gamma_ ? like(gamma_->value(), x) : Tensor();
+  const Tensor beta = beta_ ? like(beta_->value(), x) : Tensor();
+  const Tensor mean = like(moving_mean_->value(), x);
+  const Tensor var = like(moving_variance_->value(), x);
+  BatchNormResult r = in_layer(*this, [&] {
+    return batch_norm(x, gamma, beta, mean, var, train, options_.momentum, options_.epsilon);
+  });
+  if (train) {
+    moving_mean_->assign(like(r.moving_mean, moving_mean_->peek()));
+    moving_variance_->assign(like(r.moving_variance, moving_variance_->peek()));
+  }
+  return moved ? transpose(r.y, inverse) : r.y;
+}
+
+Variable& BatchNormalization::gamma() const { return required(*this, gamma_, "gamma", "scale"); }
+Variable& BatchNormalization::beta() const { return required(*this, beta_, "beta", "center"); }
+Variable& BatchNormalization::moving_mean() const { return required(*this, moving_mean_, "moving_mean", ""); }
+Variable& BatchNormalization::moving_variance() const {
+  return required(*this, moving_variance_, "moving_variance", "");
+}
+
+nlohmann::json BatchNormalization::get_config() const {
+  auto c = Layer::get_config();
+  c["axis"] = options_.axis;
+  c["momentum"] = options_.momentum;
+  c["epsilon"] = options_.epsilon;
+  c["center"] = options_.center;
+  c["scale"] = options_.scale;
+  c["beta_initializer"] = options_.beta_initializer.name();
+  c["gamma_initializer"] = options_.gamma_initializer.name();
+  c["moving_mean_initializer"] = options_.moving_mean_initializer.name();
+  c["moving_variance_initializer"] = options_.moving_variance_initializer.name();
+  c["beta_regularizer"] = regularizer_json(options_.beta_regularizer);
+  c["gamma_regularizer"] = regularizer_json(options_.gamma_regularizer);
+  c["beta_constraint"] = nullptr;
+  c["gamma_constraint"] = nullptr;
+  c["synchronized"] = false;
+  return c;
+}
+
+// ---- LayerNormalization ----------------------------------------------------------------------
+
+LayerNormalization::LayerNormalization(LayerNormalizationOptions options)
+    : Layer(options.name), options_(std::move(options)) {
+  if (options_.axis.axes.empty())
+    throw ValueError(fmt::format("{}: axis must name at least one axis", who(*this)));
+  check_epsilon(*this, options_.epsilon);
+}
+
+void LayerNormalization::build(const Shape& s) {
+  axes_.clear();
+  for (int a : options_.axis.axes) axes_.push_back(normalized_axis(*this, a, s));
+  std::sort(axes_.begin(), axes_.end());
+  if (std::adjacent_find(axes_.begin(), axes_.end()) != axes_.end())
+    throw ValueError(fmt::format("{}: axis names the same axis twice for an input of shape {}", who(*this),
+                                 s.to_string()));
+  // gamma and beta have the sizes of the normalised axes (Keras' param_shape).
+  std::vector<std::int64_t> dims;
+  for (int a : axes_) dims.push_back(s[a]);
+  const Shape param(dims);
+  if (options_.scale)
+    gamma_ = &add_weight("gamma", param, options_.gamma_initializer, true, options_.gamma_regularizer);
+  if (options_.center)
+    beta_ = &add_weight("beta", param, options_.beta_initializer, true, options_.beta_regularizer);
+}
+
+void LayerNormalization::check_input_shape(const Shape& s) const {
+  const Shape& b = built_shape();
+  bool ok = s.rank() == b.rank();
+  for (std::size_t i = 0; ok && i < axes_.size(); ++i) ok = s[axes_[i]] == b[axes_[i]];
+  if (!ok)
+    throw ShapeError(fmt::format("{}: input shape {} is incompatible with the shape {} the layer was built for "
+                                 "(the normalised axes must keep their sizes)",
+                                 who(*this), s.to_string(), b.to_string()));
+}
+
+Tensor LayerNormalization::call(const Tensor& inputs, bool) {
+  const Tensor x = compute_input(inputs);
+  const Tensor gamma = gamma_ ? like(gamma_->value(), x) : Tensor();
+  const Tensor beta = beta_ ? like(beta_->value(), x) : Tensor();
+  return in_layer(*this, [&] { return layer_norm(x, gamma, beta, axes_, options_.epsilon); });
+}
+
+Variable& LayerNormalization::gamma() const { return required(*this, gamma_, "gamma", "scale"); }
+Variable& LayerNormalization::beta() const { return required(*this, beta_, "beta", "center"); }
+
+nlohmann::json LayerNormalization::get_config() const {
+  auto c = Layer::get_config();
+  const auto& axes = options_.axis.axes;
+  c["axis"] = axes.size() == 1 ? nlohmann::json(axes[0]) : nlohmann::json(axes);
+  c["epsilon"] = options_.epsilon;
+  c["center"] = options_.center;
+  c["scale"] = options_.scale;
+  c["rms_scaling"] = false;
+  c["beta_initializer"] = options_.beta_initializer.name();
+  c["gamma_initializer"] = options_.gamma_initializer.name();
+  c["beta_regularizer"] = regularizer_json(options_.beta_regularizer);
+  c["gamma_regularizer"] = regularizer_json(options_.gamma_regularizer);
+  c["beta_constraint"] = nullptr;
+  c["gamma_constraint"] = nullptr;
+  return c;
+}
+
+}  // namespace keel::layers

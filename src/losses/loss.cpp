@@ -1,0 +1,341 @@
+// Keras' loss classes over the per-example loss functions of src/ops/losses.cpp.
+//
+// Everything here is written with differentiable ops, so the reduced loss carries the gradient
+// of the per-example values back to y_pred; only the mask bookkeeping (a count) is read on the
+// host. The semantics follow keras/src/losses/loss.py (Keras 3): weights multiply the values,
+// "sum_over_batch_size" divides the weighted sum by the number of values.
+#include "keel/losses/loss.hpp"
+
+#include <cmath>
+#include <map>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "keel/ops/creation.hpp"
+#include "keel/ops/elementwise.hpp"
+#include "keel/ops/nn.hpp"
+#include "keel/ops/reduce.hpp"
+#include "keel/ops/shape.hpp"
+
+namespace keel::losses {
+
+namespace {
+
+constexpr const char* kReductions =
+    "\"sum_over_batch_size\", \"sum\", \"mean\", \"mean_with_sample_weight\", \"none\"";
+
+bool valid_reduction(const std::string& r) {
+  return r == "sum_over_batch_size" || r == "sum" || r == "mean" || r == "mean_with_sample_weight" ||
+         r == "none";
+}
+
+void check_reduction(const std::string& reduction, const std::string& who) {
+  if (!valid_reduction(reduction))
+    throw ValueError(fmt::format("{}: invalid reduction \"{}\"; expected one of {}", who, reduction, kReductions));
+}
+
+// A tensor brought next to `like`: same device (weights usually come from host data) and, when
+// `dtype` is given, that dtype.
+Tensor beside(const Tensor& t, const Tensor& like, DType dtype) {
+  Tensor out = t.device() == like.device() ? t : t.to(like.device());
+  return out.dtype() == dtype ? out : cast(out, dtype);
+}
+
+// Sum of `values` / `count`, or the sum itself when there is nothing to divide by (Keras'
+// divide_no_nan: an empty batch gives 0, not NaN).
+Tensor divide_no_nan(const Tensor& sum, double count) {
+  if (count == 0) return sum;  // the sum of nothing is already 0
+  return div(sum, scalar_like(sum, count));
+}
+
+Tensor reduce_values(const Tensor& values, const Tensor& sample_weight, const std::string& reduction) {
+  // Keras returns scalars and empty vectors unreduced (there is nothing to reduce).
+  if (reduction == "none" || values.rank() == 0 || (values.rank() == 1 && values.shape()[0] == 0))
+    return values;
+  const Tensor loss = reduce_sum(values);
+  if (reduction == "sum") return loss;
+  if (reduction == "mean_with_sample_weight" && sample_weight.defined()) {
+    const Tensor total_weight = reduce_sum(sample_weight);
+    if (total_weight.item<double>() == 0) return mul(loss, scalar_like(loss, 0));
+    return div(loss, total_weight);
+  }
+  // "sum_over_batch_size" and "mean": the element count, whatever the weights.
+  return divide_no_nan(loss, static_cast<double>(values.size()));
+}
+
+template <class L>
+std::shared_ptr<Loss> make() {
+  return std::make_shared<L>();
+}
+
+}  // namespace
+
+// ---- helpers ------------------------------------------------------------------------------------
+
+std::pair<Tensor, Tensor> squeeze_or_expand_to_same_rank(const Tensor& x1_in, const Tensor& x2_in,
+                                                         bool expand_rank_1) {
+  Tensor x1 = x1_in, x2 = x2_in;
+  const auto r1 = x1.rank(), r2 = x2.rank();
+  if (r1 == r2) return {x1, x2};
+  if (r1 == r2 + 1 && x1.shape()[r1 - 1] == 1) {
+    if (r2 == 1 && expand_rank_1)
+      x2 = expand_dims(x2, -1);
+    else
+      x1 = squeeze(x1, {-1});
+  }
+  if (r2 == r1 + 1 && x2.shape()[r2 - 1] == 1) {
+    if (r1 == 1 && expand_rank_1)
+      x1 = expand_dims(x1, -1);
+    else
+      x2 = squeeze(x2, {-1});
+  }
+  return {x1, x2};
+}
+
+Tensor reduce_weighted_values(const Tensor& values_in, const Tensor& sample_weight,
+                              const std::string& reduction, const Tensor& mask_in) {
+  check_reduction(reduction, "reduce_weighted_values");
+  if (!values_in.defined()) throw ValueError("reduce_weighted_values: the loss values are undefined");
+  // Keras reduces in its float dtype; integer or bool values (a custom loss counting errors)
+  // become float32.
+  const Tensor values0 = is_floating(values_in.dtype()) ? values_in : cast(values_in, DType::float32);
+  const DType dtype = values0.dtype();
+
+  Tensor weights;
+  if (sample_weight.defined()) weights = beside(sample_weight, values0, dtype);
+  if (mask_in.defined()) {
+    Tensor mask = beside(mask_in, values0, dtype);
+    if (reduction == "sum_over_batch_size" || reduction == "mean") {
+      // Valid entries weigh total / valid and the others 0, so that the sum over all entries
+      // divided by `total` (what this reduction does) is the sum over valid entries / valid.
+      const double total = static_cast<double>(mask.size());
+      const double valid = reduce_sum(mask).item<double>();
+      mask = mul(mask, scalar_like(mask, valid == 0 ? 0.0 : total / valid));
+    }
+    if (weights.defined()) {
+      auto [m, w] = squeeze_or_expand_to_same_rank(mask, weights);
+      weights = mul(w, m);
+    } else {
+      weights = mask;
+    }
+  }
+
+  Tensor values = values0;
+  if (weights.defined()) {
+    auto [v, w] = squeeze_or_expand_to_same_rank(values0, weights);
+    // Per-sample weights [N] against per-element values [N, T, ...]: weigh whole examples (the
+    // weights broadcast from the first axis, as tf.keras' broadcast_weights did) instead of
+    // NumPy's alignment from the last axis, which would weigh time steps or fail.
+    while (w.rank() > 0 && w.rank() < v.rank()) w = expand_dims(w, -1);
+    values = mul(v, w);
+    weights = w;
+  }
+  return reduce_values(values, weights, reduction);
+}
+
+// ---- Loss ---------------------------------------------------------------------------------------
+
+Loss::Loss(std::string name, std::string reduction) : name_(std::move(name)), reduction_(std::move(reduction)) {
+  check_reduction(reduction_, name_.empty() ? std::string("Loss") : name_);
+}
+
+std::pair<Tensor, Tensor> Loss::call_with_mask(const Tensor& y_true, const Tensor& y_pred) const {
+  return {call(y_true, y_pred), Tensor()};
+}
+
+Tensor Loss::operator()(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) const {
+  if (!y_true.defined() || !y_pred.defined())
+    throw ValueError(fmt::format("loss {}: y_true and y_pred must both be defined", name_));
+  Tensor pred = y_pred;
+  // Keras computes losses in float32 under a mixed-precision policy: half-precision
+  // predictions are widened first, so that log and exp of probabilities keep their precision.
+  if (pred.dtype() == DType::float16 || pred.dtype() == DType::bfloat16) pred = cast(pred, DType::float32);
+  auto [values, mask] = call_with_mask(y_true, pred);
+  if (!values.defined()) throw ValueError(fmt::format("loss {}: call() returned an undefined tensor", name_));
+  return reduce_weighted_values(values, sample_weight, reduction_, mask);
+}
+
+nlohmann::json Loss::get_config() const { return {{"name", name_}, {"reduction", reduction_}}; }
+
+// ---- LossFunctionWrapper --------------------------------------------------------------------------
+
+LossFunctionWrapper::LossFunctionWrapper(Fn fn, LossFunctionWrapperOptions options)
+    : Loss(std::move(options.name), std::move(options.reduction)), fn_(std::move(fn)) {
+  if (!fn_) throw ValueError("LossFunctionWrapper: the loss function is empty");
+}
+
+Tensor LossFunctionWrapper::call(const Tensor& y_true, const Tensor& y_pred) const {
+  auto [t, p] = squeeze_or_expand_to_same_rank(y_true, y_pred);
+  return fn_(t, p);
+}
+
+// ---- built-in losses ------------------------------------------------------------------------------
+// Each brings y_true and y_pred to the same rank first, as Keras' LossFunctionWrapper.call does
+// for every built-in loss (labels [N] against predictions [N, 1]).
+
+MeanSquaredError::MeanSquaredError(MeanSquaredErrorOptions o) : Loss(std::move(o.name), std::move(o.reduction)) {}
+Tensor MeanSquaredError::call(const Tensor& y_true, const Tensor& y_pred) const {
+  auto [t, p] = squeeze_or_expand_to_same_rank(y_true, y_pred);
+  return mean_squared_error(t, p);
+}
+
+MeanAbsoluteError::MeanAbsoluteError(MeanAbsoluteErrorOptions o) : Loss(std::move(o.name), std::move(o.reduction)) {}
+Tensor MeanAbsoluteError::call(const Tensor& y_true, const Tensor& y_pred) const {
+  auto [t, p] = squeeze_or_expand_to_same_rank(y_true, y_pred);
+  return mean_absolute_error(t, p);
+}
+
+Huber::Huber(HuberOptions o) : Loss(std::move(o.name), std::move(o.reduction)), delta_(o.delta) {
+  // Checked here too, so that a bad delta fails when the loss is made, not at the first batch.
+  if (!std::isfinite(delta_) || delta_ < 0)
+    throw ValueError(fmt::format("Huber: delta must be finite and >= 0, got {}", delta_));
+}
+Tensor Huber::call(const Tensor& y_true, const Tensor& y_pred) const {
+  auto [t, p] = squeeze_or_expand_to_same_rank(y_true, y_pred);
+  return huber(t, p, delta_);
+}
+nlohmann::json Huber::get_config() const {
+  auto c = Loss::get_config();
+  c["delta"] = delta_;
+  return c;
+}
+
+BinaryCrossentropy::BinaryCrossentropy(BinaryCrossentropyOptions o)
+    : Loss(std::move(o.name), std::move(o.reduction)),
+      from_logits_(o.from_logits),
+      label_smoothing_(o.label_smoothing),
+      axis_(o.axis) {}
+Tensor BinaryCrossentropy::call(const Tensor& y_true, const Tensor& y_pred) const {
+  auto [t, p] = squeeze_or_expand_to_same_rank(y_true, y_pred);
+  return binary_crossentropy(t, p, from_logits_, label_smoothing_, axis_);
+}
+nlohmann::json BinaryCrossentropy::get_config() const {
+  auto c = Loss::get_config();
+  c["from_logits"] = from_logits_;
+  c["label_smoothing"] = label_smoothing_;
+  c["axis"] = axis_;
+  return c;
+}
+
+CategoricalCrossentropy::CategoricalCrossentropy(CategoricalCrossentropyOptions o)
+    : Loss(std::move(o.name), std::move(o.reduction)),
+      from_logits_(o.from_logits),
+      label_smoothing_(o.label_smoothing),
+      axis_(o.axis) {}
+Tensor CategoricalCrossentropy::call(const Tensor& y_true, const Tensor& y_pred) const {
+  auto [t, p] = squeeze_or_expand_to_same_rank(y_true, y_pred);
+  return categorical_crossentropy(t, p, from_logits_, label_smoothing_, axis_);
+}
+nlohmann::json CategoricalCrossentropy::get_config() const {
+  auto c = Loss::get_config();
+  c["from_logits"] = from_logits_;
+  c["label_smoothing"] = label_smoothing_;
+  c["axis"] = axis_;
+  return c;
+}
+
+SparseCategoricalCrossentropy::SparseCategoricalCrossentropy(SparseCategoricalCrossentropyOptions o)
+    : Loss(std::move(o.name), std::move(o.reduction)), from_logits_(o.from_logits), ignore_class_(o.ignore_class) {}
+
+Tensor SparseCategoricalCrossentropy::call(const Tensor& y_true, const Tensor& y_pred) const {
+  return call_with_mask(y_true, y_pred).first;
+}
+
+std::pair<Tensor, Tensor> SparseCategoricalCrossentropy::call_with_mask(const Tensor& y_true,
+                                                                        const Tensor& y_pred) const {
+  auto [t, p] = squeeze_or_expand_to_same_rank(y_true, y_pred);
+  if (!ignore_class_) return {sparse_categorical_crossentropy(t, p, from_logits_), Tensor()};
+  const Tensor valid = not_equal(t, scalar_like(t, static_cast<double>(*ignore_class_)));
+  // Ignored labels (often -1 or a padding id outside the classes) become class 0 so that the
+  // per-example function accepts them; their loss is replaced by 0 below. Unlike Keras, the
+  // prediction rows are left as they are: zeroing them would put 0/0 into the probability path,
+  // and a NaN there would leak into the gradient even through the `where`.
+  const Tensor labels = mul(t, cast(valid, t.dtype()));
+  Tensor res = sparse_categorical_crossentropy(labels, p, from_logits_);
+  const Tensor valid_res = reshape(valid, res.shape());
+  res = where(valid_res, res, zeros_like(res));
+  return {res, valid_res};
+}
+
+nlohmann::json SparseCategoricalCrossentropy::get_config() const {
+  auto c = Loss::get_config();
+  c["from_logits"] = from_logits_;
+  if (ignore_class_)
+    c["ignore_class"] = *ignore_class_;
+  else
+    c["ignore_class"] = nullptr;
+  return c;
+}
+
+KLDivergence::KLDivergence(KLDivergenceOptions o) : Loss(std::move(o.name), std::move(o.reduction)) {}
+Tensor KLDivergence::call(const Tensor& y_true, const Tensor& y_pred) const {
+  auto [t, p] = squeeze_or_expand_to_same_rank(y_true, y_pred);
+  return kl_divergence(t, p);
+}
+
+// ---- by name ------------------------------------------------------------------------------------
+
+std::shared_ptr<Loss> get(const std::string& identifier) {
+  using Make = std::shared_ptr<Loss> (*)();
+  // Keras' names and aliases (keras.losses.get), and the class names.
+  static const std::map<std::string, Make> table = {
+      {"mse", &make<MeanSquaredError>},
+      {"MSE", &make<MeanSquaredError>},
+      {"mean_squared_error", &make<MeanSquaredError>},
+      {"MeanSquaredError", &make<MeanSquaredError>},
+      {"mae", &make<MeanAbsoluteError>},
+      {"MAE", &make<MeanAbsoluteError>},
+      {"mean_absolute_error", &make<MeanAbsoluteError>},
+      {"MeanAbsoluteError", &make<MeanAbsoluteError>},
+      {"huber", &make<Huber>},
+      {"huber_loss", &make<Huber>},
+      {"Huber", &make<Huber>},
+      {"binary_crossentropy", &make<BinaryCrossentropy>},
+      {"BinaryCrossentropy", &make<BinaryCrossentropy>},
+      {"categorical_crossentropy",
+       &make<CategoricalCrossentropy>},
+      {"CategoricalCrossentropy",
+       &make<CategoricalCrossentropy>},
+      {"sparse_categorical_crossentropy",
+       &make<SparseCategoricalCrossentropy>},
+      {"SparseCategoricalCrossentropy",
+       &make<SparseCategoricalCrossentropy>},
+      {"kl_divergence", &make<KLDivergence>},
+      {"kld", &make<KLDivergence>},
+      {"KLD", &make<KLDivergence>},
+      {"kullback_leibler_divergence", &make<KLDivergence>},
+      {"KLDivergence", &make<KLDivergence>},
+  };
+  const auto it = table.find(identifier);
+  if (it == table.end())
+    throw ValueError(fmt::format(
+        "losses::get: unknown loss \"{}\"; known names: mse, mae, huber, binary_crossentropy, "
+        "categorical_crossentropy, sparse_categorical_crossentropy, kl_divergence (kld), or a class "
+        "name such as MeanSquaredError",
+        identifier));
+  return it->second();
+}
+
+// ---- LossRef --------------------------------------------------------------------------------------
+
+LossRef::LossRef(const char* name) {
+  if (name != nullptr) ptr_ = losses::get(name);
+}
+
+LossRef::LossRef(const std::string& name) : ptr_(losses::get(name)) {}
+
+std::shared_ptr<Loss> LossRef::wrap(LossFunctionWrapper::Fn fn, std::string name) {
+  return std::make_shared<LossFunctionWrapper>(std::move(fn), LossFunctionWrapperOptions{.name = std::move(name)});
+}
+
+Loss& LossRef::operator*() const {
+  if (!ptr_) throw ValueError("LossRef: no loss was given");
+  return *ptr_;
+}
+
+Tensor LossRef::operator()(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) const {
+  return (**this)(y_true, y_pred, sample_weight);
+}
+
+}  // namespace keel::losses

@@ -1,0 +1,286 @@
+// Model::compile / fit / evaluate / predict and the default train_step / test_step: Keras'
+// training loop over in-memory tensors.
+#include <cmath>
+#include <numeric>
+
+#include <fmt/core.h>
+
+#include "autograd/record.hpp"
+#include "keel/autograd/tape.hpp"
+#include "keel/models/model.hpp"
+#include "keel/ops/creation.hpp"
+#include "keel/ops/elementwise.hpp"
+#include "keel/ops/reduce.hpp"
+#include "keel/ops/shape.hpp"
+#include "models/progbar.hpp"
+
+namespace keel::models {
+
+namespace {
+
+void require_compiled(const Model& m, const char* what) {
+  if (!m.compiled())
+    throw ValueError(fmt::format("{}: call compile() before {}()", m.name(), what));
+}
+
+void check_xy(const Tensor& x, const Tensor& y, const char* op) {
+  if (!x.defined()) throw ValueError(fmt::format("{}: x is undefined", op));
+  if (x.rank() == 0) throw ShapeError(fmt::format("{}: x needs a batch axis, got shape {}", op, x.shape().to_string()));
+  if (y.defined() && (y.rank() == 0 || y.shape()[0] != x.shape()[0]))
+    throw ShapeError(fmt::format("{}: x and y have different numbers of samples: {} and {}", op,
+                                 x.shape().to_string(), y.shape().to_string()));
+}
+
+Tensor rows(const Tensor& t, std::int64_t begin, std::int64_t end) {
+  if (!t.defined()) return t;
+  std::vector<std::int64_t> b(static_cast<std::size_t>(t.rank()), 0), s(t.shape().dims());
+  b[0] = begin;
+  s[0] = end - begin;
+  return slice(t, b, s);
+}
+
+Tensor take_rows(const Tensor& t, const Tensor& idx) { return t.defined() ? gather(t, idx, 0) : t; }
+
+// Keras' class_weight: each sample weighted by the weight of its class (integer labels, or
+// the argmax of one-hot labels).
+Tensor class_weights(const std::map<std::int64_t, double>& cw, const Tensor& y) {
+  Tensor labels = y;
+  if (is_floating(y.dtype()) && y.rank() >= 2 && y.shape()[y.rank() - 1] > 1) labels = argmax(y, -1);
+  const auto ids = labels.to_vector<std::int64_t>();
+  std::vector<float> w(ids.size(), 1.0f);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    auto it = cw.find(ids[i]);
+    if (it != cw.end()) w[i] = static_cast<float>(it->second);
+  }
+  return constant(w);  // [batch]
+}
+
+// Class weights [batch] times the sample weights (per sample, or per sample and time step).
+Tensor combine_weights(const Tensor& cw, const Tensor& sw) {
+  if (!sw.defined()) return cw;
+  std::vector<std::int64_t> dims(static_cast<std::size_t>(sw.rank()), 1);
+  dims[0] = cw.shape()[0];
+  return mul(reshape(cw, Shape(dims)), sw);
+}
+
+// A seeded permutation of [0, n) from keel's generator (same seed, same order).
+Tensor permutation(std::int64_t n) {
+  const auto keys = random::uniform({n}, 0, 1, DType::float64).to_vector<double>();
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(n));
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](std::int64_t a, std::int64_t b) {
+    return keys[static_cast<std::size_t>(a)] < keys[static_cast<std::size_t>(b)];
+  });
+  return constant(idx);
+}
+
+}  // namespace
+
+void Model::compile(CompileOptions options) {
+  optimizer_ = options.optimizer.get();
+  if (!optimizer_) throw ValueError(fmt::format("{}.compile: no optimizer", name()));
+  loss_ = options.loss.get();
+  metrics_.clear();
+  metric_names_.clear();
+  for (const auto& m : options.metrics) {
+    // "accuracy" is resolved from the first batch's shapes, as Keras 3 does.
+    const bool accuracy = m.is_name() && (m.name() == "accuracy" || m.name() == "acc");
+    metrics_.push_back(accuracy ? nullptr : (loss_ ? m.get(*loss_) : m.get()));
+    metric_names_.push_back(m.name());
+  }
+  compile_options_ = std::move(options);
+  loss_sum_ = 0;
+  loss_count_ = 0;
+}
+
+std::vector<std::shared_ptr<metrics::Metric>> Model::metrics() {
+  std::vector<std::shared_ptr<metrics::Metric>> out;
+  for (auto& m : metrics_)
+    if (m) out.push_back(m);
+  return out;
+}
+
+void Model::resolve_metrics(const Tensor& y, const Tensor& y_pred) {
+  for (std::size_t i = 0; i < metrics_.size(); ++i)
+    if (!metrics_[i]) metrics_[i] = metrics::resolve_accuracy(y.shape(), y_pred.shape(), metric_names_[i]);
+}
+
+void Model::reset_metrics() {
+  loss_sum_ = 0;
+  loss_count_ = 0;
+  for (auto& m : metrics_)
+    if (m) m->reset_state();
+}
+
+std::map<std::string, double> Model::metrics_results() {
+  std::map<std::string, double> out;
+  if (loss_count_ > 0) out["loss"] = loss_sum_ / loss_count_;
+  for (auto& m : metrics_)
+    if (m) out[m->name()] = m->result();
+  return out;
+}
+
+Tensor Model::compute_loss(const Tensor&, const Tensor& y, const Tensor& y_pred, const Tensor& sample_weight) {
+  if (!loss_) throw ValueError(fmt::format("{}: compile() was given no loss", name()));
+  Tensor total = (*loss_)(y, y_pred, sample_weight);
+  for (const Tensor& extra : losses()) total = add(total, cast(extra, total.dtype()));
+  return total;
+}
+
+std::map<std::string, double> Model::train_step(const Tensor& x, const Tensor& y, const Tensor& sample_weight) {
+  const auto vars = trainable_weights();
+  Tensor y_pred, loss;
+  std::vector<Tensor> grads;
+  {
+    GradientTape tape;
+    y_pred = (*this)(x, true);
+    loss = compute_loss(x, y, y_pred, sample_weight);
+    grads = tape.gradient(loss, vars);
+  }
+  optimizer_->apply(grads, vars);
+  const double batch = static_cast<double>(x.shape()[0]);
+  loss_sum_ += loss.item<double>() * batch;
+  loss_count_ += batch;
+  resolve_metrics(y, y_pred);
+  for (auto& m : metrics_) m->update_state(y, y_pred, sample_weight);
+  return metrics_results();
+}
+
+std::map<std::string, double> Model::test_step(const Tensor& x, const Tensor& y, const Tensor& sample_weight) {
+  const Tensor y_pred = (*this)(x, false);
+  const Tensor loss = compute_loss(x, y, y_pred, sample_weight);
+  const double batch = static_cast<double>(x.shape()[0]);
+  loss_sum_ += loss.item<double>() * batch;
+  loss_count_ += batch;
+  resolve_metrics(y, y_pred);
+  for (auto& m : metrics_) m->update_state(y, y_pred, sample_weight);
+  return metrics_results();
+}
+
+History Model::fit(const Tensor& x_all, const Tensor& y_all, FitOptions o) {
+  require_compiled(*this, "fit");
+  check_xy(x_all, y_all, "fit");
+  if (o.batch_size <= 0) throw ValueError(fmt::format("fit: batch_size must be positive, got {}", o.batch_size));
+  if (o.validation_split < 0 || o.validation_split >= 1)
+    throw ValueError(fmt::format("fit: validation_split must be in [0, 1), got {}", o.validation_split));
+  Tensor x = x_all, y = y_all, sw = o.sample_weight;
+  if (sw.defined() && (sw.rank() == 0 || sw.shape()[0] != x.shape()[0]))
+    throw ShapeError(fmt::format("fit: sample_weight {} does not match {} samples", sw.shape().to_string(), x.shape()[0]));
+  std::optional<std::pair<Tensor, Tensor>> val = o.validation_data;
+  Tensor val_sw;
+  if (!val && o.validation_split > 0) {
+    const std::int64_t n = x.shape()[0];
+    const auto split_at = static_cast<std::int64_t>(static_cast<double>(n) * (1.0 - o.validation_split));
+    val = std::make_pair(rows(x, split_at, n), rows(y, split_at, n));
+    val_sw = rows(sw, split_at, n);
+    x = rows(x, 0, split_at);
+    y = rows(y, 0, split_at);
+    sw = rows(sw, 0, split_at);
+  }
+  const std::int64_t n = x.shape()[0];
+  if (n == 0) throw ValueError("fit: no training samples");
+  const std::int64_t batches = (n + o.batch_size - 1) / o.batch_size;
+  const std::int64_t steps = o.steps_per_epoch > 0 ? std::min(o.steps_per_epoch, batches) : batches;
+
+  History history;
+  for (auto& cb : o.callbacks) cb->set_model(this);
+  stop_training = false;
+  for (auto& cb : o.callbacks) cb->on_train_begin({});
+  for (int epoch = o.initial_epoch; epoch < o.epochs; ++epoch) {
+    reset_metrics();
+    for (auto& cb : o.callbacks) cb->on_epoch_begin(epoch, {});
+    if (o.verbose) std::cout << "Epoch " << epoch + 1 << "/" << o.epochs << std::endl;
+    Progbar bar(steps, o.verbose, std::cout);
+    const Tensor order = o.shuffle ? permutation(n) : Tensor();
+    std::map<std::string, double> logs;
+    for (std::int64_t step = 0; step < steps; ++step) {
+      const std::int64_t b = step * o.batch_size, e = std::min(n, b + o.batch_size);
+      Tensor xb, yb, swb;
+      if (o.shuffle) {
+        const Tensor idx = rows(order, b, e);
+        xb = take_rows(x, idx);
+        yb = take_rows(y, idx);
+        swb = take_rows(sw, idx);
+      } else {
+        xb = rows(x, b, e);
+        yb = rows(y, b, e);
+        swb = rows(sw, b, e);
+      }
+      if (!o.class_weight.empty()) swb = combine_weights(class_weights(o.class_weight, yb), swb);
+      for (auto& cb : o.callbacks) cb->on_train_batch_begin(step, logs);
+      logs = train_step(xb, yb, swb);
+      for (auto& cb : o.callbacks) cb->on_train_batch_end(step, logs);
+      if (stop_training) break;
+      bar.update(step + 1, logs, false);
+    }
+    std::map<std::string, double> epoch_logs = logs;
+    if (val && (epoch + 1 - o.initial_epoch) % std::max(1, o.validation_freq) == 0) {
+      EvaluateOptions eo;
+      eo.batch_size = o.validation_batch_size > 0 ? o.validation_batch_size : o.batch_size;
+      eo.verbose = 0;
+      eo.sample_weight = val_sw;
+      eo.steps = o.validation_steps;
+      for (const auto& [k, v] : evaluate(val->first, val->second, eo)) epoch_logs["val_" + k] = v;
+    }
+    bar.update(steps, epoch_logs, true);
+    for (const auto& [k, v] : epoch_logs) history.history[k].push_back(v);
+    history.epoch.push_back(epoch);
+    for (auto& cb : o.callbacks) cb->on_epoch_end(epoch, epoch_logs);
+    if (stop_training) break;
+  }
+  for (auto& cb : o.callbacks) cb->on_train_end({});
+  return history;
+}
+
+std::map<std::string, double> Model::evaluate(const Tensor& x, const Tensor& y, EvaluateOptions o) {
+  require_compiled(*this, "evaluate");
+  check_xy(x, y, "evaluate");
+  if (o.batch_size <= 0) throw ValueError(fmt::format("evaluate: batch_size must be positive, got {}", o.batch_size));
+  const std::int64_t n = x.shape()[0];
+  const std::int64_t batches = (n + o.batch_size - 1) / o.batch_size;
+  const std::int64_t steps = o.steps > 0 ? std::min(o.steps, batches) : batches;
+  reset_metrics();
+  for (auto& cb : o.callbacks) {
+    cb->set_model(this);
+    cb->on_test_begin({});
+  }
+  Progbar bar(steps, o.verbose, std::cout);
+  std::map<std::string, double> logs;
+  autograd::NoRecordScope no_record;
+  for (std::int64_t step = 0; step < steps; ++step) {
+    const std::int64_t b = step * o.batch_size, e = std::min(n, b + o.batch_size);
+    for (auto& cb : o.callbacks) cb->on_test_batch_begin(step, logs);
+    logs = test_step(rows(x, b, e), rows(y, b, e), rows(o.sample_weight, b, e));
+    for (auto& cb : o.callbacks) cb->on_test_batch_end(step, logs);
+    bar.update(step + 1, logs, step + 1 == steps);
+  }
+  for (auto& cb : o.callbacks) cb->on_test_end(logs);
+  return logs;
+}
+
+Tensor Model::predict(const Tensor& x, PredictOptions o) {
+  check_xy(x, Tensor(), "predict");
+  if (o.batch_size <= 0) throw ValueError(fmt::format("predict: batch_size must be positive, got {}", o.batch_size));
+  const std::int64_t n = x.shape()[0];
+  const std::int64_t batches = (n + o.batch_size - 1) / o.batch_size;
+  const std::int64_t steps = o.steps > 0 ? std::min(o.steps, batches) : batches;
+  for (auto& cb : o.callbacks) {
+    cb->set_model(this);
+    cb->on_predict_begin({});
+  }
+  Progbar bar(steps, o.verbose, std::cout);
+  std::vector<Tensor> outs;
+  autograd::NoRecordScope no_record;
+  for (std::int64_t step = 0; step < steps; ++step) {
+    const std::int64_t b = step * o.batch_size, e = std::min(n, b + o.batch_size);
+    for (auto& cb : o.callbacks) cb->on_predict_batch_begin(step, {});
+    outs.push_back((*this)(rows(x, b, e), false));
+    for (auto& cb : o.callbacks) cb->on_predict_batch_end(step, {});
+    bar.update(step + 1, {}, step + 1 == steps);
+  }
+  for (auto& cb : o.callbacks) cb->on_predict_end({});
+  if (outs.empty()) throw ValueError("predict: no samples");
+  return outs.size() == 1 ? outs[0] : concat(outs, 0);
+}
+
+}  // namespace keel::models

@@ -1,0 +1,585 @@
+// Convolutions: conv2d, conv1d, depthwise_conv2d and conv2d_transpose.
+//
+// Forward values are compared with plain loops written here from the definitions (TensorFlow's
+// padding rule, Keras' transposed-conv output size), not with keel's im2col path; gradients (first
+// and second order) with central finite differences in float64 (gradcheck.hpp).
+#include <catch2/catch.hpp>
+
+#include <keel/keel.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gradcheck.hpp"
+
+using namespace keel;
+using Catch::Contains;
+using i64 = std::int64_t;
+
+namespace {
+
+Tensor random_tensor(const Shape& shape, std::uint32_t seed, DType dtype = DType::float64) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<double> v(static_cast<std::size_t>(shape.num_elements()));
+  for (auto& x : v) x = dist(gen);
+  return constant(v, shape, DType::float64).astype(dtype);
+}
+
+// ---- reference geometry, from TensorFlow's documentation --------------------------------------
+// valid: out = ceil((in - k_eff + 1) / s), no padding.
+// same:  out = ceil(in / s), pad_total = max((out - 1) * s + k_eff - in, 0), before = total / 2.
+struct Axis {
+  i64 out, before;
+};
+Axis ref_axis(i64 in, i64 k, i64 s, i64 d, const std::string& padding) {
+  const i64 k_eff = d * (k - 1) + 1;
+  if (padding == "valid") return {static_cast<i64>(std::ceil(double(in - k_eff + 1) / double(s))), 0};
+  if (padding == "causal") return {static_cast<i64>(std::ceil(double(in) / double(s))), k_eff - 1};
+  const i64 out = static_cast<i64>(std::ceil(double(in) / double(s)));
+  return {out, std::max<i64>((out - 1) * s + k_eff - in, 0) / 2};
+}
+
+// Dense 4-d indexing helper.
+struct Idx4 {
+  i64 d0, d1, d2, d3;
+  explicit Idx4(const Shape& s) : d0(s[0]), d1(s[1]), d2(s[2]), d3(s[3]) {}
+  i64 operator()(i64 a, i64 b, i64 c, i64 e) const { return ((a * d1 + b) * d2 + c) * d3 + e; }
+};
+
+struct Result {
+  std::vector<double> values;
+  Shape shape;
+};
+
+// y[n,oh,ow,co] = sum_{i,j,ci} x[n, oh*sh - pt + i*dh, ow*sw - pl + j*dw, ci] * k[i,j,ci,co]
+Result ref_conv2d(const Tensor& xt, const Tensor& kt, std::array<int, 2> s, const std::string& padding,
+                  std::array<int, 2> d) {
+  const auto x = xt.to_vector<double>(), k = kt.to_vector<double>();
+  const Shape& xs = xt.shape();
+  const Shape& ks = kt.shape();
+  const Axis ah = ref_axis(xs[1], ks[0], s[0], d[0], padding), aw = ref_axis(xs[2], ks[1], s[1], d[1], padding);
+  const Shape ys{xs[0], ah.out, aw.out, ks[3]};
+  std::vector<double> y(static_cast<std::size_t>(ys.num_elements()), 0.0);
+  const Idx4 X(xs), K(ks), Y(ys);
+  for (i64 n = 0; n < xs[0]; ++n)
+    for (i64 oh = 0; oh < ah.out; ++oh)
+      for (i64 ow = 0; ow < aw.out; ++ow)
+        for (i64 co = 0; co < ks[3]; ++co) {
+          double acc = 0;
+          for (i64 i = 0; i < ks[0]; ++i)
+            for (i64 j = 0; j < ks[1]; ++j)
+              for (i64 ci = 0; ci < ks[2]; ++ci) {
+                const i64 ih = oh * s[0] - ah.before + i * d[0], iw = ow * s[1] - aw.before + j * d[1];
+                if (ih < 0 || ih >= xs[1] || iw < 0 || iw >= xs[2]) continue;
+                acc += x[static_cast<std::size_t>(X(n, ih, iw, ci))] * k[static_cast<std::size_t>(K(i, j, ci, co))];
+              }
+          y[static_cast<std::size_t>(Y(n, oh, ow, co))] = acc;
+        }
+  return {y, ys};
+}
+
+// y[n,ow,co] = sum_{j,ci} x[n, ow*s - pl + j*d, ci] * k[j,ci,co]
+Result ref_conv1d(const Tensor& xt, const Tensor& kt, int s, const std::string& padding, int d) {
+  const auto x = xt.to_vector<double>(), k = kt.to_vector<double>();
+  const Shape& xs = xt.shape();
+  const Shape& ks = kt.shape();
+  const Axis a = ref_axis(xs[1], ks[0], s, d, padding);
+  const Shape ys{xs[0], a.out, ks[2]};
+  std::vector<double> y(static_cast<std::size_t>(ys.num_elements()), 0.0);
+  for (i64 n = 0; n < xs[0]; ++n)
+    for (i64 ow = 0; ow < a.out; ++ow)
+      for (i64 co = 0; co < ks[2]; ++co) {
+        double acc = 0;
+        for (i64 j = 0; j < ks[0]; ++j)
+          for (i64 ci = 0; ci < ks[1]; ++ci) {
+            const i64 iw = ow * s - a.before + j * d;
+            if (iw < 0 || iw >= xs[1]) continue;
+            acc += x[static_cast<std::size_t>((n * xs[1] + iw) * xs[2] + ci)] *
+                   k[static_cast<std::size_t>((j * ks[1] + ci) * ks[2] + co)];
+          }
+        y[static_cast<std::size_t>((n * a.out + ow) * ks[2] + co)] = acc;
+      }
+  return {y, ys};
+}
+
+// y[n,oh,ow,c*m + q] = sum_{i,j} x[n, ih, iw, c] * k[i,j,c,q]
+Result ref_depthwise(const Tensor& xt, const Tensor& kt, std::array<int, 2> s, const std::string& padding,
+                     std::array<int, 2> d) {
+  const auto x = xt.to_vector<double>(), k = kt.to_vector<double>();
+  const Shape& xs = xt.shape();
+  const Shape& ks = kt.shape();
+  const i64 mult = ks[3];
+  const Axis ah = ref_axis(xs[1], ks[0], s[0], d[0], padding), aw = ref_axis(xs[2], ks[1], s[1], d[1], padding);
+  const Shape ys{xs[0], ah.out, aw.out, xs[3] * mult};
+  std::vector<double> y(static_cast<std::size_t>(ys.num_elements()), 0.0);
+  const Idx4 X(xs), K(ks), Y(ys);
+  for (i64 n = 0; n < xs[0]; ++n)
+    for (i64 oh = 0; oh < ah.out; ++oh)
+      for (i64 ow = 0; ow < aw.out; ++ow)
+        for (i64 c = 0; c < xs[3]; ++c)
+          for (i64 q = 0; q < mult; ++q) {
+            double acc = 0;
+            for (i64 i = 0; i < ks[0]; ++i)
+              for (i64 j = 0; j < ks[1]; ++j) {
+                const i64 ih = oh * s[0] - ah.before + i * d[0], iw = ow * s[1] - aw.before + j * d[1];
+                if (ih < 0 || ih >= xs[1] || iw < 0 || iw >= xs[2]) continue;
+                acc += x[static_cast<std::size_t>(X(n, ih, iw, c))] * k[static_cast<std::size_t>(K(i, j, c, q))];
+              }
+            y[static_cast<std::size_t>(Y(n, oh, ow, c * mult + q))] = acc;
+          }
+  return {y, ys};
+}
+
+// Keras' deconv_output_length (keras/utils/conv_utils.py), one axis.
+i64 ref_deconv_length(i64 in, i64 k, i64 s, const std::string& padding, std::optional<int> output_padding,
+                      i64 d) {
+  const i64 k_eff = k + (k - 1) * (d - 1);
+  if (!output_padding) return padding == "valid" ? in * s + std::max<i64>(k_eff - s, 0) : in * s;
+  const i64 pad = padding == "same" ? k_eff / 2 : 0;
+  return (in - 1) * s + k_eff - 2 * pad + *output_padding;
+}
+
+// Transposed convolution as a scatter: every input pixel, times the kernel, is added into the
+// output window it would have been computed from. Kernel [kh, kw, out, in].
+Result ref_conv_transpose(const Tensor& xt, const Tensor& kt, std::array<int, 2> s, const std::string& padding,
+                          std::optional<std::array<int, 2>> output_padding, std::array<int, 2> d) {
+  const auto x = xt.to_vector<double>(), k = kt.to_vector<double>();
+  const Shape& xs = xt.shape();
+  const Shape& ks = kt.shape();
+  const auto op = [&](int a) { return output_padding ? std::optional<int>((*output_padding)[a]) : std::nullopt; };
+  const i64 H = ref_deconv_length(xs[1], ks[0], s[0], padding, op(0), d[0]);
+  const i64 W = ref_deconv_length(xs[2], ks[1], s[1], padding, op(1), d[1]);
+  // The padding the forward conv2d over an H x W input would use.
+  const i64 pt = ref_axis(H, ks[0], s[0], d[0], padding).before, pl = ref_axis(W, ks[1], s[1], d[1], padding).before;
+  const Shape ys{xs[0], H, W, ks[2]};
+  std::vector<double> y(static_cast<std::size_t>(ys.num_elements()), 0.0);
+  const Idx4 X(xs), K(ks), Y(ys);
+  for (i64 n = 0; n < xs[0]; ++n)
+    for (i64 ih = 0; ih < xs[1]; ++ih)
+      for (i64 iw = 0; iw < xs[2]; ++iw)
+        for (i64 ci = 0; ci < xs[3]; ++ci)
+          for (i64 i = 0; i < ks[0]; ++i)
+            for (i64 j = 0; j < ks[1]; ++j) {
+              const i64 oh = ih * s[0] - pt + i * d[0], ow = iw * s[1] - pl + j * d[1];
+              if (oh < 0 || oh >= H || ow < 0 || ow >= W) continue;
+              for (i64 co = 0; co < ks[2]; ++co)
+                y[static_cast<std::size_t>(Y(n, oh, ow, co))] +=
+                    x[static_cast<std::size_t>(X(n, ih, iw, ci))] * k[static_cast<std::size_t>(K(i, j, co, ci))];
+            }
+  return {y, ys};
+}
+
+void check_close(const Tensor& got, const Result& want, double tol) {
+  REQUIRE(got.shape() == want.shape);
+  const auto g = got.to_vector<double>();
+  double worst = 0;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const double err = std::abs(g[i] - want.values[i]) / std::max(1.0, std::abs(want.values[i]));
+    if (!(err <= worst)) {
+      worst = err;
+      at = i;
+    }
+  }
+  INFO("worst error " << worst << " at element " << at << " of " << got.shape().to_string());
+  CHECK(worst <= tol);
+}
+
+struct ConvCase {
+  Shape x, k;
+  std::array<int, 2> strides;
+  std::string padding;
+  std::array<int, 2> dilation;
+};
+
+std::string describe(const ConvCase& c) {
+  std::ostringstream s;
+  s << "x " << c.x.to_string() << " kernel " << c.k.to_string() << " strides [" << c.strides[0] << ","
+    << c.strides[1] << "] padding " << c.padding << " dilation [" << c.dilation[0] << "," << c.dilation[1]
+    << "]";
+  return s.str();
+}
+
+// Odd sizes, odd "same" padding (the extra pixel after), strides, dilations, both together,
+// 1x1 kernels (the direct GEMM path and a strided one), a kernel as large as the input, strides
+// larger than the kernel.
+const std::vector<ConvCase> kConvCases = {
+    {{2, 7, 5, 3}, {3, 2, 3, 4}, {1, 1}, "valid", {1, 1}},
+    {{2, 7, 5, 3}, {3, 2, 3, 4}, {1, 1}, "same", {1, 1}},
+    {{2, 7, 5, 3}, {3, 2, 3, 4}, {2, 2}, "same", {1, 1}},
+    {{2, 7, 5, 3}, {3, 2, 3, 4}, {2, 2}, "valid", {1, 1}},
+    {{1, 7, 5, 2}, {3, 2, 2, 3}, {1, 1}, "same", {2, 2}},
+    {{2, 7, 5, 3}, {3, 2, 3, 2}, {2, 2}, "same", {2, 2}},
+    {{1, 9, 8, 2}, {2, 3, 2, 3}, {3, 2}, "valid", {2, 1}},
+    {{2, 4, 6, 5}, {1, 1, 5, 3}, {1, 1}, "valid", {1, 1}},
+    {{2, 4, 6, 5}, {1, 1, 5, 3}, {1, 1}, "same", {1, 1}},
+    {{2, 5, 6, 3}, {1, 1, 3, 2}, {2, 2}, "same", {1, 1}},
+    {{1, 4, 3, 2}, {4, 3, 2, 2}, {1, 1}, "valid", {1, 1}},
+    {{1, 6, 7, 1}, {2, 2, 1, 1}, {4, 3}, "same", {1, 1}},
+    {{2, 4, 4, 2}, {5, 5, 2, 3}, {1, 1}, "same", {1, 1}},
+};
+
+template <class E, class F>
+void check_error(F&& f, const std::vector<std::string>& parts) {
+  try {
+    f();
+    FAIL("no exception was thrown");
+  } catch (const E& e) {
+    const std::string what = e.what();
+    INFO("message: " << what);
+    for (const auto& p : parts) CHECK_THAT(what, Contains(p));
+  }
+}
+
+// Restores keel's thread count at the end of a test.
+struct ThreadsGuard {
+  int saved = config::num_threads();
+  ~ThreadsGuard() { config::set_num_threads(saved); }
+};
+
+}  // namespace
+
+// ---- conv2d --------------------------------------------------------------------------------------
+
+TEST_CASE("conv2d matches a direct loop over strides, same/valid padding and dilations") {
+  std::uint32_t seed = 1;
+  for (const auto& c : kConvCases) {
+    INFO(describe(c));
+    const Tensor x = random_tensor(c.x, seed++), k = random_tensor(c.k, seed++);
+    check_close(conv2d(x, k, c.strides, c.padding, c.dilation), ref_conv2d(x, k, c.strides, c.padding, c.dilation),
+                1e-12);
+  }
+}
+
+TEST_CASE("conv2d computes the same values in float32") {
+  for (const auto& c : {kConvCases[2], kConvCases[5], kConvCases[7]}) {
+    INFO(describe(c));
+    const Tensor x = random_tensor(c.x, 11), k = random_tensor(c.k, 12);
+    const Tensor y = conv2d(x.astype(DType::float32), k.astype(DType::float32), c.strides, c.padding, c.dilation);
+    CHECK(y.dtype() == DType::float32);
+    check_close(y, ref_conv2d(x, k, c.strides, c.padding, c.dilation), 1e-5);
+  }
+}
+
+TEST_CASE("conv2d reads strided views of its inputs") {
+  // x as a transposed view [n, w, h, c] -> [n, h, w, c]; kernel as a slice.
+  const Tensor base = random_tensor({2, 5, 7, 3}, 21);
+  const Tensor x = transpose(base, {0, 2, 1, 3});
+  const Tensor kbase = random_tensor({3, 2, 3, 6}, 22);
+  const Tensor k = slice(kbase, {0, 0, 0, 1}, {3, 2, 3, 4});
+  REQUIRE(!x.is_contiguous());
+  const Tensor y = conv2d(x, k, {2, 1}, "same");
+  check_close(y, ref_conv2d(x.contiguous(), k.contiguous(), {2, 1}, "same", {1, 1}), 1e-12);
+}
+
+TEST_CASE("conv2d output shapes follow TensorFlow's same and valid rules") {
+  const Tensor x = zeros({1, 7, 5, 2}, DType::float64);
+  CHECK(conv2d(x, zeros({3, 2, 2, 4}, DType::float64), {2, 2}, "same").shape() == Shape{1, 4, 3, 4});
+  CHECK(conv2d(x, zeros({3, 2, 2, 4}, DType::float64), {2, 2}, "valid").shape() == Shape{1, 3, 2, 4});
+  CHECK(conv2d(x, zeros({3, 2, 2, 4}, DType::float64), {1, 1}, "valid", {2, 2}).shape() == Shape{1, 3, 3, 4});
+  CHECK(conv2d(x, zeros({3, 3, 2, 1}, DType::float64), {3, 3}, "SAME").shape() == Shape{1, 3, 2, 1});
+}
+
+TEST_CASE("conv2d splits work across threads without changing the result") {
+  ThreadsGuard guard;
+  // Large enough that the forward pass, both gradients and the batch split use two threads.
+  const Tensor x = random_tensor({4, 24, 20, 8}, 31), k = random_tensor({3, 3, 8, 16}, 32);
+  const Tensor w = random_tensor({4, 24, 20, 16}, 33);
+  auto run = [&](int threads) {
+    config::set_num_threads(threads);
+    GradientTape tape;
+    tape.watch(x);
+    tape.watch(k);
+    const Tensor y = conv2d(x, k, {1, 1}, "same");
+    auto grads = tape.gradient(reduce_sum(y * w), std::vector<Tensor>{x, k});
+    return std::vector<Tensor>{y, grads[0], grads[1]};
+  };
+  const auto one = run(1), two = run(2);
+  check_close(one[0], ref_conv2d(x, k, {1, 1}, "same", {1, 1}), 1e-12);
+  for (std::size_t i = 0; i < 3; ++i) check_close(two[i], {one[i].to_vector<double>(), one[i].shape()}, 1e-12);
+}
+
+TEST_CASE("conv2d gradients match finite differences for input and kernel") {
+  std::uint32_t seed = 100;
+  for (const auto& c : kConvCases) {
+    INFO(describe(c));
+    const Tensor x = random_tensor(c.x, seed++), k = random_tensor(c.k, seed++);
+    check_gradients([&](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], c.strides, c.padding, c.dilation); },
+                    {x, k});
+  }
+}
+
+TEST_CASE("conv2d second derivatives match finite differences") {
+  // The gradient of sum(conv2d(x, k)^2) with respect to x and to k, differentiated again: this
+  // runs the backward ops' own gradients (backprop_input and backprop_filter as each other's adjoints).
+  for (const auto& c : {kConvCases[2], kConvCases[5], kConvCases[9]}) {
+    INFO(describe(c));
+    const Tensor x = random_tensor(c.x, 200), k = random_tensor(c.k, 201);
+    for (int wrt = 0; wrt < 2; ++wrt) {
+      INFO("gradient with respect to " << (wrt == 0 ? "x" : "kernel"));
+      check_gradients(
+          [&](const std::vector<Tensor>& in) {
+            GradientTape inner;
+            inner.watch(in[0]);
+            inner.watch(in[1]);
+            const Tensor y = conv2d(in[0], in[1], c.strides, c.padding, c.dilation);
+            return inner.gradient(reduce_sum(square(y)), in[static_cast<std::size_t>(wrt)]);
+          },
+          {x, k}, 1e-6, 1e-6);
+    }
+  }
+}
+
+// ---- conv1d --------------------------------------------------------------------------------------
+
+TEST_CASE("conv1d matches a direct loop, including causal padding") {
+  struct Case {
+    Shape x, k;
+    int stride;
+    std::string padding;
+    int dilation;
+  };
+  const std::vector<Case> cases = {
+      {{2, 7, 3}, {3, 3, 4}, 1, "valid", 1}, {{2, 7, 3}, {3, 3, 4}, 2, "same", 1},
+      {{2, 9, 2}, {2, 2, 3}, 2, "same", 2},  {{1, 8, 2}, {3, 2, 2}, 3, "valid", 2},
+      {{2, 7, 3}, {3, 3, 2}, 1, "causal", 2}, {{2, 6, 4}, {1, 4, 3}, 1, "same", 1},
+  };
+  std::uint32_t seed = 300;
+  for (const auto& c : cases) {
+    INFO("x " << c.x.to_string() << " kernel " << c.k.to_string() << " stride " << c.stride << " padding "
+              << c.padding << " dilation " << c.dilation);
+    const Tensor x = random_tensor(c.x, seed++), k = random_tensor(c.k, seed++);
+    check_close(conv1d(x, k, c.stride, c.padding, c.dilation), ref_conv1d(x, k, c.stride, c.padding, c.dilation),
+                1e-12);
+    check_gradients([&](const std::vector<Tensor>& in) { return conv1d(in[0], in[1], c.stride, c.padding, c.dilation); },
+                    {x, k});
+  }
+}
+
+// ---- depthwise -----------------------------------------------------------------------------------
+
+const std::vector<ConvCase> kDepthwiseCases = {
+    {{2, 7, 5, 3}, {3, 2, 3, 1}, {1, 1}, "valid", {1, 1}},
+    {{2, 7, 5, 3}, {3, 2, 3, 2}, {2, 2}, "same", {1, 1}},
+    {{1, 7, 5, 2}, {3, 2, 2, 3}, {2, 1}, "same", {2, 2}},
+    {{1, 8, 6, 4}, {2, 3, 4, 1}, {3, 2}, "valid", {1, 2}},
+    {{2, 3, 3, 2}, {4, 4, 2, 1}, {1, 1}, "same", {1, 1}},
+};
+
+TEST_CASE("depthwise_conv2d matches a direct loop, with channel multipliers") {
+  std::uint32_t seed = 400;
+  for (const auto& c : kDepthwiseCases) {
+    INFO(describe(c));
+    const Tensor x = random_tensor(c.x, seed++), k = random_tensor(c.k, seed++);
+    check_close(depthwise_conv2d(x, k, c.strides, c.padding, c.dilation),
+                ref_depthwise(x, k, c.strides, c.padding, c.dilation), 1e-12);
+    check_close(depthwise_conv2d(x.astype(DType::float32), k.astype(DType::float32), c.strides, c.padding, c.dilation),
+                ref_depthwise(x, k, c.strides, c.padding, c.dilation), 1e-5);
+  }
+}
+
+TEST_CASE("depthwise_conv2d gradients match finite differences, first and second order") {
+  std::uint32_t seed = 500;
+  for (const auto& c : kDepthwiseCases) {
+    INFO(describe(c));
+    const Tensor x = random_tensor(c.x, seed++), k = random_tensor(c.k, seed++);
+    check_gradients(
+        [&](const std::vector<Tensor>& in) { return depthwise_conv2d(in[0], in[1], c.strides, c.padding, c.dilation); },
+        {x, k});
+  }
+  const ConvCase& c = kDepthwiseCases[1];
+  const Tensor x = random_tensor(c.x, 550), k = random_tensor(c.k, 551);
+  for (int wrt = 0; wrt < 2; ++wrt) {
+    INFO("second order, gradient with respect to " << (wrt == 0 ? "x" : "kernel"));
+    check_gradients(
+        [&](const std::vector<Tensor>& in) {
+          GradientTape inner;
+          inner.watch(in[0]);
+          inner.watch(in[1]);
+          const Tensor y = depthwise_conv2d(in[0], in[1], c.strides, c.padding, c.dilation);
+          return inner.gradient(reduce_sum(square(y)), in[static_cast<std::size_t>(wrt)]);
+        },
+        {x, k});
+  }
+}
+
+TEST_CASE("depthwise_conv2d splits work across threads without changing the result") {
+  ThreadsGuard guard;
+  const Tensor x = random_tensor({4, 32, 32, 16}, 560), k = random_tensor({3, 3, 16, 1}, 561);
+  const Tensor w = random_tensor({4, 32, 32, 16}, 562);
+  auto run = [&](int threads) {
+    config::set_num_threads(threads);
+    GradientTape tape;
+    tape.watch(x);
+    tape.watch(k);
+    const Tensor y = depthwise_conv2d(x, k, {1, 1}, "same");
+    auto grads = tape.gradient(reduce_sum(y * w), std::vector<Tensor>{x, k});
+    return std::vector<Tensor>{y, grads[0], grads[1]};
+  };
+  const auto one = run(1), two = run(2);
+  check_close(one[0], ref_depthwise(x, k, {1, 1}, "same", {1, 1}), 1e-12);
+  for (std::size_t i = 0; i < 3; ++i) check_close(two[i], {one[i].to_vector<double>(), one[i].shape()}, 1e-12);
+}
+
+// ---- conv2d_transpose ----------------------------------------------------------------------------
+
+struct TransposeCase {
+  Shape x, k;  // k: [kh, kw, out, in]
+  std::array<int, 2> strides;
+  std::string padding;
+  std::optional<std::array<int, 2>> output_padding;
+  std::array<int, 2> dilation;
+  Shape expected;  // Keras' Conv2DTranspose output shape
+};
+
+const std::vector<TransposeCase> kTransposeCases = {
+    {{2, 3, 4, 3}, {3, 3, 2, 3}, {1, 1}, "valid", std::nullopt, {1, 1}, {2, 5, 6, 2}},
+    {{2, 3, 4, 3}, {3, 3, 2, 3}, {2, 2}, "same", std::nullopt, {1, 1}, {2, 6, 8, 2}},
+    {{2, 3, 4, 3}, {3, 2, 2, 3}, {2, 2}, "valid", std::nullopt, {1, 1}, {2, 7, 8, 2}},
+    {{1, 3, 4, 2}, {3, 2, 2, 2}, {2, 3}, "same", std::array<int, 2>{1, 2}, {1, 1}, {1, 6, 11, 2}},
+    {{1, 3, 3, 2}, {2, 2, 3, 2}, {2, 2}, "valid", std::array<int, 2>{1, 0}, {1, 1}, {1, 7, 6, 3}},
+    {{1, 4, 3, 2}, {3, 2, 2, 2}, {1, 1}, "same", std::nullopt, {2, 2}, {1, 4, 3, 2}},
+    {{1, 3, 3, 2}, {2, 3, 1, 2}, {2, 1}, "valid", std::nullopt, {2, 1}, {1, 7, 5, 1}},
+    {{2, 3, 2, 1}, {2, 2, 2, 1}, {3, 3}, "valid", std::nullopt, {1, 1}, {2, 9, 6, 2}},
+};
+
+std::string describe(const TransposeCase& c) {
+  std::ostringstream s;
+  s << "x " << c.x.to_string() << " kernel " << c.k.to_string() << " strides [" << c.strides[0] << ","
+    << c.strides[1] << "] padding " << c.padding;
+  if (c.output_padding) s << " output_padding [" << (*c.output_padding)[0] << "," << (*c.output_padding)[1] << "]";
+  s << " dilation [" << c.dilation[0] << "," << c.dilation[1] << "]";
+  return s.str();
+}
+
+TEST_CASE("conv2d_transpose matches scattering each input pixel times the kernel") {
+  std::uint32_t seed = 600;
+  for (const auto& c : kTransposeCases) {
+    INFO(describe(c));
+    const Tensor x = random_tensor(c.x, seed++), k = random_tensor(c.k, seed++);
+    const Tensor y = conv2d_transpose(x, k, c.strides, c.padding, c.output_padding, c.dilation);
+    CHECK(y.shape() == c.expected);
+    check_close(y, ref_conv_transpose(x, k, c.strides, c.padding, c.output_padding, c.dilation), 1e-12);
+  }
+}
+
+TEST_CASE("conv2d_transpose gradients match finite differences") {
+  std::uint32_t seed = 700;
+  for (const auto& c : kTransposeCases) {
+    INFO(describe(c));
+    const Tensor x = random_tensor(c.x, seed++), k = random_tensor(c.k, seed++);
+    check_gradients(
+        [&](const std::vector<Tensor>& in) {
+          return conv2d_transpose(in[0], in[1], c.strides, c.padding, c.output_padding, c.dilation);
+        },
+        {x, k});
+  }
+  const TransposeCase& c = kTransposeCases[3];
+  const Tensor x = random_tensor(c.x, 750), k = random_tensor(c.k, 751);
+  for (int wrt = 0; wrt < 2; ++wrt) {
+    INFO("second order, gradient with respect to " << (wrt == 0 ? "x" : "kernel"));
+    check_gradients(
+        [&](const std::vector<Tensor>& in) {
+          GradientTape inner;
+          inner.watch(in[0]);
+          inner.watch(in[1]);
+          const Tensor y = conv2d_transpose(in[0], in[1], c.strides, c.padding, c.output_padding, c.dilation);
+          return inner.gradient(reduce_sum(square(y)), in[static_cast<std::size_t>(wrt)]);
+        },
+        {x, k});
+  }
+}
+
+TEST_CASE("conv2d_transpose is the gradient of conv2d with respect to its input") {
+  // <conv2d(z, k), x> = <z, conv2d_transpose(x, k)> for every z shaped like the transpose's output.
+  const Tensor x = random_tensor({2, 4, 3, 3}, 800), k = random_tensor({3, 2, 2, 3}, 801);
+  const Tensor y = conv2d_transpose(x, k, {2, 2}, "same");
+  const Tensor z = random_tensor(y.shape(), 802);
+  const double lhs = reduce_sum(conv2d(z, k, {2, 2}, "same") * x).item<double>();
+  const double rhs = reduce_sum(z * y).item<double>();
+  CHECK(lhs == Approx(rhs).epsilon(1e-12));
+}
+
+// ---- bad input -----------------------------------------------------------------------------------
+
+TEST_CASE("conv ops reject mismatched channels with both shapes in the message") {
+  const Tensor x = zeros({2, 7, 5, 3}), k = zeros({3, 2, 4, 6});
+  check_error<ShapeError>([&] { conv2d(x, k); }, {"conv2d", "[2,7,5,3]", "[3,2,4,6]", "channels"});
+  check_error<ShapeError>([&] { depthwise_conv2d(x, zeros({3, 3, 2, 1})); },
+                          {"depthwise_conv2d", "[2,7,5,3]", "[3,3,2,1]"});
+  check_error<ShapeError>([&] { conv2d_transpose(x, zeros({3, 3, 3, 2})); },
+                          {"conv2d_transpose", "[2,7,5,3]", "[3,3,3,2]"});
+  check_error<ShapeError>([&] { conv1d(zeros({2, 7, 3}), zeros({3, 2, 4})); }, {"conv1d", "[2,7,3]", "[3,2,4]"});
+}
+
+TEST_CASE("conv ops reject a kernel larger than a valid input") {
+  const Tensor x = zeros({1, 4, 4, 3});
+  check_error<ShapeError>([&] { conv2d(x, zeros({5, 3, 3, 2})); }, {"conv2d", "[5,3,3,2]", "[1,4,4,3]", "valid"});
+  // Dilation makes a 3x3 kernel span 5x5.
+  check_error<ShapeError>([&] { conv2d(x, zeros({3, 3, 3, 2}), {1, 1}, "valid", {2, 2}); }, {"conv2d", "5x5"});
+  check_error<ShapeError>([&] { depthwise_conv2d(x, zeros({5, 5, 3, 1})); }, {"depthwise_conv2d", "[5,5,3,1]"});
+  check_error<ShapeError>([&] { conv1d(zeros({1, 4, 3}), zeros({5, 3, 2})); }, {"conv1d", "[5,3,2]", "[1,4,3]"});
+  // "same" pads instead.
+  CHECK(conv2d(x, zeros({5, 3, 3, 2}), {1, 1}, "same").shape() == Shape{1, 4, 4, 2});
+}
+
+TEST_CASE("conv ops reject zero or negative strides and dilations") {
+  const Tensor x = zeros({1, 5, 5, 2}), k = zeros({3, 3, 2, 2});
+  check_error<ValueError>([&] { conv2d(x, k, {0, 1}); }, {"conv2d", "strides", "[0, 1]"});
+  check_error<ValueError>([&] { conv2d(x, k, {1, -2}); }, {"conv2d", "strides", "[1, -2]"});
+  check_error<ValueError>([&] { conv2d(x, k, {1, 1}, "same", {0, 1}); }, {"conv2d", "dilation", "[0, 1]"});
+  check_error<ValueError>([&] { depthwise_conv2d(x, zeros({3, 3, 2, 1}), {-1, 1}); },
+                          {"depthwise_conv2d", "strides", "[-1, 1]"});
+  check_error<ValueError>([&] { conv2d_transpose(x, k, {1, 0}); }, {"conv2d_transpose", "strides", "[1, 0]"});
+  check_error<ValueError>([&] { conv1d(zeros({1, 5, 2}), zeros({3, 2, 2}), 0); }, {"conv1d", "stride", "0"});
+  check_error<ValueError>([&] { conv1d(zeros({1, 5, 2}), zeros({3, 2, 2}), 1, "valid", -1); },
+                          {"conv1d", "dilation", "-1"});
+}
+
+TEST_CASE("conv ops reject wrong ranks") {
+  check_error<ShapeError>([&] { conv2d(zeros({7, 5, 3}), zeros({3, 3, 3, 2})); }, {"conv2d", "rank 4", "[7,5,3]"});
+  check_error<ShapeError>([&] { conv2d(zeros({1, 7, 5, 3}), zeros({3, 3, 3})); }, {"conv2d", "kernel", "[3,3,3]"});
+  check_error<ShapeError>([&] { depthwise_conv2d(zeros({7, 5, 3}), zeros({3, 3, 3, 1})); },
+                          {"depthwise_conv2d", "[7,5,3]"});
+  check_error<ShapeError>([&] { conv2d_transpose(zeros({1, 7, 5, 3, 1}), zeros({3, 3, 2, 3})); },
+                          {"conv2d_transpose", "[1,7,5,3,1]"});
+  check_error<ShapeError>([&] { conv1d(zeros({1, 7, 5, 3}), zeros({3, 3, 2})); }, {"conv1d", "rank 3", "[1,7,5,3]"});
+}
+
+TEST_CASE("conv ops reject unknown padding strings") {
+  const Tensor x = zeros({1, 5, 5, 2}), k = zeros({3, 3, 2, 2});
+  check_error<ValueError>([&] { conv2d(x, k, {1, 1}, "full"); }, {"conv2d", "padding", "\"full\""});
+  check_error<ValueError>([&] { conv2d(x, k, {1, 1}, "causal"); }, {"conv2d", "\"causal\""});
+  check_error<ValueError>([&] { depthwise_conv2d(x, zeros({3, 3, 2, 1}), {1, 1}, ""); }, {"depthwise_conv2d", "padding"});
+  check_error<ValueError>([&] { conv2d_transpose(x, k, {1, 1}, "reflect"); }, {"conv2d_transpose", "\"reflect\""});
+  check_error<ValueError>([&] { conv1d(zeros({1, 5, 2}), zeros({3, 2, 2}), 1, "full"); }, {"conv1d", "\"full\""});
+}
+
+TEST_CASE("conv ops reject mixed or non-float dtypes") {
+  check_error<DTypeError>([&] { conv2d(zeros({1, 5, 5, 2}), zeros({3, 3, 2, 2}, DType::float64)); },
+                          {"conv2d", "float32", "float64"});
+  check_error<DTypeError>([&] { conv2d(zeros({1, 5, 5, 2}, DType::int32), zeros({3, 3, 2, 2}, DType::int32)); },
+                          {"conv2d", "int32"});
+  check_error<DTypeError>([&] { depthwise_conv2d(zeros({1, 5, 5, 2}, DType::float64), zeros({3, 3, 2, 1})); },
+                          {"depthwise_conv2d", "float64", "float32"});
+}
+
+TEST_CASE("conv2d_transpose rejects output_padding not smaller than the stride") {
+  const Tensor x = zeros({1, 3, 3, 2}), k = zeros({3, 3, 2, 2});
+  check_error<ValueError>([&] { conv2d_transpose(x, k, {2, 2}, "same", std::array<int, 2>{2, 0}); },
+                          {"conv2d_transpose", "output_padding", "[2, 0]", "[2, 2]"});
+  check_error<ValueError>([&] { conv2d_transpose(x, k, {2, 2}, "same", std::array<int, 2>{0, -1}); },
+                          {"conv2d_transpose", "output_padding"});
+  // Keras' size rule for "same" with an even kernel and output_padding 0 gives a size whose
+  // convolution does not map back to the input; TensorFlow rejects it as well.
+  check_error<ValueError>([&] { conv2d_transpose(x, zeros({2, 2, 2, 2}), {2, 2}, "same", std::array<int, 2>{0, 0}); },
+                          {"conv2d_transpose", "[1,3,3,2]"});
+}
