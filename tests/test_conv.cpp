@@ -317,6 +317,75 @@ TEST_CASE("conv2d gradients match finite differences for input and kernel") {
   }
 }
 
+TEST_CASE("conv2d gradients in float32 agree with float64") {
+  std::uint32_t seed = 150;
+  for (const auto& c : kConvCases) {
+    INFO(describe(c));
+    const Tensor x = random_tensor(c.x, seed++), k = random_tensor(c.k, seed++);
+    auto grads = [&](const Tensor& xi, const Tensor& ki) {
+      GradientTape tape;
+      tape.watch(xi);
+      tape.watch(ki);
+      const Tensor y = conv2d(xi, ki, c.strides, c.padding, c.dilation);
+      return tape.gradient(reduce_sum(y * random_tensor(y.shape(), 151, xi.dtype())), std::vector<Tensor>{xi, ki});
+    };
+    const auto g64 = grads(x, k), g32 = grads(x.astype(DType::float32), k.astype(DType::float32));
+    for (std::size_t i = 0; i < 2; ++i) {
+      CHECK(g32[i].dtype() == DType::float32);
+      check_close(g32[i], {g64[i].to_vector<double>(), g64[i].shape()}, 1e-5);
+    }
+  }
+}
+
+TEST_CASE("conv2d in float32 with few input taps and out-channels in multiples of 8") {
+  // keel has a direct (non-im2col) float32 kernel for kh*kw*in <= 64 and out % 8 == 0 on CPUs
+  // with AVX2: tiles of 6 output pixels x 16 (or 8) channels. Widths 1, 7 and 13 leave partial
+  // tiles; 24 and 40 out-channels mix 16- and 8-wide blocks.
+  const std::vector<ConvCase> cases = {
+      {{2, 7, 5, 3}, {3, 3, 3, 16}, {1, 1}, "same", {1, 1}},  {{2, 7, 13, 3}, {3, 2, 3, 24}, {2, 1}, "same", {1, 1}},
+      {{1, 9, 7, 2}, {3, 3, 2, 8}, {1, 2}, "valid", {2, 1}},  {{3, 6, 1, 4}, {2, 1, 4, 40}, {1, 1}, "same", {1, 1}},
+      {{2, 5, 7, 1}, {5, 5, 1, 16}, {2, 2}, "same", {1, 1}},  {{1, 8, 8, 7}, {3, 3, 7, 32}, {1, 1}, "valid", {1, 1}},
+  };
+  std::uint32_t seed = 170;
+  for (const auto& c : cases) {
+    INFO(describe(c));
+    const Tensor x = random_tensor(c.x, seed++), k = random_tensor(c.k, seed++);
+    const Tensor x32 = x.astype(DType::float32), k32 = k.astype(DType::float32);
+    GradientTape tape;
+    tape.watch(x32);
+    tape.watch(k32);
+    const Tensor y = conv2d(x32, k32, c.strides, c.padding, c.dilation);
+    check_close(y, ref_conv2d(x, k, c.strides, c.padding, c.dilation), 1e-5);
+    const Tensor w = random_tensor(y.shape(), 171);
+    const auto g32 = tape.gradient(reduce_sum(y * w.astype(DType::float32)), std::vector<Tensor>{x32, k32});
+    GradientTape tape64;
+    tape64.watch(x);
+    tape64.watch(k);
+    const auto g64 = tape64.gradient(reduce_sum(conv2d(x, k, c.strides, c.padding, c.dilation) * w),
+                                     std::vector<Tensor>{x, k});
+    for (std::size_t i = 0; i < 2; ++i) check_close(g32[i], {g64[i].to_vector<double>(), g64[i].shape()}, 1e-5);
+  }
+}
+
+TEST_CASE("conv2d in float32 splits work across threads without changing the result") {
+  ThreadsGuard guard;
+  const Tensor x = random_tensor({4, 24, 20, 3}, 180), k = random_tensor({3, 3, 3, 16}, 181);
+  const Tensor w = random_tensor({4, 24, 20, 16}, 182);
+  const Tensor x32 = x.astype(DType::float32), k32 = k.astype(DType::float32), w32 = w.astype(DType::float32);
+  auto run = [&](int threads) {
+    config::set_num_threads(threads);
+    GradientTape tape;
+    tape.watch(x32);
+    tape.watch(k32);
+    const Tensor y = conv2d(x32, k32, {1, 1}, "same");
+    auto grads = tape.gradient(reduce_sum(y * w32), std::vector<Tensor>{x32, k32});
+    return std::vector<Tensor>{y, grads[0], grads[1]};
+  };
+  const auto one = run(1), two = run(2);
+  check_close(one[0], ref_conv2d(x, k, {1, 1}, "same", {1, 1}), 1e-5);
+  for (std::size_t i = 0; i < 3; ++i) check_close(two[i], {one[i].to_vector<double>(), one[i].shape()}, 1e-5);
+}
+
 TEST_CASE("conv2d second derivatives match finite differences") {
   // The gradient of sum(conv2d(x, k)^2) with respect to x and to k, differentiated again: this
   // runs the backward ops' own gradients (backprop_input and backprop_filter as each other's adjoints).

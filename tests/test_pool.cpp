@@ -281,6 +281,31 @@ TEST_CASE("pooling splits work across threads without changing the result") {
   }
 }
 
+TEST_CASE("pooling gradients in float32 agree with float64") {
+  // The float32 kernels (4-wide vectors in the max's argmax) against the float64 ones, over the
+  // overlapping, disjoint and padded cases; 48 channels exercise both the vector blocks and the
+  // scalar channel tail.
+  std::uint32_t seed = 470;
+  for (PoolCase c : kPoolCases) {
+    c.x[3] = 48 + 3;
+    INFO(describe(c));
+    const Tensor x = random_tensor(c.x, seed++);
+    for (bool max : {true, false}) {
+      INFO((max ? "max_pool2d" : "avg_pool2d"));
+      auto grad = [&](const Tensor& in) {
+        GradientTape tape;
+        tape.watch(in);
+        const Tensor y = max ? max_pool2d(in, c.pool, c.strides, c.padding) : avg_pool2d(in, c.pool, c.strides, c.padding);
+        const Tensor w = random_tensor(y.shape(), 471, in.dtype());
+        return tape.gradient(reduce_sum(y * w), in);
+      };
+      const Tensor g64 = grad(x), g32 = grad(x.astype(DType::float32));
+      CHECK(g32.dtype() == DType::float32);
+      check_close(g32, {g64.to_vector<double>(), g64.shape()}, 1e-5);
+    }
+  }
+}
+
 // ---- global pools --------------------------------------------------------------------------------
 
 TEST_CASE("global pools reduce over height and width") {

@@ -315,3 +315,16 @@ TEST_CASE("TensorBoard writes framed event files for train and validation", "[ca
   }
   std::system(("rm -rf " + dir).c_str());
 }
+
+TEST_CASE("fit and evaluate take a data::Dataset of batches", "[training][data]") {
+  auto model = linear_model();
+  model.compile({.optimizer = optimizers::SGD(0.1), .loss = "mse"});
+  const auto ds = data::Dataset<>::from_tensor_slices(std::make_pair(kX, kY)).batch(2);
+  // the same single batch as the hand-computed step above: loss 2.5, then w = 1.5, b = 0.3
+  const auto h = model.fit(ds, {.epochs = 1, .verbose = 0});
+  CHECK(h.history.at("loss")[0] == Approx(2.5));
+  CHECK(model.trainable_weights()[0]->value().item<float>() == Approx(1.5f));
+  // after the step: y_pred = [1.8, 3.3]; mse = (0.2^2 + 0.7^2) / 2 = 0.265
+  CHECK(model.evaluate(ds, {.verbose = 0}).at("loss") == Approx(0.265));
+  CHECK_THROWS_AS(model.fit(ds, {.verbose = 0, .validation_split = 0.5}), ValueError);
+}

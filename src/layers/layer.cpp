@@ -211,11 +211,6 @@ void Layer::track_layer(std::shared_ptr<Layer> sublayer) {
   sublayers_.push_back(std::move(sublayer));
 }
 
-namespace {
-void collect(Layer& layer, std::vector<Variable*>& out, int which, bool parent_trainable,
-             std::vector<const Layer*>& seen);
-}
-
 class LayerAccess {
  public:
   static void collect(Layer& layer, std::vector<Variable*>& out, int which, bool parent_trainable,

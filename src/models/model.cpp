@@ -13,6 +13,7 @@
 #include "autograd/record.hpp"
 #include "keel/ops/creation.hpp"
 #include "layers/symbolic.hpp"
+#include "models/graph.hpp"
 
 namespace keel::models {
 
@@ -28,12 +29,6 @@ Tensor Input(Shape shape, DType dtype, std::string name) {
   node->input_name = name.empty() ? layers::unique_name("InputLayer") : std::move(name);
   return layers::detail::make_symbolic(zeros(Shape(dims), dtype), std::move(node));
 }
-
-struct Model::Graph {
-  std::vector<Tensor> inputs, outputs;                  // symbolic
-  std::vector<std::shared_ptr<SymbolicNode>> order;     // layer calls, inputs before users
-  std::vector<std::shared_ptr<layers::Layer>> layers;   // distinct, in first-use order
-};
 
 namespace {
 
@@ -176,7 +171,8 @@ void Model::summary(std::ostream& out) {
   // Keras' layout: 65 columns, the three columns end at 29, 55 and 65.
   const std::string rule(65, '_'), double_rule(65, '=');
   auto row = [&](const std::string& a, const std::string& b, const std::string& c) {
-    std::string line = " " + a;
+    std::string line(1, ' ');
+    line.append(a);
     line += std::string(line.size() < 29 ? 29 - line.size() : 1, ' ');
     line += b;
     line += std::string(line.size() < 55 ? 55 - line.size() : 1, ' ');
@@ -194,13 +190,13 @@ void Model::summary(std::ostream& out) {
   if (graph_) {
     for (const auto& in : graph_->inputs) {
       separator();
-      row(in.impl()->symbolic->input_name + " (InputLayer)",
-          "[" + shape_text(layers::detail::placeholder_of(in).shape()) + "]", "0");
+      row(fmt::format("{} (InputLayer)", in.impl()->symbolic->input_name),
+          fmt::format("[{}]", shape_text(layers::detail::placeholder_of(in).shape())), "0");
     }
   }
   for (const auto& l : list) {
     separator();
-    row(l->name() + " (" + l->class_name() + ")", l->output_shape().rank() ? shape_text(l->output_shape()) : "?",
+    row(fmt::format("{} ({})", l->name(), l->class_name()), l->output_shape().rank() ? shape_text(l->output_shape()) : "?",
         with_commas(l->count_params()));
   }
   std::int64_t trainable = 0, frozen = 0;

@@ -181,18 +181,8 @@ History Model::fit(const Tensor& x_all, const Tensor& y_all, FitOptions o) {
   if (n == 0) throw ValueError("fit: no training samples");
   const std::int64_t batches = (n + o.batch_size - 1) / o.batch_size;
   const std::int64_t steps = o.steps_per_epoch > 0 ? std::min(o.steps_per_epoch, batches) : batches;
-
-  History history;
-  for (auto& cb : o.callbacks) cb->set_model(this);
-  stop_training = false;
-  for (auto& cb : o.callbacks) cb->on_train_begin({});
-  for (int epoch = o.initial_epoch; epoch < o.epochs; ++epoch) {
-    reset_metrics();
-    for (auto& cb : o.callbacks) cb->on_epoch_begin(epoch, {});
-    if (o.verbose) std::cout << "Epoch " << epoch + 1 << "/" << o.epochs << std::endl;
-    Progbar bar(steps, o.verbose, std::cout);
+  auto epoch_batches = [&](const BatchSink& step_fn) {
     const Tensor order = o.shuffle ? permutation(n) : Tensor();
-    std::map<std::string, double> logs;
     for (std::int64_t step = 0; step < steps; ++step) {
       const std::int64_t b = step * o.batch_size, e = std::min(n, b + o.batch_size);
       Tensor xb, yb, swb;
@@ -207,12 +197,56 @@ History Model::fit(const Tensor& x_all, const Tensor& y_all, FitOptions o) {
         swb = rows(sw, b, e);
       }
       if (!o.class_weight.empty()) swb = combine_weights(class_weights(o.class_weight, yb), swb);
+      if (!step_fn(xb, yb, swb)) return;
+    }
+  };
+  return fit_loop(epoch_batches, steps, o, val, val_sw);
+}
+
+History Model::fit(const data::Dataset<std::pair<Tensor, Tensor>>& train, FitOptions o) {
+  require_compiled(*this, "fit");
+  if (o.validation_split != 0)
+    throw ValueError("fit: validation_split is not supported for a Dataset; pass validation_data");
+  auto epoch_batches = [&](const BatchSink& step_fn) {
+    std::int64_t step = 0;
+    for (const auto& [xb, yb] : train) {
+      if (o.steps_per_epoch > 0 && step >= o.steps_per_epoch) return;
+      check_xy(xb, yb, "fit");
+      Tensor swb;
+      if (!o.class_weight.empty()) swb = class_weights(o.class_weight, yb);
+      if (!step_fn(xb, yb, swb)) return;
+      ++step;
+    }
+  };
+  return fit_loop(epoch_batches, o.steps_per_epoch, o, o.validation_data, Tensor());
+}
+
+History Model::fit_loop(const std::function<void(const BatchSink&)>& epoch_batches, std::int64_t steps,
+                        const FitOptions& o, const std::optional<std::pair<Tensor, Tensor>>& val,
+                        const Tensor& val_sw) {
+  History history;
+  for (auto& cb : o.callbacks) cb->set_model(this);
+  stop_training = false;
+  for (auto& cb : o.callbacks) cb->on_train_begin({});
+  std::int64_t known_steps = steps;  // a Dataset's length is known after its first pass
+  for (int epoch = o.initial_epoch; epoch < o.epochs; ++epoch) {
+    reset_metrics();
+    for (auto& cb : o.callbacks) cb->on_epoch_begin(epoch, {});
+    if (o.verbose) std::cout << "Epoch " << epoch + 1 << "/" << o.epochs << std::endl;
+    Progbar bar(known_steps, o.verbose, std::cout);
+    std::map<std::string, double> logs;
+    std::int64_t step = 0;
+    epoch_batches([&](const Tensor& xb, const Tensor& yb, const Tensor& swb) {
       for (auto& cb : o.callbacks) cb->on_train_batch_begin(step, logs);
       logs = train_step(xb, yb, swb);
       for (auto& cb : o.callbacks) cb->on_train_batch_end(step, logs);
-      if (stop_training) break;
-      bar.update(step + 1, logs, false);
-    }
+      ++step;
+      if (stop_training) return false;
+      bar.update(step, logs, false);
+      return true;
+    });
+    if (step == 0) throw ValueError("fit: the training data yielded no batches");
+    known_steps = step;
     std::map<std::string, double> epoch_logs = logs;
     if (val && (epoch + 1 - o.initial_epoch) % std::max(1, o.validation_freq) == 0) {
       EvaluateOptions eo;
@@ -222,7 +256,7 @@ History Model::fit(const Tensor& x_all, const Tensor& y_all, FitOptions o) {
       eo.steps = o.validation_steps;
       for (const auto& [k, v] : evaluate(val->first, val->second, eo)) epoch_logs["val_" + k] = v;
     }
-    bar.update(steps, epoch_logs, true);
+    bar.update(step, epoch_logs, true);
     for (const auto& [k, v] : epoch_logs) history.history[k].push_back(v);
     history.epoch.push_back(epoch);
     for (auto& cb : o.callbacks) cb->on_epoch_end(epoch, epoch_logs);
@@ -230,6 +264,31 @@ History Model::fit(const Tensor& x_all, const Tensor& y_all, FitOptions o) {
   }
   for (auto& cb : o.callbacks) cb->on_train_end({});
   return history;
+}
+
+std::map<std::string, double> Model::evaluate(const data::Dataset<std::pair<Tensor, Tensor>>& data, EvaluateOptions o) {
+  require_compiled(*this, "evaluate");
+  reset_metrics();
+  for (auto& cb : o.callbacks) {
+    cb->set_model(this);
+    cb->on_test_begin({});
+  }
+  Progbar bar(o.steps, o.verbose, std::cout);
+  std::map<std::string, double> logs;
+  autograd::NoRecordScope no_record;
+  std::int64_t step = 0;
+  for (const auto& [xb, yb] : data) {
+    if (o.steps > 0 && step >= o.steps) break;
+    check_xy(xb, yb, "evaluate");
+    for (auto& cb : o.callbacks) cb->on_test_batch_begin(step, logs);
+    logs = test_step(xb, yb, Tensor());
+    for (auto& cb : o.callbacks) cb->on_test_batch_end(step, logs);
+    bar.update(++step, logs, false);
+  }
+  if (step == 0) throw ValueError("evaluate: the data yielded no batches");
+  bar.update(step, logs, true);
+  for (auto& cb : o.callbacks) cb->on_test_end(logs);
+  return logs;
 }
 
 std::map<std::string, double> Model::evaluate(const Tensor& x, const Tensor& y, EvaluateOptions o) {

@@ -132,6 +132,21 @@ PhiloxState reserve(std::uint64_t count) {
   return s;
 }
 
+PhiloxState get_state() {
+  reserve(0);  // seeds a never-seeded generator, so the state returned is the one draws will use
+  auto& g = generator();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  return {g.key, g.counter};
+}
+
+void set_state(PhiloxState state) {
+  auto& g = generator();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  g.key = state.key;
+  g.counter = state.counter;
+  g.seeded = true;
+}
+
 Tensor uniform(Shape shape, double minval, double maxval, DType dtype) {
   check_finite(minval, "random.uniform", "minval");
   check_finite(maxval, "random.uniform", "maxval");

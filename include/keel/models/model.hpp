@@ -1,6 +1,7 @@
 #pragma once
 // models::Model (a Layer that can be trained: functional graphs, Sequential stacks, or
 // subclasses with their own call()), models::Sequential and models::Input.
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "keel/callbacks/callback.hpp"
+#include "keel/data/dataset.hpp"
 #include "keel/layers/layer.hpp"
 #include "keel/losses/loss.hpp"
 #include "keel/metrics/metric.hpp"
@@ -96,7 +98,12 @@ class Model : public layers::Layer {
   // ---- training (Keras' compile / fit / evaluate / predict) ----
   void compile(CompileOptions options);
   History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
+  // A data::Dataset of (x, y) batches: each epoch is one pass (batch_size, shuffle,
+  // validation_split and class_weight belong to the pipeline then, not to fit).
+  History fit(const data::Dataset<std::pair<Tensor, Tensor>>& train, FitOptions options = {});
   std::map<std::string, double> evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options = {});
+  std::map<std::string, double> evaluate(const data::Dataset<std::pair<Tensor, Tensor>>& data,
+                                         EvaluateOptions options = {});
   Tensor predict(const Tensor& x, PredictOptions options = {});
   // One optimisation step on a batch: forward under a GradientTape, loss (+ regularisation
   // losses), gradients, optimizer update, metric updates. Override to customise fit().
@@ -130,6 +137,12 @@ class Model : public layers::Layer {
   std::vector<std::string> metric_names_;
   CompileOptions compile_options_;
   void resolve_metrics(const Tensor& y, const Tensor& y_pred);
+  // The epoch loop both fit()s share; `epoch_batches` feeds one epoch's batches to `step`
+  // (x, y, sample_weight), stopping when step returns false.
+  using BatchSink = std::function<bool(const Tensor&, const Tensor&, const Tensor&)>;
+  History fit_loop(const std::function<void(const BatchSink&)>& epoch_batches, std::int64_t steps,
+                   const FitOptions& o, const std::optional<std::pair<Tensor, Tensor>>& validation,
+                   const Tensor& validation_weights);
 };
 
 class Sequential : public Model {

@@ -50,6 +50,11 @@ Tensor uniform_int(Shape shape, std::int64_t minval, std::int64_t maxval,
 // returns {key, first counter}. Used by ops with their own randomness (dropout, shuffles).
 struct PhiloxState { std::uint64_t key; std::uint64_t counter; };
 PhiloxState reserve(std::uint64_t count);
+// The global generator's position: {key, next counter}. Checkpoints save it and set_state puts
+// it back, so that a resumed run draws the numbers the interrupted one would have drawn.
+// get_state on a never-seeded generator seeds it first (from std::random_device), as a draw would.
+PhiloxState get_state();
+void set_state(PhiloxState state);
 }  // namespace random
 
 }  // namespace keel
