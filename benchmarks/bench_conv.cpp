@@ -11,6 +11,7 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <keel/keel.hpp>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -100,6 +101,9 @@ void BM_sgemm_forward_backward(benchmark::State& state, Layer l) {
 // Prints as usual, and remembers each benchmark's FLOP rate for the ratio table.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
+  // Colours only on a terminal (--benchmark_color configures only the default reporter).
+  RatioReporter() : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_Defaults : OO_Tabular) {}
+
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const auto& run : runs) {

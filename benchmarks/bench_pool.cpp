@@ -8,6 +8,7 @@
 //   build/benchmarks/bench_pool --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 #include <keel/keel.hpp>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -76,6 +77,9 @@ void BM_memcpy(benchmark::State& state, Image im) {
 // Prints as usual, and remembers each benchmark's byte rate for the ratio table.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
+  // Colours only on a terminal (--benchmark_color configures only the default reporter).
+  RatioReporter() : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_Defaults : OO_Tabular) {}
+
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const auto& run : runs) {

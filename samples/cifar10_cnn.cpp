@@ -167,14 +167,17 @@ void write_synthetic_cifar10(const fs::path& dir, std::int64_t n, std::uint64_t 
 
 // The tutorial's network. The --bn variant normalises every convolution's output before its
 // ReLU (so the convolution needs no bias) and drops half of the dense features during training:
-// the usual first steps when the plain network starts to overfit.
+// the usual first steps when the plain network starts to overfit. Its moving statistics use
+// momentum 0.9 instead of Keras' 0.99 so that they settle within the few hundred steps of a
+// short run (with 0.99, inference after 50 steps still normalises with the initial mean 0 and
+// variance 1, and the validation accuracy stays near chance).
 models::Sequential build_model(bool batch_norm) {
   models::Sequential model(std::vector<std::shared_ptr<layers::Layer>>{}, batch_norm ? "cifar10_cnn_bn" : "cifar10_cnn");
   model.add(layers::InputLayer({32, 32, 3}));
   for (int filters : {16, 32, 64}) {
     if (batch_norm) {
       model.add(layers::Conv2D(filters, 3, {.padding = "same", .use_bias = false}));
-      model.add(layers::BatchNormalization());
+      model.add(layers::BatchNormalization({.momentum = 0.9}));
       model.add(layers::ReLU());
     } else {
       model.add(layers::Conv2D(filters, 3, {.padding = "same", .activation = "relu"}));

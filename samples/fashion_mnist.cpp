@@ -14,8 +14,8 @@
 //   fashion_mnist [--epochs E (5)] [--limit N (first N training images)] [--batch-size B (64)]
 //                 [--data DIR (the package's folder)] [--seed S (1)]
 //
-// The full run reaches about 91% test accuracy. Exits with status 1 when the test accuracy of a
-// full run (no --limit) stays below 90%, or when a --limit run learnt nothing.
+// The full run (5 epochs of 60,000 images) reaches about 91% test accuracy. Exits with status 1
+// when a full run stays below 90%, or when a shorter run learnt nothing (50% or less).
 #include <keel/keel.hpp>
 
 #include <chrono>
@@ -144,7 +144,8 @@ int run(const Flags& flags) {
   std::printf("Test loss: %.4f\n", results.at("loss"));
   std::printf("Test accuracy: %.4f\n", accuracy);
 
-  const bool full_run = flags.limit < 0 || flags.limit >= 60000;
+  // The 90% promise is for the default run: every image, at least the default 5 epochs.
+  const bool full_run = (flags.limit < 0 || flags.limit >= 60000) && flags.epochs >= Flags{}.epochs;
   if (full_run && accuracy < kTarget) {
     std::fprintf(stderr, "fashion_mnist: FAIL: test accuracy %.4f is below the %.2f target\n", accuracy, kTarget);
     return 1;

@@ -29,6 +29,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <numbers>
 #include <string>
 #include <vector>
 
@@ -139,7 +140,7 @@ int run(const Flags& flags) {
   // ---- the series, the split, the scaling ----
   const Tensor t = arange(0, static_cast<double>(flags.points));
   const Tensor series =
-      kLevel + kAmplitude * sin(t * (2 * M_PI / kPeriod)) + random::normal({flags.points}, 0, kNoise);
+      kLevel + kAmplitude * sin(t * (2 * std::numbers::pi / kPeriod)) + random::normal({flags.points}, 0, kNoise);
   const std::vector<float> values = series.to_vector<float>();
   const auto train_size = static_cast<std::size_t>(flags.points * 8 / 10);
   const std::vector<float> train_raw(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(train_size));

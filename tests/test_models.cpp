@@ -192,3 +192,83 @@ TEST_CASE("a Keras mask rides along with a tensor", "[models]") {
   CHECK(layers::get_mask(m).to_vector<bool>() == mask.to_vector<bool>());
   CHECK(m.to_vector<float>() == x.to_vector<float>());
 }
+
+namespace {
+// The residual identity block of the TensorFlow guide ("Making new layers and models via
+// subclassing"), in C++: 1x1 conv, BN, relu, kxk conv, BN, relu, 1x1 conv, BN, + input, relu.
+class ResnetIdentityBlock : public layers::Layer {
+ public:
+  ResnetIdentityBlock(int kernel_size, std::array<int, 3> filters) {
+    conv2a_ = track(std::make_shared<layers::Conv2D>(filters[0], std::array<int, 2>{1, 1}));
+    bn2a_ = track(std::make_shared<layers::BatchNormalization>());
+    conv2b_ = track(std::make_shared<layers::Conv2D>(filters[1], std::array<int, 2>{kernel_size, kernel_size},
+                                                     layers::Conv2DOptions{.padding = "same"}));
+    bn2b_ = track(std::make_shared<layers::BatchNormalization>());
+    conv2c_ = track(std::make_shared<layers::Conv2D>(filters[2], std::array<int, 2>{1, 1}));
+    bn2c_ = track(std::make_shared<layers::BatchNormalization>());
+  }
+  Tensor call(const Tensor& x, bool training) override {
+    Tensor h = relu((*bn2a_)((*conv2a_)(x), training));
+    h = relu((*bn2b_)((*conv2b_)(h), training));
+    h = (*bn2c_)((*conv2c_)(h), training);
+    return relu(h + x);
+  }
+  KEEL_LAYER_BOILERPLATE(ResnetIdentityBlock)
+
+ private:
+  std::shared_ptr<layers::Conv2D> conv2a_, conv2b_, conv2c_;
+  std::shared_ptr<layers::BatchNormalization> bn2a_, bn2b_, bn2c_;
+};
+
+// A subclassed model made of two blocks and a classifier head.
+class TinyResNet : public models::Model {
+ public:
+  TinyResNet() : Model("tiny_resnet") {
+    block1_ = track(std::make_shared<ResnetIdentityBlock>(3, std::array<int, 3>{2, 2, 3}));
+    block2_ = track(std::make_shared<ResnetIdentityBlock>(3, std::array<int, 3>{2, 2, 3}));
+    pool_ = track(std::make_shared<layers::GlobalAveragePooling2D>());
+    head_ = track(std::make_shared<layers::Dense>(4));
+  }
+  Tensor call(const Tensor& x, bool training) override {
+    return (*head_)((*pool_)((*block2_)((*block1_)(x, training), training)), training);
+  }
+
+ private:
+  std::shared_ptr<ResnetIdentityBlock> block1_, block2_;
+  std::shared_ptr<layers::GlobalAveragePooling2D> pool_;
+  std::shared_ptr<layers::Dense> head_;
+};
+}  // namespace
+
+TEST_CASE("the TensorFlow guide's residual identity block has its 18 variables", "[models][subclassing]") {
+  ResnetIdentityBlock block(1, {1, 2, 3});
+  const Tensor y = block(zeros({1, 2, 3, 3}));
+  CHECK(y.shape() == Shape{1, 2, 3, 3});
+  // The guide: len(block.variables) == 18 (3 convs x 2 + 3 batch norms x 4).
+  CHECK(block.weights().size() == 18);
+  // conv 1x1 3->1: 3+1; 1x1 1->2: 2+2; 1x1 2->3: 6+3  => 17 trainable conv parameters,
+  // batch norm gamma/beta: 2*(1+2+3) = 12 trainable, moving mean/var: 12 non-trainable.
+  std::int64_t trainable = 0, frozen = 0;
+  for (Variable* v : block.trainable_weights()) trainable += v->shape().num_elements();
+  for (Variable* v : block.non_trainable_weights()) frozen += v->shape().num_elements();
+  CHECK(trainable == 29);
+  CHECK(frozen == 12);
+}
+
+TEST_CASE("a subclassed residual network trains with fit", "[models][subclassing][training]") {
+  random::set_seed(3);
+  TinyResNet model;
+  const Tensor x = random::normal({32, 6, 6, 3});
+  const Tensor y = cast(argmax(reduce_mean(x, {1, 2}), -1), DType::int64);  // class = brightest channel
+  model.compile({.optimizer = optimizers::Adam(0.01),
+                 .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
+                 .metrics = {"accuracy"}});
+  const auto h = model.fit(x, y, {.batch_size = 8, .epochs = 8, .verbose = 0});
+  CHECK(h.history.at("loss").back() < h.history.at("loss").front());
+  std::ostringstream out;
+  model.summary(out);
+  CHECK_THAT(out.str(), Contains("resnet_identity_block"));
+  // each block's batch norms have 2 + 2 + 3 channels, each with a moving mean and variance:
+  // 2 blocks * 7 * 2 = 28 non-trainable parameters
+  CHECK_THAT(out.str(), Contains("Non-trainable params: 28"));
+}

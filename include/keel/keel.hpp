@@ -25,6 +25,7 @@
 #include "keel/layers/preprocessing.hpp"
 #include "keel/layers/recurrent.hpp"
 #include "keel/layers/attention.hpp"
+#include "keel/layers/registry.hpp"
 #include "keel/optimizers/schedules.hpp"
 #include "keel/optimizers/optimizer.hpp"
 #include "keel/losses/loss.hpp"
@@ -34,3 +35,4 @@
 #include "keel/data/image.hpp"
 #include "keel/data/loaders.hpp"
 #include "keel/io/npy.hpp"
+#include "keel/train/checkpoint.hpp"

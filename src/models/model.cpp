@@ -170,14 +170,33 @@ void Model::summary(std::ostream& out) {
                                  "InputLayer) before summary()", name()));
   // Keras' layout: 65 columns, the three columns end at 29, 55 and 65.
   const std::string rule(65, '_'), double_rule(65, '=');
+  // Like Keras, a field longer than its column continues on the next line of that column.
   auto row = [&](const std::string& a, const std::string& b, const std::string& c) {
-    std::string line(1, ' ');
-    line.append(a);
-    line += std::string(line.size() < 29 ? 29 - line.size() : 1, ' ');
-    line += b;
-    line += std::string(line.size() < 55 ? 55 - line.size() : 1, ' ');
-    line += c;
-    out << line << "\n";
+    const std::size_t ends[3] = {29, 55, 65};
+    const std::string fields[3] = {" " + a, b, c};
+    std::size_t pos[3] = {0, 0, 0};
+    bool first_line = true;
+    while (first_line || pos[0] < fields[0].size() || pos[1] < fields[1].size() || pos[2] < fields[2].size()) {
+      std::string line;
+      for (int k = 0; k < 3; ++k) {
+        const std::size_t start = k == 0 ? 0 : ends[k - 1];
+        if (line.size() < start) line.append(start - line.size(), ' ');
+        const std::size_t width = ends[k] - start - (k < 2 ? 1 : 0);
+        if (pos[k] < fields[k].size()) {
+          std::size_t room = width;
+          if (k == 0 && !first_line) {  // continuation lines keep the name column's indent
+            line += ' ';
+            --room;
+          }
+          const std::size_t take = k == 2 ? fields[k].size() - pos[k] : std::min(room, fields[k].size() - pos[k]);
+          line.append(fields[k], pos[k], take);
+          pos[k] += take;
+        }
+      }
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      out << line << "\n";
+      first_line = false;
+    }
   };
   out << "Model: \"" << name() << "\"\n" << rule << "\n";
   row("Layer (type)", "Output Shape", "Param #");

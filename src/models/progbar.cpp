@@ -49,7 +49,7 @@ void Progbar::update(std::int64_t current, const std::map<std::string, double>& 
   const double per_step = current > 0 ? elapsed / static_cast<double>(current) : 0;
   const bool done = finalize || (target_ > 0 && current >= target_);
   if (verbose_ == 2 || !dynamic_) {
-    if (!done) return;
+    if (!finalize) return;  // once per epoch: the last batch is followed by the finalizing call
     if (verbose_ == 2) {
       out_ << fmt::format("{}/{} - {} - {}{}", current, target_, format_duration(elapsed), format_per_step(per_step),
                           format_values(values))

@@ -180,7 +180,7 @@ Tensor arange(double start, double stop, double step, DType dtype) {
     const auto s = static_cast<std::int64_t>(start), d = static_cast<std::int64_t>(step);
     detail::dispatch_all(dtype, "arange", [&]<class U>() {
       U* p = static_cast<U*>(out.raw_data());
-      for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<U>(s + i * d);
+      if constexpr (std::is_arithmetic_v<U>) for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<U>(s + i * d);
     });
   } else {
     generate(out, "arange", [&](std::int64_t i) { return start + static_cast<double>(i) * step; });

@@ -67,6 +67,14 @@ struct PredictOptions {
 // A symbolic tensor: the start of a functional model. shape excludes the batch dimension.
 Tensor Input(Shape shape_without_batch, DType dtype = DType::float32, std::string name = "");
 
+class Model;
+// A model written by Model::save (a directory or a .keel file): rebuilds a Sequential or
+// functional model of built-in layers without the code that made it (custom layers and
+// subclassed models need their class registered first: see keel/layers/registry.hpp), loads its
+// weights and, with compile = true and a model that was compiled, its optimizer, loss, metrics
+// and optimizer state. Every file is validated first; IOError names the file and the field.
+std::shared_ptr<Model> load_model(const std::string& path, bool compile = true);
+
 class Model : public layers::Layer {
  public:
   // A subclassed model: override call() and track() the layers it uses.
@@ -120,11 +128,20 @@ class Model : public layers::Layer {
   bool compiled() const { return optimizer_ != nullptr; }
   bool stop_training = false;  // set by callbacks (EarlyStopping) to end fit() after this epoch
 
+  // The whole model: a directory, or one zip file when path ends in ".keel", holding
+  // config.json (get_config() and the compile settings), model.safetensors (the weights by path)
+  // and, once the optimizer has state, optimizer.safetensors. Written to a temporary name and
+  // renamed into place: an interrupted save leaves the previous model loadable. See load_model.
+  void save(const std::string& path);
   // Weights as a safetensors file, keyed by weight path ("dense/kernel").
   void save_weights(const std::string& path);
   void load_weights(const std::string& path);
 
   std::string class_name() const override { return is_functional() ? "Functional" : "Model"; }
+  // Keras' model config: name, trainable and, for a Sequential, its "layers" (each
+  // {"class_name", "config"}); for a functional model, every layer with its "inbound_nodes" and
+  // the "input_layers" / "output_layers". A subclassed model has Layer's keys (override it).
+  nlohmann::json get_config() const override;
   std::shared_ptr<layers::Layer> move_to_heap() override;
 
  protected:

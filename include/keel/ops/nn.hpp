@@ -27,9 +27,10 @@ Tensor conv1d(const Tensor& x, const Tensor& kernel, int stride = 1, std::string
 Tensor depthwise_conv2d(const Tensor& x, const Tensor& kernel, std::array<int, 2> strides = {1, 1},
                         std::string padding = "valid", std::array<int, 2> dilation = {1, 1});
 // The gradient of conv2d with respect to its input, as a layer: kernel [kh, kw, out, in]
-// (Keras Conv2DTranspose layout). Output size per axis (Keras' deconv_output_length):
-// valid: (in-1)*s + (k-1)*d + 1 + output_padding; same: (in-1)*s + 1 + output_padding
-// (without output_padding: valid (in-1)*s + max(k_eff, s), same in*s).
+// (Keras Conv2DTranspose layout). Output size per axis (Keras' deconv_output_length, with
+// k_eff = (k-1)*d + 1): valid: (in-1)*s + k_eff + output_padding; same:
+// (in-1)*s + k_eff - 2*(k_eff/2) + output_padding (without output_padding: valid
+// (in-1)*s + max(k_eff, s), same in*s).
 Tensor conv2d_transpose(const Tensor& x, const Tensor& kernel, std::array<int, 2> strides = {1, 1},
                         std::string padding = "valid",
                         std::optional<std::array<int, 2>> output_padding = std::nullopt,
