@@ -115,15 +115,16 @@ struct TempDir {
 
 // One record of the CIFAR-10 binary format: the label byte, then the 1024 red, 1024 green and
 // 1024 blue bytes of the 32x32 image, row by row. Each class gets its own colour and stripe
-// direction/frequency, blurred by a random phase, colour jitter and pixel noise, so that the
-// classes overlap a little and the network has something real to learn.
+// direction/frequency, blurred by a random phase, strong colour jitter and pixel noise, so that
+// the classes overlap: like on the real data, the network learns quickly at first and then
+// levels off (about 65% after 5 epochs of 2000 images), which gives EarlyStopping work to do.
 void write_record(std::ofstream& out, int label, std::mt19937& rng) {
   static constexpr float kColour[10][3] = {
       {0.9f, 0.2f, 0.2f}, {0.2f, 0.9f, 0.2f}, {0.2f, 0.2f, 0.9f}, {0.9f, 0.9f, 0.2f}, {0.9f, 0.2f, 0.9f},
       {0.2f, 0.9f, 0.9f}, {0.6f, 0.4f, 0.2f}, {0.3f, 0.3f, 0.6f}, {0.7f, 0.7f, 0.7f}, {0.4f, 0.6f, 0.4f}};
   constexpr float kPi = 3.14159265f;
-  std::uniform_real_distribution<float> phase_dist(0.0f, 2 * kPi), jitter(-0.15f, 0.15f);
-  std::normal_distribution<float> noise(0.0f, 0.12f);
+  std::uniform_real_distribution<float> phase_dist(0.0f, 2 * kPi), jitter(-0.3f, 0.3f);
+  std::normal_distribution<float> noise(0.0f, 0.25f);
   const float angle = kPi * static_cast<float>(label) / 10.0f;         // stripe direction
   const float frequency = 2.0f + static_cast<float>(label % 3);        // stripes per image
   const float phase = phase_dist(rng);
@@ -278,6 +279,18 @@ int run(const Flags& flags) {
               flags.checkpoint.c_str());
   std::printf("Test loss: %.4f\n", results.at("loss"));
   std::printf("Test accuracy: %.4f\n", test_accuracy);
+
+  // The input pipeline alone (shuffle + augment + batch + prefetch), next to what fit() consumed:
+  // the pipeline has to be the faster of the two, or training waits for data.
+  const auto pipeline_start = std::chrono::steady_clock::now();
+  std::int64_t images = 0;
+  for (const auto& [xb, yb] : train_ds) images += xb.shape()[0];
+  const double pipeline_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - pipeline_start).count();
+  std::printf("Throughput: input pipeline %.0f images/s, fit %.0f images/s (%d threads)\n",
+              static_cast<double>(images) / pipeline_seconds,
+              static_cast<double>(n_train) * static_cast<double>(history.epoch.size()) / seconds,
+              config::num_threads());
   if (!(test_accuracy > 0.1)) {
     std::fprintf(stderr, "cifar10_cnn: FAIL: the test accuracy is not above chance (0.1)\n");
     return 1;

@@ -44,8 +44,8 @@ build/samples/custom_layer
 step "6/8 run: build/samples/lstm_timeseries (look_back 3, 20 epochs, batch 1)"
 build/samples/lstm_timeseries --out "$OUT/lstm_predictions.csv"
 
-step "7/8 run: build/samples/cifar10_cnn on 5000 synthetic CIFAR-10 records"
-build/samples/cifar10_cnn --synthetic 5000 --epochs 10 --checkpoint "$OUT/cifar10_cnn.weights.safetensors"
+step "7/8 run: build/samples/cifar10_cnn on 4000 synthetic CIFAR-10 records, 5 epochs"
+build/samples/cifar10_cnn --synthetic 4000 --epochs 5 --checkpoint "$OUT/cifar10_cnn.weights.safetensors"
 
 step "8/8 run: build/samples/fashion_mnist (the real Fashion-MNIST, 60,000 training images)"
 if [ -d /usr/share/datasets/fashion-mnist ]; then

@@ -4,11 +4,13 @@
 #   2. build/       Release build with tests, benchmarks and samples; ctest; the sample trainer
 #   3. build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer build (CPU only); ctest
 #   4. consumer checks: keel used via add_subdirectory, FetchContent and find_package
+#   5. fuzzing: the libFuzzer targets of tests/fuzz, built with clang (scripts/fuzz.sh), each run
+#      over its seed corpus for a bounded number of inputs; skipped where clang/libFuzzer is missing
 # Every stage runs even when an earlier one failed (except what depends on a failed build);
 # a summary follows, and the exit status is non-zero when anything failed.
 #
 #   bash scripts/test.sh                 (from any directory)
-#   KEEL_TEST_SKIP="asan consumer" bash scripts/test.sh    # skip stages: asan consumer sample
+#   KEEL_TEST_SKIP="asan consumer" bash scripts/test.sh    # skip stages: asan consumer sample fuzz
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -108,6 +110,17 @@ if wanted consumer; then
   stage "consumer checks: add_subdirectory, FetchContent, find_package" bash scripts/consumer-check.sh
 else
   not_run "consumer checks" "KEEL_TEST_SKIP"
+fi
+
+# 5. fuzzing ------------------------------------------------------------------------------------
+if wanted fuzz; then
+  if reason="$(bash scripts/fuzz.sh --available)"; then
+    stage "fuzz: libFuzzer targets over tests/fuzz/corpus (scripts/fuzz.sh)" bash scripts/fuzz.sh
+  else
+    not_run "fuzz" "$reason"
+  fi
+else
+  not_run "fuzz" "KEEL_TEST_SKIP"
 fi
 
 summary

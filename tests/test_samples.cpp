@@ -93,7 +93,7 @@ TEST_CASE("cifar10_cnn trains on synthetic CIFAR-10 files and saves its best wei
   CHECK(r.output.find("Total params: 156,074") != std::string::npos);  // the tutorial's network
   CHECK(r.output.find("Epoch 2/2") != std::string::npos);
   CHECK(r.output.find("val_accuracy:") != std::string::npos);
-  // The synthetic classes are easy: chance is 0.10, two short epochs give 0.55-0.83 (seeds 1-4).
+  // Chance is 0.10; on the synthetic classes two short epochs give 0.53-0.58 (seeds 1-3).
   CHECK(number_after(r.output, "Test accuracy:") >= 0.4);
   CHECK(number_after(r.output, "Test loss:") < 1.8);  // ln(10) = 2.30 is knowing nothing
   REQUIRE(fs::exists(checkpoint));
@@ -109,9 +109,9 @@ TEST_CASE("cifar10_cnn --bn adds BatchNormalization and Dropout and still learns
   const Result r = run(exe + " --synthetic 1000 --epochs 3 --bn --checkpoint " + (dir.path / "bn.safetensors").string());
   INFO(r.output);
   REQUIRE(r.status == 0);
-  CHECK(r.output.find("BatchNormalization") != std::string::npos);
-  CHECK(r.output.find("Dropout") != std::string::npos);
-  CHECK(number_after(r.output, "Test accuracy:") >= 0.5);  // 0.96-0.99 over seeds 1-4
+  CHECK(r.output.find("batch_normalization") != std::string::npos);  // the layer names in the summary
+  CHECK(r.output.find("dropout") != std::string::npos);
+  CHECK(number_after(r.output, "Test accuracy:") >= 0.5);  // 0.69-0.72 over seeds 1-3
 }
 
 TEST_CASE("cifar10_cnn reports a missing data folder and a bad flag", "[samples]") {

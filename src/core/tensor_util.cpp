@@ -1,6 +1,7 @@
 #include "core/tensor_util.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "cpu/copy.hpp"
 
@@ -61,6 +62,28 @@ Tensor contiguous_copy(const Tensor& x) {
   return out;
 }
 
+void check_dims(const Shape& shape, const char* op) {
+  for (auto d : shape)
+    if (d < 0) throw ShapeError(fmt::format("{}: negative dimension in shape {}", op, shape.to_string()));
+}
+
+void check_fillable(Device device, const char* op) {
+  if (!device.is_cpu())
+    throw DeviceError(fmt::format("{}: cannot fill a tensor on {}: CUDA backend not available", op,
+                                  device.to_string()));
+}
+
+Tensor factory_output(const Shape& shape, DType dtype, const char* op) {
+  check_dims(shape, op);
+  const Device d = default_device();
+  check_fillable(d, op);
+  return empty_tensor(shape, dtype, d);
+}
+
+void check_finite(double v, const char* op, const char* what) {
+  if (!std::isfinite(v)) throw ValueError(fmt::format("{}: {} must be finite, got {}", op, what, v));
+}
+
 int normalize_axis(int axis, std::int64_t rank, const char* op) {
   const std::int64_t a = axis < 0 ? axis + rank : axis;
   if (a < 0 || a >= std::max<std::int64_t>(rank, 1) || (rank == 0)) {
@@ -103,6 +126,41 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
   if (a.dtype() != b.dtype())
     throw DTypeError(fmt::format("{}: dtypes differ: {} {} and {} {}", op, name(a.dtype()),
                                  a.shape().to_string(), name(b.dtype()), b.shape().to_string()));
+}
+
+void check_defined(const Tensor& x, const char* op, const char* what) {
+  if (!x.defined()) throw ValueError(fmt::format("{}: {} is undefined", op, what));
+}
+
+namespace {
+[[noreturn]] void throw_no_kernel(const Tensor& x, const char* op, const char* what) {
+  throw DeviceError(fmt::format("{}: no kernel for device {} yet{}", op, x.device().to_string(),
+                                what ? fmt::format(" ({})", what) : std::string()));
+}
+}  // namespace
+
+void check_cpu(const Tensor& x, const char* op) {
+  if (!x.device().is_cpu()) throw_no_kernel(x, op, nullptr);
+}
+
+void check_float(const Tensor& x, const char* op, const char* what) {
+  check_defined(x, op, what);
+  if (x.dtype() != DType::float32 && x.dtype() != DType::float64)
+    throw DTypeError(fmt::format("{}: {} must be float32 or float64, got {} {}{}", op, what, name(x.dtype()),
+                                 x.shape().to_string(),
+                                 is_floating(x.dtype()) ? " (float16/bfloat16 are storage types: astype(float32) first)"
+                                                        : ""));
+}
+
+void check_float_cpu(const Tensor& x, const char* op, const char* what) {
+  check_float(x, op, what);
+  if (!x.device().is_cpu()) throw_no_kernel(x, op, what);
+}
+
+void check_numeric(const Tensor& x, const char* op) {
+  if (x.dtype() == DType::bool_ || x.dtype() == DType::float16 || x.dtype() == DType::bfloat16)
+    throw DTypeError(fmt::format("{}: arithmetic is not defined for {} (shape {}); cast first", op,
+                                 name(x.dtype()), x.shape().to_string()));
 }
 
 }  // namespace detail

@@ -19,6 +19,14 @@ Tensor make_view(const Tensor& base, Shape shape, std::vector<std::int64_t> stri
 // Copies any strided view into a new contiguous tensor of the same dtype.
 Tensor contiguous_copy(const Tensor& x);
 
+// The factories (creation and random ops) allocate on default_device() and fill on the host.
+// ShapeError naming op for a negative dimension; DeviceError when the device is not the CPU.
+void check_dims(const Shape& shape, const char* op);
+void check_fillable(Device device, const char* op);
+Tensor factory_output(const Shape& shape, DType dtype, const char* op);
+// ValueError unless v is finite.
+void check_finite(double v, const char* op, const char* what);
+
 // Normalises a possibly negative axis; ValueError naming op, axis and rank when out of range.
 int normalize_axis(int axis, std::int64_t rank, const char* op);
 // Sorted, unique, normalised axes; empty input = all axes.
@@ -29,6 +37,18 @@ std::vector<int> normalize_axes(const std::vector<int>& axes, std::int64_t rank,
 void check_defined(const Tensor& x, const char* op);
 void check_same_device(const Tensor& a, const Tensor& b, const char* op);
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
+
+// The same wording in every op, so that a message names the op, the argument (`what`) and what
+// was wrong. ValueError when x is undefined.
+void check_defined(const Tensor& x, const char* op, const char* what);
+// DeviceError unless x is on the CPU: most ops have no CUDA kernel yet.
+void check_cpu(const Tensor& x, const char* op);
+// Defined and float32/float64, else ValueError/DTypeError (float16/bfloat16 are storage only).
+void check_float(const Tensor& x, const char* op, const char* what = "x");
+// check_float, then on the CPU (the DeviceError names `what` too).
+void check_float_cpu(const Tensor& x, const char* op, const char* what);
+// DTypeError for the dtypes without arithmetic: bool and the half storage types.
+void check_numeric(const Tensor& x, const char* op);
 
 inline std::string shape_str(const Tensor& t) { return t.shape().to_string(); }
 

@@ -248,6 +248,15 @@ void im2col(const WindowGeom& g, const T* x, i64 r0, i64 r1, T* col) {
   });
 }
 
+// The A operand for output rows [r0, r1): on the pointwise path x's own rows (K == c), else
+// those rows of the im2col matrix, written to col.
+template <class T>
+const T* im2col_rows(const WindowGeom& g, const T* x, i64 r0, i64 r1, bool pointwise_path, T* col) {
+  if (pointwise_path) return x + r0 * g.c;
+  im2col(g, x, r0, r1, col);
+  return col;
+}
+
 // The adjoint of im2col: adds each column of rows [r0, r1) back into its input pixel.
 template <class T>
 void col2im_add(const WindowGeom& g, const T* col, i64 r0, i64 r1, T* x) {
@@ -505,12 +514,7 @@ void conv_forward_t(const WindowGeom& g, const T* x, const T* k, T* y) {
     T* col = direct ? nullptr : buffer.data() + p * std::min(block, M) * K;
     for (i64 b = begin; b < end; b += block) {
       const i64 e = std::min(b + block, end);
-      const T* a = x + b * K;  // pointwise: K == c, the input rows themselves
-      if (!direct) {
-        im2col(g, x, b, e, col);
-        a = col;
-      }
-      gemm_rm(false, false, e - b, O, K, a, K, k, O, T(0), y + b * O, O);
+      gemm_rm(false, false, e - b, O, K, im2col_rows(g, x, b, e, direct, col), K, k, O, T(0), y + b * O, O);
     }
   });
 }
@@ -573,12 +577,7 @@ void conv_backward_filter_t(const WindowGeom& g, const T* x, const T* dy, T* dk)
     T* col = buffer.data() + p * col_size;
     for (i64 b = begin; b < end; b += block) {
       const i64 e = std::min(b + block, end);
-      const T* a = x + b * K;
-      if (!direct) {
-        im2col(g, x, b, e, col);
-        a = col;
-      }
-      gemm_rm(true, false, K, O, e - b, a, K, dy + b * O, O, T(1), acc, O);
+      gemm_rm(true, false, K, O, e - b, im2col_rows(g, x, b, e, direct, col), K, dy + b * O, O, T(1), acc, O);
     }
   });
   for (int p = 1; p < parts; ++p) add_run(partial + (p - 1) * K * O, K * O, dk);
@@ -864,8 +863,10 @@ struct ArgmaxScratch {
       : tap(static_cast<std::size_t>(parts * g.c)), offset(static_cast<std::size_t>(parts * g.kh * g.kw)) {}
 };
 
-template <class T>
-void max_pool_forward_t(const WindowGeom& g, const T* x, T* y) {
+// The pooling forwards: pixel(out, img, ih0, iw0, ti, tj) computes the C channels of one output
+// pixel from image img, whose window starts at (ih0, iw0) and has taps ti x tj inside it.
+template <class T, class Pixel>
+void pool_forward(const WindowGeom& g, const T* x, T* y, Pixel&& pixel) {
   const i64 C = g.c, rows = g.n * g.ho;
   if (rows == 0 || g.wo == 0 || C == 0) return;
   const int parts = plan_parts(rows, static_cast<double>(g.wo * g.kh * g.kw * C));
@@ -876,22 +877,28 @@ void max_pool_forward_t(const WindowGeom& g, const T* x, T* y) {
       const i64 ih0 = oh * g.sh - g.pad_top;
       const TapRange ti = taps_inside(ih0, g.kh, 1, g.h);
       for (i64 ow = 0; ow < g.wo; ++ow) {
-        T* out = y + (r * g.wo + ow) * C;
         const i64 iw0 = ow * g.sw - g.pad_left;
-        const TapRange tj = taps_inside(iw0, g.kw, 1, g.w);
-        bool first = true;
-        for (i64 i = ti.begin; i < ti.end; ++i)
-          for (i64 j = tj.begin; j < tj.end; ++j) {
-            const T* xp = img + ((ih0 + i) * g.w + iw0 + j) * C;
-            if (first) {
-              copy_run(xp, C, out);
-              first = false;
-            } else {
-              for (i64 c = 0; c < C; ++c) out[c] = xp[c] > out[c] ? xp[c] : out[c];
-            }
-          }
+        pixel(y + (r * g.wo + ow) * C, img, ih0, iw0, ti, taps_inside(iw0, g.kw, 1, g.w));
       }
     }
+  });
+}
+
+template <class T>
+void max_pool_forward_t(const WindowGeom& g, const T* x, T* y) {
+  const i64 C = g.c;
+  pool_forward(g, x, y, [&](T* out, const T* img, i64 ih0, i64 iw0, TapRange ti, TapRange tj) {
+    bool first = true;
+    for (i64 i = ti.begin; i < ti.end; ++i)
+      for (i64 j = tj.begin; j < tj.end; ++j) {
+        const T* xp = img + ((ih0 + i) * g.w + iw0 + j) * C;
+        if (first) {
+          copy_run(xp, C, out);
+          first = false;
+        } else {
+          for (i64 c = 0; c < C; ++c) out[c] = xp[c] > out[c] ? xp[c] : out[c];
+        }
+      }
   });
 }
 
@@ -968,28 +975,14 @@ void max_pool_gather_t(const WindowGeom& g, const T* x, const T* dx, T* out) {
 
 template <class T>
 void avg_pool_forward_t(const WindowGeom& g, const T* x, T* y) {
-  const i64 C = g.c, rows = g.n * g.ho;
-  if (rows == 0 || g.wo == 0 || C == 0) return;
-  const int parts = plan_parts(rows, static_cast<double>(g.wo * g.kh * g.kw * C));
-  run_parts(parts, rows, [&](int, i64 r0, i64 r1) {
-    for (i64 r = r0; r < r1; ++r) {
-      const i64 n = r / g.ho, oh = r % g.ho;
-      const T* img = x + n * g.h * g.w * C;
-      const i64 ih0 = oh * g.sh - g.pad_top;
-      const TapRange ti = taps_inside(ih0, g.kh, 1, g.h);
-      for (i64 ow = 0; ow < g.wo; ++ow) {
-        T* out = y + (r * g.wo + ow) * C;
-        const i64 iw0 = ow * g.sw - g.pad_left;
-        const TapRange tj = taps_inside(iw0, g.kw, 1, g.w);
-        zero_run(C, out);
-        for (i64 i = ti.begin; i < ti.end; ++i)
-          for (i64 j = tj.begin; j < tj.end; ++j)
-            add_run(img + ((ih0 + i) * g.w + iw0 + j) * C, C, out);
-        // Only the pixels inside the image count (TensorFlow's avg_pool excludes the padding).
-        const T scale = T(1) / static_cast<T>((ti.end - ti.begin) * (tj.end - tj.begin));
-        for (i64 c = 0; c < C; ++c) out[c] *= scale;
-      }
-    }
+  const i64 C = g.c;
+  pool_forward(g, x, y, [&](T* out, const T* img, i64 ih0, i64 iw0, TapRange ti, TapRange tj) {
+    zero_run(C, out);
+    for (i64 i = ti.begin; i < ti.end; ++i)
+      for (i64 j = tj.begin; j < tj.end; ++j) add_run(img + ((ih0 + i) * g.w + iw0 + j) * C, C, out);
+    // Only the pixels inside the image count (TensorFlow's avg_pool excludes the padding).
+    const T scale = T(1) / static_cast<T>((ti.end - ti.begin) * (tj.end - tj.begin));
+    for (i64 c = 0; c < C; ++c) out[c] *= scale;
   });
 }
 

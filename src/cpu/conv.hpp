@@ -59,6 +59,17 @@ struct WindowGeom {
   std::int64_t o = 0;                       // output channels: conv kernel's out, depthwise c*multiplier, pooling c
 };
 
+// Sets g's output size and padding before (ho, wo, pad_top, pad_left) from its input size,
+// window, strides and dilation.
+inline void place_windows(WindowGeom& g, Padding padding) {
+  const AxisWindow ah = window_axis(g.h, g.kh, g.sh, g.dh, padding);
+  const AxisWindow aw = window_axis(g.w, g.kw, g.sw, g.dw, padding);
+  g.ho = ah.out;
+  g.pad_top = ah.pad_before;
+  g.wo = aw.out;
+  g.pad_left = aw.pad_before;
+}
+
 // ---- conv2d: x [n,h,w,c], kernel [kh,kw,c,o], y [n,ho,wo,o] --------------------------------------
 void conv2d_forward(DType dtype, const WindowGeom& g, const void* x, const void* kernel, void* y);
 // dx = the adjoint of conv2d in x applied to dy (col2im of dy @ kernel^T).

@@ -69,7 +69,7 @@ std::string gunzip(const std::string& in, const std::string& path, const char* o
   // The gzip trailer holds the uncompressed size mod 2^32: a good first guess for the buffer.
   if (in.size() >= 18) {
     const auto* t = reinterpret_cast<const unsigned char*>(in.data() + in.size() - 4);
-    out.resize(std::max<std::size_t>(1 << 16, static_cast<std::size_t>(t[0] | t[1] << 8 | t[2] << 16 | std::uint32_t{t[3]} << 24) + 1));
+    out.resize(std::max<std::size_t>(1 << 16, std::min<std::size_t>(in.size() * 1032, static_cast<std::size_t>(t[0] | t[1] << 8 | t[2] << 16 | std::uint32_t{t[3]} << 24) + 1)));  // deflate expands at most 1032:1, so a larger trailer lies
   } else {
     out.resize(1 << 16);
   }
@@ -148,11 +148,12 @@ IdxHeader parse_idx_header(const std::string& b, const std::string& where, const
   if (b.size() < h.data_start)
     fail(op, where, b.size(), fmt::format("the file ends inside the header ({} dimensions need {} bytes, the file has {})",
                                           rank, h.data_start, b.size()));
-  std::uint64_t count = 1;
+  std::uint64_t count = 1, span = 1;  // span: the non-zero dimensions' product, which strides reach
   for (std::size_t i = 0; i < rank; ++i) {
     const std::uint32_t d = be32(b, 4 + 4 * i);
     count *= d;
-    if (count > kMaxElements) fail(op, where, 4 + 4 * i, "the dimensions describe an implausibly large array");
+    if (d != 0 && span > kMaxElements / d) fail(op, where, 4 + 4 * i, "the dimensions describe an implausibly large array");
+    span *= std::max<std::uint32_t>(d, 1);
     h.dims.push_back(d);
   }
   const std::uint64_t need = count * idx_itemsize(h.type);

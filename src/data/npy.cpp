@@ -276,10 +276,12 @@ Tensor parse_npy(std::string_view b, const char* op, const Where& w) {
   bool swap = false;
   if (!parse_descr(descr->text, dt, swap))
     parser.error(descr->at, fmt::format("unsupported dtype '{}' (supported: <f4 <f8 <f2 <i4 <i8 |u1 |b1)", descr->text));
-  std::uint64_t count = 1;
+  std::uint64_t count = 1, span = 1;  // span: the non-zero dimensions' product, which strides reach
   for (auto d : shape->items) {
     count *= static_cast<std::uint64_t>(d);
-    if (count > kMaxElements) parser.error(shape->at, "the shape describes an implausibly large array");
+    if (d != 0 && span > kMaxElements / static_cast<std::uint64_t>(d))
+      parser.error(shape->at, "the shape describes an implausibly large array");
+    span *= std::max<std::uint64_t>(static_cast<std::uint64_t>(d), 1);
   }
   const std::uint64_t need = count * itemsize(dt), have = b.size() - data_start;
   if (have < need)

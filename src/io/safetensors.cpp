@@ -172,13 +172,14 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path) {
       fail(path, fmt::format("tensor '{}': unsupported dtype '{}'", name, info["dtype"].get<std::string>()));
     if (!info.contains("shape") || !info["shape"].is_array()) fail(path, fmt::format("tensor '{}': missing shape", name));
     std::vector<std::int64_t> dims;
-    std::uint64_t count = 1;
+    std::uint64_t count = 1, span = 1;  // span: the non-zero dimensions' product, which strides reach
     for (const auto& d : info["shape"]) {
       if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<std::int64_t>() >= 0))
         fail(path, fmt::format("tensor '{}': shape entries must be non-negative integers", name));
       const auto v = d.get<std::uint64_t>();
-      if (v > (std::uint64_t{1} << 48) || (v != 0 && count > std::numeric_limits<std::uint64_t>::max() / v))
+      if (v > (std::uint64_t{1} << 48) || (v != 0 && span > (std::uint64_t{1} << 48) / v))
         fail(path, fmt::format("tensor '{}': shape is too large", name));
+      span *= std::max<std::uint64_t>(v, 1);
       count *= v;
       dims.push_back(static_cast<std::int64_t>(v));
     }

@@ -17,55 +17,24 @@
 
 #include "keel/core/device.hpp"
 #include "keel/core/error.hpp"
-#include "keel/core/tensor_impl.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/linalg.hpp"
 #include "keel/ops/nn.hpp"
 #include "keel/ops/shape.hpp"
+#include "layers/layer_util.hpp"
 #include "layers/symbolic.hpp"
 
 namespace keel::layers {
 
 namespace {
 
-DType compute_dtype(const Tensor& x) {
-  return x.dtype() == DType::float64 ? DType::float64 : DType::float32;
-}
-
-Tensor as_dtype(const Tensor& t, DType dtype) {
-  return !t.defined() || t.dtype() == dtype ? t : cast(t, dtype);
-}
-
-// Hands `mask` on with `y`, a tensor this layer has just computed. with_mask() would make a new
-// view of y, and a GradientTape keys gradients by tensor identity, so the view would cut the
-// output off from the tape; the mask is attached to y itself instead (nothing else holds y yet).
-Tensor attach_mask(Tensor y, const Tensor& mask) {
-  y.impl()->keras_mask = mask.defined() ? mask.impl_ptr() : nullptr;
-  return y;
-}
-
-Tensor as_bool(const Tensor& t) { return !t.defined() || t.dtype() == DType::bool_ ? t : cast(t, DType::bool_); }
+Tensor as_bool(const Tensor& t) { return detail::as_dtype(t, DType::bool_); }
 
 Tensor and_masks(const Tensor& a, const Tensor& b) {
   if (!a.defined()) return b;
   if (!b.defined()) return a;
   return logical_and(a, b);
-}
-
-nlohmann::json regularizer_config(const regularizers::Regularizer& r) {
-  if (!r.active()) return nullptr;
-  if (r.l2() == 0) return {{"class_name", "L1"}, {"config", {{"l1", r.l1()}}}};
-  if (r.l1() == 0) return {{"class_name", "L2"}, {"config", {{"l2", r.l2()}}}};
-  return {{"class_name", "L1L2"}, {"config", {{"l1", r.l1()}, {"l2", r.l2()}}}};
-}
-
-// splitmix64's finaliser: one dropout seed per training call from the user's seed.
-std::uint64_t mix(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
 }
 
 // Masked scores get this rather than -inf (as Keras' masked softmax and the op do): a row masked
@@ -202,10 +171,10 @@ Tensor MultiHeadAttention::call(const std::vector<Tensor>& inputs, bool training
   const Tensor value_mask = as_bool(get_mask(value));
   const Tensor key_mask = key.defined() ? as_bool(get_mask(key)) : Tensor();
 
-  const DType dt = compute_dtype(query);
-  query = as_dtype(query, dt);
-  value = as_dtype(value, dt);
-  key = key.defined() ? as_dtype(key, dt) : value;
+  const DType dt = detail::compute_dtype(query);
+  query = detail::as_dtype(query, dt);
+  value = detail::as_dtype(value, dt);
+  key = key.defined() ? detail::as_dtype(key, dt) : value;
   const auto shapes = [&] {
     return fmt::format("query {}, value {}, key {}", query.shape().to_string(), value.shape().to_string(),
                        key.shape().to_string());
@@ -237,7 +206,7 @@ Tensor MultiHeadAttention::call(const std::vector<Tensor>& inputs, bool training
   std::int64_t out_size = 1;
   for (std::int64_t d : out) out_size *= d;
   const auto w = [&](const Variable* v, Shape shape) {
-    return v == nullptr ? Tensor() : reshape(as_dtype(v->value(), dt), std::move(shape));
+    return v == nullptr ? Tensor() : reshape(detail::as_dtype(v->value(), dt), std::move(shape));
   };
   MultiHeadAttentionWeights wt;
   wt.wq = w(wq_, Shape{query_dim_, h * dk});
@@ -283,7 +252,7 @@ Tensor MultiHeadAttention::call(const std::vector<Tensor>& inputs, bool training
     if (want_scores_) scores_ = probs;
     if (drop) {
       std::optional<std::uint64_t> seed;
-      if (options_.seed) seed = mix(*options_.seed ^ mix(training_calls_));
+      if (options_.seed) seed = detail::mix(*options_.seed ^ detail::mix(training_calls_));
       ++training_calls_;
       probs = dropout(probs, options_.dropout, seed);
     }
@@ -294,7 +263,7 @@ Tensor MultiHeadAttention::call(const std::vector<Tensor>& inputs, bool training
   std::vector<std::int64_t> y_dims{batch, tq};
   y_dims.insert(y_dims.end(), out.begin(), out.end());
   y = reshape(y, Shape(y_dims));
-  if (query_mask.defined()) y = attach_mask(y, query_mask);
+  if (query_mask.defined()) y = detail::attach_mask(y, query_mask);
   if (options_.activity_regularizer.active()) add_loss(options_.activity_regularizer(y));
   return y;
 }
@@ -312,12 +281,12 @@ nlohmann::json MultiHeadAttention::get_config() const {
                                                              : nlohmann::json(options_.attention_axes);
   config["kernel_initializer"] = options_.kernel_initializer.name();
   config["bias_initializer"] = options_.bias_initializer.name();
-  config["kernel_regularizer"] = regularizer_config(options_.kernel_regularizer);
-  config["bias_regularizer"] = regularizer_config(options_.bias_regularizer);
-  config["activity_regularizer"] = regularizer_config(options_.activity_regularizer);
+  config["kernel_regularizer"] = detail::regularizer_config(options_.kernel_regularizer);
+  config["bias_regularizer"] = detail::regularizer_config(options_.bias_regularizer);
+  config["activity_regularizer"] = detail::regularizer_config(options_.activity_regularizer);
   config["kernel_constraint"] = nullptr;
   config["bias_constraint"] = nullptr;
-  config["seed"] = options_.seed ? nlohmann::json(*options_.seed) : nlohmann::json(nullptr);
+  config["seed"] = detail::seed_config(options_.seed);
   return config;
 }
 

@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <string>
 #include <vector>
 
@@ -16,18 +15,20 @@
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/nn.hpp"
 #include "keel/ops/shape.hpp"
+#include "layers/layer_util.hpp"
 
 namespace keel::layers {
 
+using detail::checked_data_format;
+using detail::compute_input;
+using detail::in_layer;
+using detail::like;
+using detail::lowercase;
+using detail::regularizer_json;
+using detail::required;
+using detail::who;
+
 namespace {
-
-// "conv2d_1 (Conv2D)": how every message of these layers names its layer.
-std::string who(const Layer& layer) { return fmt::format("{} ({})", layer.name(), layer.class_name()); }
-
-std::string lowercase(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 // Keras lower-cases padding and data_format before checking them; so do we.
 std::string checked_padding(const Layer& layer, const std::string& padding, bool allow_causal) {
@@ -38,13 +39,6 @@ std::string checked_padding(const Layer& layer, const std::string& padding, bool
                                padding));
 }
 
-std::string checked_data_format(const Layer& layer, const std::string& data_format) {
-  const std::string f = lowercase(data_format);
-  if (f == "channels_last" || f == "channels_first") return f;
-  throw ValueError(fmt::format("{}: data_format must be \"channels_last\" or \"channels_first\", got \"{}\"",
-                               who(layer), data_format));
-}
-
 void check_positive(const Layer& layer, const char* what, int value) {
   if (value <= 0) throw ValueError(fmt::format("{}: {} must be a positive integer, got {}", who(layer), what, value));
 }
@@ -53,27 +47,6 @@ void check_positive(const Layer& layer, const char* what, std::array<int, 2> val
   if (value[0] <= 0 || value[1] <= 0)
     throw ValueError(fmt::format("{}: {} must be positive integers, got ({}, {})", who(layer), what, value[0],
                                  value[1]));
-}
-
-// Keras computes in float32 (its default compute dtype); integer or bool images are cast, and
-// float64 stays float64 so that gradients can be checked in double precision.
-Tensor compute_input(const Tensor& x) {
-  return x.dtype() == DType::float32 || x.dtype() == DType::float64 ? x : cast(x, DType::float32);
-}
-
-// A weight (float32) in the dtype of the input it meets.
-Tensor like(const Tensor& w, const Tensor& x) { return w.dtype() == x.dtype() ? w : cast(w, x.dtype()); }
-
-// Ops report shapes, not layers: prefix their messages with the layer, keeping the error type.
-template <class F>
-Tensor in_layer(const Layer& layer, F&& f) {
-  try {
-    return f();
-  } catch (const ShapeError& e) {
-    throw ShapeError(fmt::format("{}: {}", who(layer), e.what()));
-  } catch (const ValueError& e) {
-    throw ValueError(fmt::format("{}: {}", who(layer), e.what()));
-  }
 }
 
 void require_rank(const Layer& layer, const Shape& s, std::int64_t rank, const char* layout) {
@@ -107,24 +80,6 @@ Tensor to_channels_first(const Tensor& x) {
 
 nlohmann::json pair_json(std::array<int, 2> v) { return nlohmann::json::array({v[0], v[1]}); }
 
-// Keras serialises regularizers as objects of class L1, L2 or L1L2; None when absent.
-nlohmann::json regularizer_json(const regularizers::Regularizer& r) {
-  if (!r.active()) return nullptr;
-  nlohmann::json config;
-  std::string cls;
-  if (r.l1() != 0 && r.l2() != 0) {
-    cls = "L1L2";
-    config = {{"l1", r.l1()}, {"l2", r.l2()}};
-  } else if (r.l1() != 0) {
-    cls = "L1";
-    config = {{"l1", r.l1()}};
-  } else {
-    cls = "L2";
-    config = {{"l2", r.l2()}};
-  }
-  return {{"module", "keras.regularizers"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
-}
-
 // Keras accepts an initializer or activation by name in a config, which is what we keep.
 nlohmann::json initializer_json(const initializers::Initializer& i) { return i.name(); }
 
@@ -132,14 +87,77 @@ void add_activity_loss(Layer& layer, const regularizers::Regularizer& r, const T
   if (r.active()) layer.add_loss(r(y));
 }
 
-Variable& required(const Layer& layer, Variable* v, const char* what) {
-  if (!v) {
-    if (!layer.built())
-      throw ValueError(fmt::format("{}: '{}' does not exist before the layer is built (call it on data first)",
-                                   who(layer), what));
-    throw ValueError(fmt::format("{}: the layer has no '{}' (use_bias = false)", who(layer), what));
-  }
-  return *v;
+// Conv1D's and Conv2D's arguments; padding and data_format come back lower-cased.
+template <class KernelSize, class Options>
+void validate_conv(const Layer& layer, int filters, KernelSize kernel_size, Options& options, bool allow_causal) {
+  check_positive(layer, "filters", filters);
+  check_positive(layer, "kernel_size", kernel_size);
+  check_positive(layer, "strides", options.strides);
+  check_positive(layer, "dilation_rate", options.dilation_rate);
+  check_positive(layer, "groups", options.groups);
+  options.padding = checked_padding(layer, options.padding, allow_causal);
+  options.data_format = checked_data_format(layer, options.data_format);
+  if (filters % options.groups != 0)
+    throw ValueError(fmt::format("{}: filters ({}) must be divisible by groups ({})", who(layer), filters,
+                                 options.groups));
+}
+
+// The input channels (axis channel_axis of s) each of `groups` groups sees; ShapeError unless
+// the groups divide them.
+std::int64_t channels_per_group(const Layer& layer, const Shape& s, std::int64_t channel_axis, int groups) {
+  const std::int64_t in = s[channel_axis];
+  if (in % groups != 0)
+    throw ShapeError(fmt::format("{}: the input's {} channels (shape {}) are not divisible by groups ({})", who(layer),
+                                 in, s.to_string(), groups));
+  return in / groups;
+}
+
+const char* image_layout(const std::string& data_format) {
+  return data_format == "channels_first" ? "[batch, channels, height, width]" : "[batch, height, width, channels]";
+}
+
+// A convolution layer's call() around its op: op(x, kernel) sees NHWC input in the compute
+// dtype; then come the bias, the way back to channels_first, the activation and its loss.
+template <class Options, class Op>
+Tensor conv_call(Layer& layer, const Tensor& inputs, const Variable* kernel, const Variable* bias,
+                 const Options& options, Op&& op) {
+  const bool cf = options.data_format == "channels_first";
+  Tensor x = compute_input(inputs);
+  if (cf) x = to_channels_last(x);
+  const Tensor k = like(kernel->value(), x);
+  Tensor y = in_layer(layer, [&] { return op(x, k); });
+  if (bias) y = y + like(bias->value(), y);
+  if (cf) y = to_channels_first(y);
+  y = options.activation(y);
+  add_activity_loss(layer, options.activity_regularizer, y);
+  return y;
+}
+
+// Grouped convolution: each group of input channels (x's last axis) has its own slice of the
+// filters (the kernel's last axis).
+template <class Conv>
+Tensor grouped(int groups, const Tensor& x, const Tensor& k, Conv&& conv) {
+  if (groups == 1) return conv(x, k);
+  const int axis = static_cast<int>(x.rank()) - 1;
+  const auto xs = split(x, groups, axis), ks = split(k, groups, axis);
+  std::vector<Tensor> ys;
+  for (int i = 0; i < groups; ++i) ys.push_back(conv(xs[i], ks[i]));
+  return concat(ys, axis);
+}
+
+// The config keys of Conv1D, Conv2D and Conv2DTranspose that follow their geometry.
+template <class Options>
+nlohmann::json conv_weights_config(nlohmann::json c, const Options& options) {
+  c["activation"] = options.activation.name();
+  c["use_bias"] = options.use_bias;
+  c["kernel_initializer"] = initializer_json(options.kernel_initializer);
+  c["bias_initializer"] = initializer_json(options.bias_initializer);
+  c["kernel_regularizer"] = regularizer_json(options.kernel_regularizer);
+  c["bias_regularizer"] = regularizer_json(options.bias_regularizer);
+  c["activity_regularizer"] = regularizer_json(options.activity_regularizer);
+  c["kernel_constraint"] = nullptr;
+  c["bias_constraint"] = nullptr;
+  return c;
 }
 
 }  // namespace
@@ -148,27 +166,16 @@ Variable& required(const Layer& layer, Variable* v, const char* what) {
 
 Conv1D::Conv1D(int filters, int kernel_size, Conv1DOptions options)
     : Layer(options.name), filters_(filters), kernel_size_(kernel_size), options_(std::move(options)) {
-  check_positive(*this, "filters", filters_);
-  check_positive(*this, "kernel_size", kernel_size_);
-  check_positive(*this, "strides", options_.strides);
-  check_positive(*this, "dilation_rate", options_.dilation_rate);
-  check_positive(*this, "groups", options_.groups);
-  options_.padding = checked_padding(*this, options_.padding, /*allow_causal=*/true);
-  options_.data_format = checked_data_format(*this, options_.data_format);
-  if (filters_ % options_.groups != 0)
-    throw ValueError(fmt::format("{}: filters ({}) must be divisible by groups ({})", who(*this), filters_,
-                                 options_.groups));
+  validate_conv(*this, filters_, kernel_size_, options_, /*allow_causal=*/true);
 }
 
 void Conv1D::build(const Shape& s) {
   require_rank(*this, s, 3, options_.data_format == "channels_first" ? "[batch, channels, steps]"
                                                                       : "[batch, steps, channels]");
-  const std::int64_t in = s[options_.data_format == "channels_first" ? 1 : 2];
-  if (in % options_.groups != 0)
-    throw ShapeError(fmt::format("{}: the input's {} channels (shape {}) are not divisible by groups ({})", who(*this),
-                                 in, s.to_string(), options_.groups));
-  kernel_ = &add_weight("kernel", Shape{kernel_size_, in / options_.groups, filters_}, options_.kernel_initializer,
-                        true, options_.kernel_regularizer);
+  const std::int64_t in = channels_per_group(*this, s, options_.data_format == "channels_first" ? 1 : 2,
+                                             options_.groups);
+  kernel_ = &add_weight("kernel", Shape{kernel_size_, in, filters_}, options_.kernel_initializer, true,
+                        options_.kernel_regularizer);
   if (options_.use_bias)
     bias_ = &add_weight("bias", Shape{filters_}, options_.bias_initializer, true, options_.bias_regularizer);
 }
@@ -178,29 +185,15 @@ void Conv1D::check_input_shape(const Shape& s) const {
 }
 
 Tensor Conv1D::call(const Tensor& inputs, bool) {
-  const bool cf = options_.data_format == "channels_first";
-  Tensor x = compute_input(inputs);
-  if (cf) x = to_channels_last(x);
-  const Tensor k = like(kernel_->value(), x);
-  Tensor y = in_layer(*this, [&] {
-    const int g = options_.groups;
-    if (g == 1) return conv1d(x, k, options_.strides, options_.padding, options_.dilation_rate);
-    // Grouped: each group of input channels has its own slice of the filters.
-    const auto xs = split(x, g, 2), ks = split(k, g, 2);
-    std::vector<Tensor> ys;
-    for (int i = 0; i < g; ++i) ys.push_back(conv1d(xs[i], ks[i], options_.strides, options_.padding,
-                                                    options_.dilation_rate));
-    return concat(ys, 2);
+  return conv_call(*this, inputs, kernel_, bias_, options_, [&](const Tensor& x, const Tensor& k) {
+    return grouped(options_.groups, x, k, [&](const Tensor& xg, const Tensor& kg) {
+      return conv1d(xg, kg, options_.strides, options_.padding, options_.dilation_rate);
+    });
   });
-  if (bias_) y = y + like(bias_->value(), y);
-  if (cf) y = to_channels_first(y);
-  y = options_.activation(y);
-  add_activity_loss(*this, options_.activity_regularizer, y);
-  return y;
 }
 
-Variable& Conv1D::kernel() const { return required(*this, kernel_, "kernel"); }
-Variable& Conv1D::bias() const { return required(*this, bias_, "bias"); }
+Variable& Conv1D::kernel() const { return required(*this, kernel_, "kernel", "use_bias"); }
+Variable& Conv1D::bias() const { return required(*this, bias_, "bias", "use_bias"); }
 
 nlohmann::json Conv1D::get_config() const {
   auto c = Layer::get_config();
@@ -211,43 +204,22 @@ nlohmann::json Conv1D::get_config() const {
   c["data_format"] = options_.data_format;
   c["dilation_rate"] = nlohmann::json::array({options_.dilation_rate});
   c["groups"] = options_.groups;
-  c["activation"] = options_.activation.name();
-  c["use_bias"] = options_.use_bias;
-  c["kernel_initializer"] = initializer_json(options_.kernel_initializer);
-  c["bias_initializer"] = initializer_json(options_.bias_initializer);
-  c["kernel_regularizer"] = regularizer_json(options_.kernel_regularizer);
-  c["bias_regularizer"] = regularizer_json(options_.bias_regularizer);
-  c["activity_regularizer"] = regularizer_json(options_.activity_regularizer);
-  c["kernel_constraint"] = nullptr;
-  c["bias_constraint"] = nullptr;
-  return c;
+  return conv_weights_config(c, options_);
 }
 
 // ---- Conv2D ----------------------------------------------------------------------------------
 
 Conv2D::Conv2D(int filters, std::array<int, 2> kernel_size, Conv2DOptions options)
     : Layer(options.name), filters_(filters), kernel_size_(kernel_size), options_(std::move(options)) {
-  check_positive(*this, "filters", filters_);
-  check_positive(*this, "kernel_size", kernel_size_);
-  check_positive(*this, "strides", options_.strides);
-  check_positive(*this, "dilation_rate", options_.dilation_rate);
-  check_positive(*this, "groups", options_.groups);
-  options_.padding = checked_padding(*this, options_.padding, false);
-  options_.data_format = checked_data_format(*this, options_.data_format);
-  if (filters_ % options_.groups != 0)
-    throw ValueError(fmt::format("{}: filters ({}) must be divisible by groups ({})", who(*this), filters_,
-                                 options_.groups));
+  validate_conv(*this, filters_, kernel_size_, options_, /*allow_causal=*/false);
 }
 
 void Conv2D::build(const Shape& s) {
-  const bool cf = options_.data_format == "channels_first";
-  require_rank(*this, s, 4, cf ? "[batch, channels, height, width]" : "[batch, height, width, channels]");
-  const std::int64_t in = s[cf ? 1 : 3];
-  if (in % options_.groups != 0)
-    throw ShapeError(fmt::format("{}: the input's {} channels (shape {}) are not divisible by groups ({})", who(*this),
-                                 in, s.to_string(), options_.groups));
-  kernel_ = &add_weight("kernel", Shape{kernel_size_[0], kernel_size_[1], in / options_.groups, filters_},
-                        options_.kernel_initializer, true, options_.kernel_regularizer);
+  require_rank(*this, s, 4, image_layout(options_.data_format));
+  const std::int64_t in = channels_per_group(*this, s, options_.data_format == "channels_first" ? 1 : 3,
+                                             options_.groups);
+  kernel_ = &add_weight("kernel", Shape{kernel_size_[0], kernel_size_[1], in, filters_}, options_.kernel_initializer,
+                        true, options_.kernel_regularizer);
   if (options_.use_bias)
     bias_ = &add_weight("bias", Shape{filters_}, options_.bias_initializer, true, options_.bias_regularizer);
 }
@@ -257,28 +229,15 @@ void Conv2D::check_input_shape(const Shape& s) const {
 }
 
 Tensor Conv2D::call(const Tensor& inputs, bool) {
-  const bool cf = options_.data_format == "channels_first";
-  Tensor x = compute_input(inputs);
-  if (cf) x = to_channels_last(x);
-  const Tensor k = like(kernel_->value(), x);
-  Tensor y = in_layer(*this, [&] {
-    const int g = options_.groups;
-    if (g == 1) return conv2d(x, k, options_.strides, options_.padding, options_.dilation_rate);
-    const auto xs = split(x, g, 3), ks = split(k, g, 3);
-    std::vector<Tensor> ys;
-    for (int i = 0; i < g; ++i)
-      ys.push_back(conv2d(xs[i], ks[i], options_.strides, options_.padding, options_.dilation_rate));
-    return concat(ys, 3);
+  return conv_call(*this, inputs, kernel_, bias_, options_, [&](const Tensor& x, const Tensor& k) {
+    return grouped(options_.groups, x, k, [&](const Tensor& xg, const Tensor& kg) {
+      return conv2d(xg, kg, options_.strides, options_.padding, options_.dilation_rate);
+    });
   });
-  if (bias_) y = y + like(bias_->value(), y);
-  if (cf) y = to_channels_first(y);
-  y = options_.activation(y);
-  add_activity_loss(*this, options_.activity_regularizer, y);
-  return y;
 }
 
-Variable& Conv2D::kernel() const { return required(*this, kernel_, "kernel"); }
-Variable& Conv2D::bias() const { return required(*this, bias_, "bias"); }
+Variable& Conv2D::kernel() const { return required(*this, kernel_, "kernel", "use_bias"); }
+Variable& Conv2D::bias() const { return required(*this, bias_, "bias", "use_bias"); }
 
 nlohmann::json Conv2D::get_config() const {
   auto c = Layer::get_config();
@@ -289,16 +248,7 @@ nlohmann::json Conv2D::get_config() const {
   c["data_format"] = options_.data_format;
   c["dilation_rate"] = pair_json(options_.dilation_rate);
   c["groups"] = options_.groups;
-  c["activation"] = options_.activation.name();
-  c["use_bias"] = options_.use_bias;
-  c["kernel_initializer"] = initializer_json(options_.kernel_initializer);
-  c["bias_initializer"] = initializer_json(options_.bias_initializer);
-  c["kernel_regularizer"] = regularizer_json(options_.kernel_regularizer);
-  c["bias_regularizer"] = regularizer_json(options_.bias_regularizer);
-  c["activity_regularizer"] = regularizer_json(options_.activity_regularizer);
-  c["kernel_constraint"] = nullptr;
-  c["bias_constraint"] = nullptr;
-  return c;
+  return conv_weights_config(c, options_);
 }
 
 // ---- Conv2DTranspose -------------------------------------------------------------------------
@@ -321,9 +271,8 @@ Conv2DTranspose::Conv2DTranspose(int filters, std::array<int, 2> kernel_size, Co
 }
 
 void Conv2DTranspose::build(const Shape& s) {
-  const bool cf = options_.data_format == "channels_first";
-  require_rank(*this, s, 4, cf ? "[batch, channels, height, width]" : "[batch, height, width, channels]");
-  const std::int64_t in = s[cf ? 1 : 3];
+  require_rank(*this, s, 4, image_layout(options_.data_format));
+  const std::int64_t in = s[options_.data_format == "channels_first" ? 1 : 3];
   // Keras' layout for the transpose: [kh, kw, filters (out), in].
   kernel_ = &add_weight("kernel", Shape{kernel_size_[0], kernel_size_[1], filters_, in}, options_.kernel_initializer,
                         true, options_.kernel_regularizer);
@@ -336,23 +285,14 @@ void Conv2DTranspose::check_input_shape(const Shape& s) const {
 }
 
 Tensor Conv2DTranspose::call(const Tensor& inputs, bool) {
-  const bool cf = options_.data_format == "channels_first";
-  Tensor x = compute_input(inputs);
-  if (cf) x = to_channels_last(x);
-  const Tensor k = like(kernel_->value(), x);
-  Tensor y = in_layer(*this, [&] {
+  return conv_call(*this, inputs, kernel_, bias_, options_, [&](const Tensor& x, const Tensor& k) {
     return conv2d_transpose(x, k, options_.strides, options_.padding, options_.output_padding.value,
                             options_.dilation_rate);
   });
-  if (bias_) y = y + like(bias_->value(), y);
-  if (cf) y = to_channels_first(y);
-  y = options_.activation(y);
-  add_activity_loss(*this, options_.activity_regularizer, y);
-  return y;
 }
 
-Variable& Conv2DTranspose::kernel() const { return required(*this, kernel_, "kernel"); }
-Variable& Conv2DTranspose::bias() const { return required(*this, bias_, "bias"); }
+Variable& Conv2DTranspose::kernel() const { return required(*this, kernel_, "kernel", "use_bias"); }
+Variable& Conv2DTranspose::bias() const { return required(*this, bias_, "bias", "use_bias"); }
 
 nlohmann::json Conv2DTranspose::get_config() const {
   auto c = Layer::get_config();
@@ -363,16 +303,7 @@ nlohmann::json Conv2DTranspose::get_config() const {
   c["output_padding"] = options_.output_padding ? pair_json(*options_.output_padding) : nlohmann::json(nullptr);
   c["data_format"] = options_.data_format;
   c["dilation_rate"] = pair_json(options_.dilation_rate);
-  c["activation"] = options_.activation.name();
-  c["use_bias"] = options_.use_bias;
-  c["kernel_initializer"] = initializer_json(options_.kernel_initializer);
-  c["bias_initializer"] = initializer_json(options_.bias_initializer);
-  c["kernel_regularizer"] = regularizer_json(options_.kernel_regularizer);
-  c["bias_regularizer"] = regularizer_json(options_.bias_regularizer);
-  c["activity_regularizer"] = regularizer_json(options_.activity_regularizer);
-  c["kernel_constraint"] = nullptr;
-  c["bias_constraint"] = nullptr;
-  return c;
+  return conv_weights_config(c, options_);
 }
 
 // ---- DepthwiseConv2D -------------------------------------------------------------------------
@@ -388,9 +319,8 @@ DepthwiseConv2D::DepthwiseConv2D(std::array<int, 2> kernel_size, DepthwiseConv2D
 }
 
 void DepthwiseConv2D::build(const Shape& s) {
-  const bool cf = options_.data_format == "channels_first";
-  require_rank(*this, s, 4, cf ? "[batch, channels, height, width]" : "[batch, height, width, channels]");
-  const std::int64_t in = s[cf ? 1 : 3];
+  require_rank(*this, s, 4, image_layout(options_.data_format));
+  const std::int64_t in = s[options_.data_format == "channels_first" ? 1 : 3];
   kernel_ = &add_weight("depthwise_kernel", Shape{kernel_size_[0], kernel_size_[1], in, options_.depth_multiplier},
                         options_.depthwise_initializer, true, options_.depthwise_regularizer);
   if (options_.use_bias)
@@ -403,22 +333,13 @@ void DepthwiseConv2D::check_input_shape(const Shape& s) const {
 }
 
 Tensor DepthwiseConv2D::call(const Tensor& inputs, bool) {
-  const bool cf = options_.data_format == "channels_first";
-  Tensor x = compute_input(inputs);
-  if (cf) x = to_channels_last(x);
-  const Tensor k = like(kernel_->value(), x);
-  Tensor y = in_layer(*this, [&] {
+  return conv_call(*this, inputs, kernel_, bias_, options_, [&](const Tensor& x, const Tensor& k) {
     return depthwise_conv2d(x, k, options_.strides, options_.padding, options_.dilation_rate);
   });
-  if (bias_) y = y + like(bias_->value(), y);
-  if (cf) y = to_channels_first(y);
-  y = options_.activation(y);
-  add_activity_loss(*this, options_.activity_regularizer, y);
-  return y;
 }
 
-Variable& DepthwiseConv2D::depthwise_kernel() const { return required(*this, kernel_, "depthwise_kernel"); }
-Variable& DepthwiseConv2D::bias() const { return required(*this, bias_, "bias"); }
+Variable& DepthwiseConv2D::depthwise_kernel() const { return required(*this, kernel_, "depthwise_kernel", "use_bias"); }
+Variable& DepthwiseConv2D::bias() const { return required(*this, bias_, "bias", "use_bias"); }
 
 nlohmann::json DepthwiseConv2D::get_config() const {
   auto c = Layer::get_config();
@@ -469,10 +390,6 @@ nlohmann::json pooling_config(nlohmann::json c, std::array<int, 2> pool_size, co
   c["strides"] = pair_json(options.strides.value_or(pool_size));
   c["data_format"] = options.data_format;
   return c;
-}
-
-const char* image_layout(const std::string& data_format) {
-  return data_format == "channels_first" ? "[batch, channels, height, width]" : "[batch, height, width, channels]";
 }
 
 }  // namespace

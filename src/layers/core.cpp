@@ -16,8 +16,13 @@
 #include "keel/ops/linalg.hpp"
 #include "keel/ops/nn.hpp"
 #include "keel/ops/shape.hpp"
+#include "layers/layer_util.hpp"
 
 namespace keel::layers {
+
+using detail::regularizer_config;
+using detail::seed_config;
+using detail::who;
 
 namespace {
 
@@ -25,17 +30,6 @@ namespace {
 // a unique name ("dropout") from the pool for a layer that never comes to exist.
 std::string ctor_label(const char* cls, const std::string& name) {
   return name.empty() ? std::string(cls) : fmt::format("{} '{}'", cls, name);
-}
-
-// "dense_1 (Dense)": how a constructed layer is named in errors.
-std::string label(const Layer& layer) { return fmt::format("{} ({})", layer.name(), layer.class_name()); }
-
-// Keras serialises a regularizer as {"class_name", "config"}; none as null.
-nlohmann::json regularizer_config(const regularizers::Regularizer& r) {
-  if (!r.active()) return nullptr;
-  if (r.l1() != 0 && r.l2() != 0) return {{"class_name", "L1L2"}, {"config", {{"l1", r.l1()}, {"l2", r.l2()}}}};
-  if (r.l1() != 0) return {{"class_name", "L1"}, {"config", {{"l1", r.l1()}}}};
-  return {{"class_name", "L2"}, {"config", {{"l2", r.l2()}}}};
 }
 
 nlohmann::json dims_json(const Shape& s) {
@@ -76,16 +70,16 @@ std::string shapes_text(const std::vector<Shape>& shapes) {
 // dimensions equal or 1 (Keras' elementwise-merge rule: size-1 dimensions broadcast).
 void check_elementwise_merge(const Layer& layer, const std::vector<Shape>& shapes) {
   if (shapes.empty())
-    throw ValueError(fmt::format("{}: a merge layer should be called on a list of at least 1 input", label(layer)));
+    throw ValueError(fmt::format("{}: a merge layer should be called on a list of at least 1 input", who(layer)));
   Shape running = shapes[0];  // the broadcast shape of the inputs so far
   for (const auto& s : shapes) {
     if (s.rank() != running.rank() || (s.rank() > 0 && s[0] != running[0]))
-      throw ShapeError(fmt::format("{}: inputs must have the same rank and batch size, got shapes {}", label(layer),
+      throw ShapeError(fmt::format("{}: inputs must have the same rank and batch size, got shapes {}", who(layer),
                                    shapes_text(shapes)));
     for (std::int64_t d = 1; d < s.rank(); ++d) {
       if (running[d] == s[d] || s[d] == 1) continue;
       if (running[d] != 1)
-        throw ShapeError(fmt::format("{}: inputs have incompatible shapes {} (dimension {}: {} and {})", label(layer),
+        throw ShapeError(fmt::format("{}: inputs have incompatible shapes {} (dimension {}: {} and {})", who(layer),
                                      shapes_text(shapes), d, running[d], s[d]));
       running[d] = s[d];
     }
@@ -99,13 +93,11 @@ std::vector<Shape> shapes_of(const std::vector<Tensor>& xs) {
   return out;
 }
 
-// A new 64-bit seed for each training call of a seeded Dropout (SplitMix64's finaliser over the
-// user's seed and the call count), so that successive steps draw different, reproducible masks.
+// A new 64-bit seed for each training call of a seeded Dropout (output call + 1 of a SplitMix64
+// generator started at the user's seed), so that successive steps draw different, reproducible
+// masks.
 std::uint64_t mix_seed(std::uint64_t seed, std::uint64_t call) {
-  std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * (call + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  return detail::mix(seed + 0x9E3779B97F4A7C15ull * call);
 }
 
 }  // namespace
@@ -121,7 +113,7 @@ Dense::Dense(int units, DenseOptions options) : Layer(options.name), units_(unit
 void Dense::build(const Shape& input_shape) {
   if (input_shape.rank() < 2)
     throw ShapeError(fmt::format("{}: expects inputs of rank >= 2 ([batch, ..., features]), got shape {}",
-                                 label(*this), input_shape.to_string()));
+                                 who(*this), input_shape.to_string()));
   if (kernel_) {  // built before: a second build() must not add a second set of weights
     check_input_shape(input_shape);
     return;
@@ -139,7 +131,7 @@ void Dense::check_input_shape(const Shape& s) const {
   // Keras' InputSpec(min_ndim=2, axes={-1: input_dim}): the rank may change, the features not.
   const std::int64_t in = kernel_ ? kernel_->shape()[0] : built_shape()[built_shape().rank() - 1];
   if (s.rank() < 2 || s[s.rank() - 1] != in)
-    throw ShapeError(fmt::format("{}: expects inputs [batch, ..., {}], got shape {} (built for {})", label(*this), in,
+    throw ShapeError(fmt::format("{}: expects inputs [batch, ..., {}], got shape {} (built for {})", who(*this), in,
                                  s.to_string(), built_shape().to_string()));
 }
 
@@ -165,13 +157,13 @@ Tensor Dense::call(const Tensor& inputs, bool) {
 }
 
 Variable& Dense::kernel() {
-  if (!kernel_) throw ValueError(fmt::format("{}: kernel() before the layer is built", label(*this)));
+  if (!kernel_) throw ValueError(fmt::format("{}: kernel() before the layer is built", who(*this)));
   return *kernel_;
 }
 
 Variable& Dense::bias() {
-  if (!options_.use_bias) throw ValueError(fmt::format("{}: the layer has no bias (use_bias = false)", label(*this)));
-  if (!bias_) throw ValueError(fmt::format("{}: bias() before the layer is built", label(*this)));
+  if (!options_.use_bias) throw ValueError(fmt::format("{}: the layer has no bias (use_bias = false)", who(*this)));
+  if (!bias_) throw ValueError(fmt::format("{}: bias() before the layer is built", who(*this)));
   return *bias_;
 }
 
@@ -259,7 +251,7 @@ Softmax::Softmax(SoftmaxOptions options) : Layer(options.name), options_(std::mo
 Tensor Softmax::call(const Tensor& inputs, bool) {
   const std::int64_t rank = inputs.rank();
   if (options_.axis < -rank || options_.axis >= rank)
-    throw ValueError(fmt::format("{}: axis {} is out of range for inputs of shape {}", label(*this), options_.axis,
+    throw ValueError(fmt::format("{}: axis {} is out of range for inputs of shape {}", who(*this), options_.axis,
                                  inputs.shape().to_string()));
   Tensor x = inputs;
   const Tensor mask = get_mask(inputs);
@@ -289,7 +281,7 @@ Flatten::Flatten(FlattenOptions options) : Layer(options.name), options_(std::mo
 void Flatten::check_input_shape(const Shape& s) const {
   // Keras' InputSpec(min_ndim=1); call() flattens whatever follows the batch dimension.
   if (s.rank() < 1)
-    throw ShapeError(fmt::format("{}: expects inputs with a batch dimension, got a scalar", label(*this)));
+    throw ShapeError(fmt::format("{}: expects inputs with a batch dimension, got a scalar", who(*this)));
 }
 
 Tensor Flatten::call(const Tensor& inputs, bool) {
@@ -328,7 +320,7 @@ Reshape::Reshape(Shape target_shape, ReshapeOptions options)
 
 Tensor Reshape::call(const Tensor& inputs, bool) {
   if (inputs.rank() < 1)
-    throw ShapeError(fmt::format("{}: expects inputs with a batch dimension, got a scalar", label(*this)));
+    throw ShapeError(fmt::format("{}: expects inputs with a batch dimension, got a scalar", who(*this)));
   std::int64_t per_example = 1;
   for (std::int64_t d = 1; d < inputs.rank(); ++d) per_example *= inputs.shape()[d];
   std::int64_t known = 1, unknown_at = -1;
@@ -341,7 +333,7 @@ Tensor Reshape::call(const Tensor& inputs, bool) {
   const bool ok = unknown_at < 0 ? known == per_example : per_example % known == 0;
   if (!ok)
     throw ShapeError(fmt::format("{}: cannot reshape inputs of shape {} ({} values per example) to target_shape {}",
-                                 label(*this), inputs.shape().to_string(), per_example, target_shape_.to_string()));
+                                 who(*this), inputs.shape().to_string(), per_example, target_shape_.to_string()));
   if (unknown_at >= 0) dims[static_cast<std::size_t>(unknown_at) + 1] = per_example / known;
   return reshape(inputs, Shape(dims));
 }
@@ -367,7 +359,7 @@ Permute::Permute(std::vector<int> dims, PermuteOptions options) : Layer(std::mov
 
 void Permute::check_input_shape(const Shape& s) const {
   if (s.rank() != static_cast<std::int64_t>(dims_.size()) + 1)
-    throw ShapeError(fmt::format("{}: expects inputs of rank {} (batch + {} permuted axes), got shape {}", label(*this),
+    throw ShapeError(fmt::format("{}: expects inputs of rank {} (batch + {} permuted axes), got shape {}", who(*this),
                                  dims_.size() + 1, dims_.size(), s.to_string()));
 }
 
@@ -406,14 +398,14 @@ Tensor Dropout::call(const Tensor& inputs, bool training) {
   } else {
     const Shape ns(options_.noise_shape);
     if (ns.rank() != inputs.rank())
-      throw ShapeError(fmt::format("{}: noise_shape {} must have the rank of the inputs {}", label(*this), ns.to_string(),
+      throw ShapeError(fmt::format("{}: noise_shape {} must have the rank of the inputs {}", who(*this), ns.to_string(),
                                    inputs.shape().to_string()));
     std::vector<std::int64_t> dims(ns.begin(), ns.end());
     for (std::size_t d = 0; d < dims.size(); ++d) {
       const std::int64_t in = inputs.shape()[static_cast<std::int64_t>(d)];
       if (dims[d] == -1) dims[d] = in;
       if (dims[d] != in && dims[d] != 1)
-        throw ShapeError(fmt::format("{}: noise_shape {} does not broadcast to the inputs {}", label(*this),
+        throw ShapeError(fmt::format("{}: noise_shape {} does not broadcast to the inputs {}", who(*this),
                                      ns.to_string(), inputs.shape().to_string()));
     }
     // One keep/drop decision per element of the noise shape, broadcast over the rest: dropout
@@ -428,7 +420,7 @@ nlohmann::json Dropout::get_config() const {
   auto c = Layer::get_config();
   c["rate"] = rate_;
   c["noise_shape"] = options_.noise_shape.empty() ? nlohmann::json(nullptr) : dims_json(Shape(options_.noise_shape));
-  c["seed"] = options_.seed ? nlohmann::json(*options_.seed) : nlohmann::json(nullptr);
+  c["seed"] = seed_config(options_.seed);
   return c;
 }
 
@@ -437,7 +429,7 @@ nlohmann::json Dropout::get_config() const {
 namespace {
 [[noreturn]] void needs_list(const Layer& layer) {
   throw ValueError(fmt::format("{}: a merge layer should be called on a list of inputs, e.g. layer({{x, y}})",
-                               label(layer)));
+                               who(layer)));
 }
 }  // namespace
 
@@ -473,10 +465,10 @@ Tensor Concatenate::call(const Tensor&, bool) { needs_list(*this); }
 
 void Concatenate::build(const std::vector<Shape>& shapes) {
   if (shapes.empty())
-    throw ValueError(fmt::format("{}: should be called on a list of at least 1 input", label(*this)));
+    throw ValueError(fmt::format("{}: should be called on a list of at least 1 input", who(*this)));
   const std::int64_t rank = shapes[0].rank();
   if (options_.axis < -rank || options_.axis >= rank)
-    throw ValueError(fmt::format("{}: axis {} is out of range for inputs of shape {}", label(*this), options_.axis,
+    throw ValueError(fmt::format("{}: axis {} is out of range for inputs of shape {}", who(*this), options_.axis,
                                  shapes[0].to_string()));
   const std::int64_t axis = options_.axis < 0 ? options_.axis + rank : options_.axis;
   for (const auto& s : shapes) {
@@ -484,7 +476,7 @@ void Concatenate::build(const std::vector<Shape>& shapes) {
     for (std::int64_t d = 0; ok && d < rank; ++d) ok = d == axis || s[d] == shapes[0][d];
     if (!ok)
       throw ShapeError(fmt::format("{}: inputs must match on every dimension except the concatenation axis {}, got "
-                                   "shapes {}", label(*this), options_.axis, shapes_text(shapes)));
+                                   "shapes {}", who(*this), options_.axis, shapes_text(shapes)));
   }
 }
 
@@ -539,10 +531,10 @@ void Embedding::build(const Shape& input_shape) {
 
 Tensor Embedding::call(const Tensor& inputs, bool) {
   if (options_.input_length && (inputs.rank() != 2 || inputs.shape()[1] != *options_.input_length))
-    throw ShapeError(fmt::format("{}: input_length is {}, but the inputs have shape {}", label(*this),
+    throw ShapeError(fmt::format("{}: input_length is {}, but the inputs have shape {}", who(*this),
                                  *options_.input_length, inputs.shape().to_string()));
   if (inputs.dtype() == DType::bool_)
-    throw DTypeError(fmt::format("{}: ids must be integers, got bool {}", label(*this), inputs.shape().to_string()));
+    throw DTypeError(fmt::format("{}: ids must be integers, got bool {}", who(*this), inputs.shape().to_string()));
   const Tensor ids = is_floating(inputs.dtype()) ? cast(inputs, DType::int64) : inputs;
   Tensor y = embedding_lookup(embeddings_->value(), ids);
   if (options_.activity_regularizer.active()) add_loss(options_.activity_regularizer(y));
@@ -551,7 +543,7 @@ Tensor Embedding::call(const Tensor& inputs, bool) {
 }
 
 Variable& Embedding::embeddings() {
-  if (!embeddings_) throw ValueError(fmt::format("{}: embeddings() before the layer is built", label(*this)));
+  if (!embeddings_) throw ValueError(fmt::format("{}: embeddings() before the layer is built", who(*this)));
   return *embeddings_;
 }
 

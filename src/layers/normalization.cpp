@@ -18,52 +18,18 @@
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/nn.hpp"
 #include "keel/ops/shape.hpp"
+#include "layers/layer_util.hpp"
 
 namespace keel::layers {
 
+using detail::compute_input;
+using detail::in_layer;
+using detail::like;
+using detail::regularizer_json;
+using detail::required;
+using detail::who;
+
 namespace {
-
-std::string who(const Layer& layer) { return fmt::format("{} ({})", layer.name(), layer.class_name()); }
-
-// As in the convolution layers: compute in float32 unless the input is float64.
-Tensor compute_input(const Tensor& x) {
-  return x.dtype() == DType::float32 || x.dtype() == DType::float64 ? x : cast(x, DType::float32);
-}
-
-Tensor like(const Tensor& w, const Tensor& x) { return w.dtype() == x.dtype() ? w : cast(w, x.dtype()); }
-
-template <class F>
-auto in_layer(const Layer& layer, F&& f) {
-  try {
-    return f();
-  } catch (const ShapeError& e) {
-    throw ShapeError(fmt::format("{}: {}", who(layer), e.what()));
-  } catch (const ValueError& e) {
-    throw ValueError(fmt::format("{}: {}", who(layer), e.what()));
-  }
-}
-
-nlohmann::json regularizer_json(const regularizers::Regularizer& r) {
-  if (!r.active()) return nullptr;
-  if (r.l1() != 0 && r.l2() != 0)
-    return {{"module", "keras.regularizers"}, {"class_name", "L1L2"}, {"config", {{"l1", r.l1()}, {"l2", r.l2()}}},
-            {"registered_name", nullptr}};
-  if (r.l1() != 0)
-    return {{"module", "keras.regularizers"}, {"class_name", "L1"}, {"config", {{"l1", r.l1()}}},
-            {"registered_name", nullptr}};
-  return {{"module", "keras.regularizers"}, {"class_name", "L2"}, {"config", {{"l2", r.l2()}}},
-          {"registered_name", nullptr}};
-}
-
-Variable& required(const Layer& layer, Variable* v, const char* what, const char* flag) {
-  if (!v) {
-    if (!layer.built())
-      throw ValueError(fmt::format("{}: '{}' does not exist before the layer is built (call it on data first)",
-                                   who(layer), what));
-    throw ValueError(fmt::format("{}: the layer has no '{}' ({} = false)", who(layer), what, flag));
-  }
-  return *v;
-}
 
 int normalized_axis(const Layer& layer, int axis, const Shape& s) {
   const auto rank = static_cast<int>(s.rank());
@@ -71,6 +37,19 @@ int normalized_axis(const Layer& layer, int axis, const Shape& s) {
     throw ValueError(fmt::format("{}: axis {} is out of range for an input of shape {} (rank {})", who(layer), axis,
                                  s.to_string(), rank));
   return axis < 0 ? axis + rank : axis;
+}
+
+// The config keys of the beta and gamma weights, which both layers' options name alike.
+template <class Options>
+void put_beta_gamma_config(nlohmann::json& c, const Options& options) {
+  c["center"] = options.center;
+  c["scale"] = options.scale;
+  c["beta_initializer"] = options.beta_initializer.name();
+  c["gamma_initializer"] = options.gamma_initializer.name();
+  c["beta_regularizer"] = regularizer_json(options.beta_regularizer);
+  c["gamma_regularizer"] = regularizer_json(options.gamma_regularizer);
+  c["beta_constraint"] = nullptr;
+  c["gamma_constraint"] = nullptr;
 }
 
 void check_epsilon(const Layer& layer, double epsilon) {
@@ -153,16 +132,9 @@ nlohmann::json BatchNormalization::get_config() const {
   c["axis"] = options_.axis;
   c["momentum"] = options_.momentum;
   c["epsilon"] = options_.epsilon;
-  c["center"] = options_.center;
-  c["scale"] = options_.scale;
-  c["beta_initializer"] = options_.beta_initializer.name();
-  c["gamma_initializer"] = options_.gamma_initializer.name();
+  put_beta_gamma_config(c, options_);
   c["moving_mean_initializer"] = options_.moving_mean_initializer.name();
   c["moving_variance_initializer"] = options_.moving_variance_initializer.name();
-  c["beta_regularizer"] = regularizer_json(options_.beta_regularizer);
-  c["gamma_regularizer"] = regularizer_json(options_.gamma_regularizer);
-  c["beta_constraint"] = nullptr;
-  c["gamma_constraint"] = nullptr;
   c["synchronized"] = false;
   return c;
 }
@@ -218,15 +190,8 @@ nlohmann::json LayerNormalization::get_config() const {
   const auto& axes = options_.axis.axes;
   c["axis"] = axes.size() == 1 ? nlohmann::json(axes[0]) : nlohmann::json(axes);
   c["epsilon"] = options_.epsilon;
-  c["center"] = options_.center;
-  c["scale"] = options_.scale;
+  put_beta_gamma_config(c, options_);
   c["rms_scaling"] = false;
-  c["beta_initializer"] = options_.beta_initializer.name();
-  c["gamma_initializer"] = options_.gamma_initializer.name();
-  c["beta_regularizer"] = regularizer_json(options_.beta_regularizer);
-  c["gamma_regularizer"] = regularizer_json(options_.gamma_regularizer);
-  c["beta_constraint"] = nullptr;
-  c["gamma_constraint"] = nullptr;
   return c;
 }
 

@@ -15,7 +15,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -26,9 +25,14 @@
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/shape.hpp"
+#include "layers/layer_util.hpp"
 #include "ops/philox.hpp"
 
 namespace keel::layers {
+
+using detail::checked_data_format;
+using detail::compute_input;
+using detail::who;
 
 // ---- randomness ------------------------------------------------------------------------------
 
@@ -64,29 +68,10 @@ std::vector<double> detail::AugmentationRandom::uniform(std::int64_t count) {
 
 namespace {
 
-std::string who(const Layer& layer) { return fmt::format("{} ({})", layer.name(), layer.class_name()); }
-
-std::string lowercase(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::string checked_data_format(const Layer& layer, const std::string& data_format) {
-  const std::string f = lowercase(data_format);
-  if (f == "channels_last" || f == "channels_first") return f;
-  throw ValueError(fmt::format("{}: data_format must be \"channels_last\" or \"channels_first\", got \"{}\"",
-                               who(layer), data_format));
-}
-
 void require_image_rank(const Layer& layer, const Shape& s) {
   if (s.rank() != 3 && s.rank() != 4)
     throw ShapeError(fmt::format("{}: expected an image (rank 3) or a batch of images (rank 4), got shape {}",
                                  who(layer), s.to_string()));
-}
-
-// Keras outputs floats: integer images become float32 (float64 stays, for gradient checks).
-Tensor float_input(const Tensor& x) {
-  return x.dtype() == DType::float32 || x.dtype() == DType::float64 ? x : cast(x, DType::float32);
 }
 
 // The input as an NHWC batch, and the way back to its own layout.
@@ -192,7 +177,7 @@ void RandomFlip::build(const Shape& s) { require_image_rank(*this, s); }
 void RandomFlip::check_input_shape(const Shape& s) const { require_image_rank(*this, s); }
 
 Tensor RandomFlip::call(const Tensor& inputs, bool training) {
-  const Tensor x = float_input(inputs);
+  const Tensor x = compute_input(inputs);
   if (!training) return x;
   Batch b = to_batch(x, options_.data_format);
   const std::int64_t n = b.x.shape()[0];
@@ -246,7 +231,7 @@ void RandomCrop::build(const Shape& s) { require_image_rank(*this, s); }
 void RandomCrop::check_input_shape(const Shape& s) const { require_image_rank(*this, s); }
 
 Tensor RandomCrop::call(const Tensor& inputs, bool training) {
-  Batch b = to_batch(float_input(inputs), options_.data_format);
+  Batch b = to_batch(compute_input(inputs), options_.data_format);
   const std::int64_t h = b.x.shape()[1], w = b.x.shape()[2];
   Tensor y;
   if (training && h >= height_ && w >= width_) {
@@ -381,7 +366,7 @@ void RandomTranslation::build(const Shape& s) { require_image_rank(*this, s); }
 void RandomTranslation::check_input_shape(const Shape& s) const { require_image_rank(*this, s); }
 
 Tensor RandomTranslation::call(const Tensor& inputs, bool training) {
-  const Tensor x = float_input(inputs);
+  const Tensor x = compute_input(inputs);
   if (!training) return x;
   Batch b = to_batch(x, options_.data_format);
   const std::int64_t n = b.x.shape()[0], h = b.x.shape()[1], w = b.x.shape()[2];

@@ -19,34 +19,16 @@
 #include "keel/autograd/tape.hpp"
 #include "keel/core/device.hpp"
 #include "keel/core/error.hpp"
-#include "keel/core/tensor_impl.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/linalg.hpp"
 #include "keel/ops/nn.hpp"
 #include "keel/ops/shape.hpp"
+#include "layers/layer_util.hpp"
 
 namespace keel::layers {
 
 namespace {
-
-// float64 inputs run in float64; everything else (float32, and integer or half inputs, which
-// the recurrent ops do not take) in float32.
-DType compute_dtype(const Tensor& x) {
-  return x.dtype() == DType::float64 ? DType::float64 : DType::float32;
-}
-
-Tensor as_dtype(const Tensor& t, DType dtype) {
-  return !t.defined() || t.dtype() == dtype ? t : cast(t, dtype);
-}
-
-// Hands `mask` on with `y`, a tensor this layer has just computed. with_mask() would make a new
-// view of y, and a GradientTape keys gradients by tensor identity, so the view would cut the
-// output off from the tape; the mask is attached to y itself instead (nothing else holds y yet).
-Tensor attach_mask(Tensor y, const Tensor& mask) {
-  y.impl()->keras_mask = mask.defined() ? mask.impl_ptr() : nullptr;
-  return y;
-}
 
 // x[:, ::-1]: a gather along the time axis (differentiable; its gradient scatters back).
 Tensor reverse_time(const Tensor& x) {
@@ -55,26 +37,6 @@ Tensor reverse_time(const Tensor& x) {
   for (std::int64_t t = 0; t < time; ++t) idx[static_cast<std::size_t>(t)] = time - 1 - t;
   DeviceScope scope(x.device());
   return gather(x, constant(idx, Shape{time}), 1);
-}
-
-// Keras serialises a regularizer as an object; None when there is none.
-nlohmann::json regularizer_config(const regularizers::Regularizer& r) {
-  if (!r.active()) return nullptr;
-  if (r.l2() == 0) return {{"class_name", "L1"}, {"config", {{"l1", r.l1()}}}};
-  if (r.l1() == 0) return {{"class_name", "L2"}, {"config", {{"l2", r.l2()}}}};
-  return {{"class_name", "L1L2"}, {"config", {{"l1", r.l1()}, {"l2", r.l2()}}}};
-}
-
-nlohmann::json seed_config(const std::optional<std::uint64_t>& seed) {
-  return seed ? nlohmann::json(*seed) : nlohmann::json(nullptr);
-}
-
-// splitmix64's finaliser: decorrelates the per-call dropout seeds derived from one user seed.
-std::uint64_t mix(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
 }
 
 void check_units(const char* cls, int units) {
@@ -90,6 +52,46 @@ nlohmann::json layer_config(const Layer& layer) {
   return {{"class_name", layer.class_name()}, {"config", layer.get_config()}};
 }
 
+// Recurrent::Common from SimpleRNN's, LSTM's or GRU's options, which name those fields alike.
+template <class Common, class Options>
+Common common_of(const Options& o) {
+  return Common{o.dropout,      o.recurrent_dropout, o.seed,   o.return_sequences,   o.return_state,
+                o.go_backwards, o.stateful,          o.unroll, o.activity_regularizer};
+}
+
+// A copy of a SimpleRNN, LSTM or GRU with its options but a new direction and name.
+template <class L, class Options>
+std::shared_ptr<Recurrent> clone_with(int units, Options options, bool go_backwards) {
+  options.go_backwards = go_backwards;
+  options.name.clear();
+  return std::make_shared<L>(units, options);
+}
+
+// h_{t-1} with the call's recurrent dropout mask applied (Keras' DropoutRNNCell), if any.
+Tensor dropped(const Tensor& h, const Tensor& recurrent_mask) {
+  return recurrent_mask.defined() ? mul(h, recurrent_mask) : h;
+}
+
+// The config keys SimpleRNN, LSTM and GRU share; their option structs name them alike.
+template <class Options>
+void put_cell_config(nlohmann::json& config, const Options& options) {
+  config["activation"] = options.activation.name();
+  config["use_bias"] = options.use_bias;
+  config["kernel_initializer"] = options.kernel_initializer.name();
+  config["recurrent_initializer"] = options.recurrent_initializer.name();
+  config["bias_initializer"] = options.bias_initializer.name();
+  config["kernel_regularizer"] = detail::regularizer_config(options.kernel_regularizer);
+  config["recurrent_regularizer"] = detail::regularizer_config(options.recurrent_regularizer);
+  config["bias_regularizer"] = detail::regularizer_config(options.bias_regularizer);
+  config["activity_regularizer"] = detail::regularizer_config(options.activity_regularizer);
+  config["kernel_constraint"] = nullptr;
+  config["recurrent_constraint"] = nullptr;
+  config["bias_constraint"] = nullptr;
+  config["dropout"] = options.dropout;
+  config["recurrent_dropout"] = options.recurrent_dropout;
+  config["seed"] = detail::seed_config(options.seed);
+}
+
 }  // namespace
 
 // ---- Recurrent ---------------------------------------------------------------------------------
@@ -103,7 +105,7 @@ void Recurrent::check_rate(const std::string& layer, const char* what, double ra
 }
 
 Tensor Recurrent::value_as(const Variable* v, DType dtype) {
-  return v == nullptr ? Tensor() : as_dtype(v->value(), dtype);
+  return v == nullptr ? Tensor() : detail::as_dtype(v->value(), dtype);
 }
 
 void Recurrent::build(const Shape& input_shape) {
@@ -144,18 +146,18 @@ void Recurrent::reset_states() { carried_.clear(); }
 std::uint64_t Recurrent::next_seed(int which) {
   // Two streams per training call (inputs, recurrent state), both functions of (seed, call):
   // reproducible, yet a new mask for every batch, as Keras' SeedGenerator gives.
-  return mix(*common_.seed ^ mix(2 * training_calls_ + static_cast<std::uint64_t>(which)));
+  return detail::mix(*common_.seed ^ detail::mix(2 * training_calls_ + static_cast<std::uint64_t>(which)));
 }
 
 Tensor Recurrent::run(const Tensor& x_in, const std::vector<Tensor>& initial_state, bool training) {
   if (x_in.rank() != 3)
     throw ShapeError(fmt::format("{} ({}): expected inputs of rank 3 [batch, time, features], got {}", name(),
                                  class_name(), x_in.shape().to_string()));
-  const DType dt = compute_dtype(x_in);
+  const DType dt = detail::compute_dtype(x_in);
   const std::int64_t batch = x_in.shape()[0], time = x_in.shape()[1], features = x_in.shape()[2];
   const std::int64_t units = units_;
   DeviceScope device_scope(x_in.device());
-  Tensor x = as_dtype(x_in, dt);
+  Tensor x = detail::as_dtype(x_in, dt);
 
   Tensor mask = get_mask(x_in);
   if (mask.defined()) {
@@ -175,14 +177,14 @@ Tensor Recurrent::run(const Tensor& x_in, const std::vector<Tensor>& initial_sta
       if (s.shape() != Shape{batch, units})
         throw ShapeError(fmt::format("{} ({}): an initial state must be [batch, units] = {}, got {}", name(),
                                      class_name(), Shape{batch, units}.to_string(), s.shape().to_string()));
-      states.push_back(as_dtype(s, dt));
+      states.push_back(detail::as_dtype(s, dt));
     }
   } else if (common_.stateful && !carried_.empty()) {
     if (carried_[0].shape()[0] != batch)
       throw ValueError(fmt::format("{} ({}): a stateful layer needs the same batch size in every call: it "
                                    "carries states of batch {}, got inputs {} (call reset_states() first)",
                                    name(), class_name(), carried_[0].shape()[0], x_in.shape().to_string()));
-    for (const Tensor& s : carried_) states.push_back(as_dtype(s, dt));
+    for (const Tensor& s : carried_) states.push_back(detail::as_dtype(s, dt));
   } else {
     for (std::size_t i = 0; i < state_count(); ++i) states.push_back(zeros(Shape{batch, units}, dt));
   }
@@ -248,7 +250,7 @@ Tensor Recurrent::run(const Tensor& x_in, const std::vector<Tensor>& initial_sta
     for (const Tensor& s : final_states) carried_.push_back(stop_gradient(s));  // no gradient across calls
   }
   Tensor y = common_.return_sequences ? outputs : last;
-  if (common_.return_sequences && mask.defined()) y = attach_mask(y, mask);
+  if (common_.return_sequences && mask.defined()) y = detail::attach_mask(y, mask);
   if (common_.activity_regularizer.active()) {
     // Keras regularises every output of the call: with return_state, the states too.
     add_loss(common_.activity_regularizer(y));
@@ -272,12 +274,7 @@ nlohmann::json Recurrent::rnn_config() const {
 // ---- SimpleRNN ---------------------------------------------------------------------------------
 
 SimpleRNN::SimpleRNN(int units, SimpleRNNOptions options)
-    : Recurrent(units,
-                Common{options.dropout, options.recurrent_dropout, options.seed, options.return_sequences,
-                       options.return_state, options.go_backwards, options.stateful, options.unroll,
-                       options.activity_regularizer},
-                options.name),
-      options_(std::move(options)) {
+    : Recurrent(units, common_of<Common>(options), options.name), options_(std::move(options)) {
   check_units("SimpleRNN", units);
   check_rate("SimpleRNN", "dropout", options_.dropout);
   check_rate("SimpleRNN", "recurrent_dropout", options_.recurrent_dropout);
@@ -298,7 +295,7 @@ Recurrent::StepFn SimpleRNN::make_step(DType dtype, const Tensor& recurrent_mask
                bias = value_as(bias_, dtype);
   const activations::ActivationFn activation = options_.activation;
   return [=](const Tensor& x, const std::vector<Tensor>& states) -> std::vector<Tensor> {
-    const Tensor h = recurrent_mask.defined() ? mul(states[0], recurrent_mask) : states[0];
+    const Tensor h = dropped(states[0], recurrent_mask);
     Tensor z = matmul(x, kernel);
     if (bias.defined()) z = add(z, bias);
     return {activation(add(z, matmul(h, recurrent)))};
@@ -308,40 +305,18 @@ Recurrent::StepFn SimpleRNN::make_step(DType dtype, const Tensor& recurrent_mask
 nlohmann::json SimpleRNN::get_config() const {
   nlohmann::json config = rnn_config();
   config["units"] = units();
-  config["activation"] = options_.activation.name();
-  config["use_bias"] = options_.use_bias;
-  config["kernel_initializer"] = options_.kernel_initializer.name();
-  config["recurrent_initializer"] = options_.recurrent_initializer.name();
-  config["bias_initializer"] = options_.bias_initializer.name();
-  config["kernel_regularizer"] = regularizer_config(options_.kernel_regularizer);
-  config["recurrent_regularizer"] = regularizer_config(options_.recurrent_regularizer);
-  config["bias_regularizer"] = regularizer_config(options_.bias_regularizer);
-  config["activity_regularizer"] = regularizer_config(options_.activity_regularizer);
-  config["kernel_constraint"] = nullptr;
-  config["recurrent_constraint"] = nullptr;
-  config["bias_constraint"] = nullptr;
-  config["dropout"] = options_.dropout;
-  config["recurrent_dropout"] = options_.recurrent_dropout;
-  config["seed"] = seed_config(options_.seed);
+  put_cell_config(config, options_);
   return config;
 }
 
 std::shared_ptr<Recurrent> SimpleRNN::clone(bool go_backwards) const {
-  SimpleRNNOptions o = options_;
-  o.go_backwards = go_backwards;
-  o.name.clear();
-  return std::make_shared<SimpleRNN>(units(), o);
+  return clone_with<SimpleRNN>(units(), options_, go_backwards);
 }
 
 // ---- LSTM --------------------------------------------------------------------------------------
 
 LSTM::LSTM(int units, LSTMOptions options)
-    : Recurrent(units,
-                Common{options.dropout, options.recurrent_dropout, options.seed, options.return_sequences,
-                       options.return_state, options.go_backwards, options.stateful, options.unroll,
-                       options.activity_regularizer},
-                options.name),
-      options_(std::move(options)) {
+    : Recurrent(units, common_of<Common>(options), options.name), options_(std::move(options)) {
   check_units("LSTM", units);
   check_rate("LSTM", "dropout", options_.dropout);
   check_rate("LSTM", "recurrent_dropout", options_.recurrent_dropout);
@@ -378,13 +353,13 @@ Recurrent::StepFn LSTM::make_step(DType dtype, const Tensor& recurrent_mask) {
                bias = value_as(bias_, dtype);
   if (default_activations())
     return [=](const Tensor& x, const std::vector<Tensor>& states) -> std::vector<Tensor> {
-      const Tensor h = recurrent_mask.defined() ? mul(states[0], recurrent_mask) : states[0];
+      const Tensor h = dropped(states[0], recurrent_mask);
       const LSTMState s = lstm_cell(x, h, states[1], kernel, recurrent, bias);
       return {s.h, s.c};
     };
   const activations::ActivationFn act = options_.activation, rec_act = options_.recurrent_activation;
   return [=](const Tensor& x, const std::vector<Tensor>& states) -> std::vector<Tensor> {
-    const Tensor h = recurrent_mask.defined() ? mul(states[0], recurrent_mask) : states[0];
+    const Tensor h = dropped(states[0], recurrent_mask);
     Tensor z = add(matmul(x, kernel), matmul(h, recurrent));
     if (bias.defined()) z = add(z, bias);
     const std::vector<Tensor> g = split(z, 4, 1);
@@ -407,42 +382,20 @@ bool LSTM::run_fused(const Tensor& x, const std::vector<Tensor>& initial_states,
 nlohmann::json LSTM::get_config() const {
   nlohmann::json config = rnn_config();
   config["units"] = units();
-  config["activation"] = options_.activation.name();
+  put_cell_config(config, options_);
   config["recurrent_activation"] = options_.recurrent_activation.name();
-  config["use_bias"] = options_.use_bias;
-  config["kernel_initializer"] = options_.kernel_initializer.name();
-  config["recurrent_initializer"] = options_.recurrent_initializer.name();
-  config["bias_initializer"] = options_.bias_initializer.name();
   config["unit_forget_bias"] = options_.unit_forget_bias;
-  config["kernel_regularizer"] = regularizer_config(options_.kernel_regularizer);
-  config["recurrent_regularizer"] = regularizer_config(options_.recurrent_regularizer);
-  config["bias_regularizer"] = regularizer_config(options_.bias_regularizer);
-  config["activity_regularizer"] = regularizer_config(options_.activity_regularizer);
-  config["kernel_constraint"] = nullptr;
-  config["recurrent_constraint"] = nullptr;
-  config["bias_constraint"] = nullptr;
-  config["dropout"] = options_.dropout;
-  config["recurrent_dropout"] = options_.recurrent_dropout;
-  config["seed"] = seed_config(options_.seed);
   return config;
 }
 
 std::shared_ptr<Recurrent> LSTM::clone(bool go_backwards) const {
-  LSTMOptions o = options_;
-  o.go_backwards = go_backwards;
-  o.name.clear();
-  return std::make_shared<LSTM>(units(), o);
+  return clone_with<LSTM>(units(), options_, go_backwards);
 }
 
 // ---- GRU ---------------------------------------------------------------------------------------
 
 GRU::GRU(int units, GRUOptions options)
-    : Recurrent(units,
-                Common{options.dropout, options.recurrent_dropout, options.seed, options.return_sequences,
-                       options.return_state, options.go_backwards, options.stateful, options.unroll,
-                       options.activity_regularizer},
-                options.name),
-      options_(std::move(options)) {
+    : Recurrent(units, common_of<Common>(options), options.name), options_(std::move(options)) {
   check_units("GRU", units);
   check_rate("GRU", "dropout", options_.dropout);
   check_rate("GRU", "recurrent_dropout", options_.recurrent_dropout);
@@ -470,7 +423,7 @@ Recurrent::StepFn GRU::make_step(DType dtype, const Tensor& recurrent_mask) {
   // the final mix z * h_{t-1}.
   if (options_.reset_after && default_activations())
     return [=](const Tensor& x, const std::vector<Tensor>& states) -> std::vector<Tensor> {
-      const Tensor h = recurrent_mask.defined() ? mul(states[0], recurrent_mask) : states[0];
+      const Tensor h = dropped(states[0], recurrent_mask);
       return {gru_cell(x, h, kernel, recurrent, bias)};
     };
   const activations::ActivationFn act = options_.activation, rec_act = options_.recurrent_activation;
@@ -483,7 +436,7 @@ Recurrent::StepFn GRU::make_step(DType dtype, const Tensor& recurrent_mask) {
       b_rec = b[1];
     }
     return [=](const Tensor& x, const std::vector<Tensor>& states) -> std::vector<Tensor> {
-      const Tensor h = recurrent_mask.defined() ? mul(states[0], recurrent_mask) : states[0];
+      const Tensor h = dropped(states[0], recurrent_mask);
       Tensor mx = matmul(x, kernel), mh = matmul(h, recurrent);
       if (b_in.defined()) {
         mx = add(mx, b_in);
@@ -497,7 +450,7 @@ Recurrent::StepFn GRU::make_step(DType dtype, const Tensor& recurrent_mask) {
   }
   const Tensor rec_zr = slice(recurrent, {0, 0}, {u, 2 * u}), rec_h = slice(recurrent, {0, 2 * u}, {u, u});
   return [=](const Tensor& x, const std::vector<Tensor>& states) -> std::vector<Tensor> {
-    const Tensor h = recurrent_mask.defined() ? mul(states[0], recurrent_mask) : states[0];
+    const Tensor h = dropped(states[0], recurrent_mask);
     Tensor mx = matmul(x, kernel);
     if (bias.defined()) mx = add(mx, bias);
     const std::vector<Tensor> xs = split(mx, 3, 1), hs = split(matmul(h, rec_zr), 2, 1);
@@ -520,31 +473,14 @@ bool GRU::run_fused(const Tensor& x, const std::vector<Tensor>& initial_states, 
 nlohmann::json GRU::get_config() const {
   nlohmann::json config = rnn_config();
   config["units"] = units();
-  config["activation"] = options_.activation.name();
+  put_cell_config(config, options_);
   config["recurrent_activation"] = options_.recurrent_activation.name();
-  config["use_bias"] = options_.use_bias;
-  config["kernel_initializer"] = options_.kernel_initializer.name();
-  config["recurrent_initializer"] = options_.recurrent_initializer.name();
-  config["bias_initializer"] = options_.bias_initializer.name();
-  config["kernel_regularizer"] = regularizer_config(options_.kernel_regularizer);
-  config["recurrent_regularizer"] = regularizer_config(options_.recurrent_regularizer);
-  config["bias_regularizer"] = regularizer_config(options_.bias_regularizer);
-  config["activity_regularizer"] = regularizer_config(options_.activity_regularizer);
-  config["kernel_constraint"] = nullptr;
-  config["recurrent_constraint"] = nullptr;
-  config["bias_constraint"] = nullptr;
-  config["dropout"] = options_.dropout;
-  config["recurrent_dropout"] = options_.recurrent_dropout;
   config["reset_after"] = options_.reset_after;
-  config["seed"] = seed_config(options_.seed);
   return config;
 }
 
 std::shared_ptr<Recurrent> GRU::clone(bool go_backwards) const {
-  GRUOptions o = options_;
-  o.go_backwards = go_backwards;
-  o.name.clear();
-  return std::make_shared<GRU>(units(), o);
+  return clone_with<GRU>(units(), options_, go_backwards);
 }
 
 // ---- Bidirectional -----------------------------------------------------------------------------
@@ -646,7 +582,7 @@ Tensor Bidirectional::run(const Tensor& x, const std::vector<Tensor>& initial_st
       out = mul(add(y, y_rev), scalar_like(y, 0.5));
   }
   const Tensor mask = get_mask(x);
-  if (forward_->return_sequences() && mask.defined()) out = attach_mask(out, mask);
+  if (forward_->return_sequences() && mask.defined()) out = detail::attach_mask(out, mask);
   return out;
 }
 
@@ -718,7 +654,7 @@ Tensor TimeDistributed::call(const Tensor& inputs, bool training) {
   out.insert(out.end(), y.shape().dims().begin() + 1, y.shape().dims().end());
   Tensor result = reshape(y, Shape(out));
   const Tensor mask = get_mask(inputs);
-  if (mask.defined()) result = attach_mask(result, mask);
+  if (mask.defined()) result = detail::attach_mask(result, mask);
   return result;
 }
 

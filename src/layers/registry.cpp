@@ -44,6 +44,9 @@ namespace {
 
 using nlohmann::json;
 
+// The most elements one example of an input may have (a Sequential builds on one example).
+constexpr std::uint64_t kMaxInputElements = std::uint64_t{1} << 32;
+
 // A short rendering of a JSON value for error messages.
 std::string show(const json& j) {
   std::string s = j.dump();
@@ -610,9 +613,15 @@ std::shared_ptr<Layer> input_layer(const json& c) {
   }
   if (dims.empty()) throw ValueError("InputLayer.from_config: 'batch_shape' needs the batch dimension");
   const std::vector<std::int64_t> rest(dims.begin() + 1, dims.end());
-  for (auto d : rest)
+  std::uint64_t elements = 1;
+  for (auto d : rest) {
     if (d < 0) throw ValueError(fmt::format("InputLayer.from_config: unknown (None) dimensions are not supported yet, "
                                             "got batch_shape {}", Shape(dims).to_string()));
+    // A Sequential builds on one example of this shape at once: refuse one that cannot exist.
+    if (d != 0 && elements > kMaxInputElements / static_cast<std::uint64_t>(d))
+      throw ValueError(fmt::format("InputLayer.from_config: batch_shape {} is implausibly large", Shape(dims).to_string()));
+    elements *= std::max<std::uint64_t>(static_cast<std::uint64_t>(d), 1);
+  }
   return std::make_shared<InputLayer>(Shape(rest), a.name());
 }
 

@@ -190,6 +190,20 @@ nlohmann::json optional_json(const std::optional<double>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
+// The threshold of Precision and Recall. With top_k and no threshold, every top-k prediction is
+// positive (Keras' NEG_INF default).
+double applied_threshold(const std::optional<double>& thresholds, const std::optional<int>& top_k) {
+  return thresholds ? *thresholds : (top_k ? static_cast<double>(kNegInf) : 0.5);
+}
+
+nlohmann::json confusion_config(nlohmann::json c, const std::optional<double>& thresholds,
+                                const std::optional<int>& top_k, const std::optional<int>& class_id) {
+  c["thresholds"] = optional_json(thresholds);
+  c["top_k"] = optional_json(top_k);
+  c["class_id"] = optional_json(class_id);
+  return c;
+}
+
 }  // namespace
 
 // ---- Metric ---------------------------------------------------------------------------------------
@@ -404,8 +418,7 @@ MeanAbsoluteError::MeanAbsoluteError(MeanAbsoluteErrorOptions o)
 Precision::Precision(PrecisionOptions o)
     : Metric(std::move(o.name)),
       init_thresholds_(checked_threshold(o.thresholds, "Precision")),
-      // No threshold with top_k: every top-k prediction is positive (Keras' NEG_INF default).
-      threshold_(o.thresholds ? *o.thresholds : (o.top_k ? static_cast<double>(kNegInf) : 0.5)),
+      threshold_(applied_threshold(o.thresholds, o.top_k)),
       top_k_(o.top_k),
       class_id_(o.class_id) {
   check_top_k_class_id(top_k_, class_id_, "Precision");
@@ -427,17 +440,13 @@ double Precision::result() const { return divide_no_nan(tp_, tp_ + fp_); }
 void Precision::reset_state() { tp_ = fp_ = 0; }
 
 nlohmann::json Precision::get_config() const {
-  auto c = Metric::get_config();
-  c["thresholds"] = optional_json(init_thresholds_);
-  c["top_k"] = optional_json(top_k_);
-  c["class_id"] = optional_json(class_id_);
-  return c;
+  return confusion_config(Metric::get_config(), init_thresholds_, top_k_, class_id_);
 }
 
 Recall::Recall(RecallOptions o)
     : Metric(std::move(o.name)),
       init_thresholds_(checked_threshold(o.thresholds, "Recall")),
-      threshold_(o.thresholds ? *o.thresholds : (o.top_k ? static_cast<double>(kNegInf) : 0.5)),
+      threshold_(applied_threshold(o.thresholds, o.top_k)),
       top_k_(o.top_k),
       class_id_(o.class_id) {
   check_top_k_class_id(top_k_, class_id_, "Recall");
@@ -459,11 +468,7 @@ double Recall::result() const { return divide_no_nan(tp_, tp_ + fn_); }
 void Recall::reset_state() { tp_ = fn_ = 0; }
 
 nlohmann::json Recall::get_config() const {
-  auto c = Metric::get_config();
-  c["thresholds"] = optional_json(init_thresholds_);
-  c["top_k"] = optional_json(top_k_);
-  c["class_id"] = optional_json(class_id_);
-  return c;
+  return confusion_config(Metric::get_config(), init_thresholds_, top_k_, class_id_);
 }
 
 // ---- AUC ------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 
@@ -168,35 +169,32 @@ void Model::summary(std::ostream& out) {
   if (!built() && !graph_)
     throw ValueError(fmt::format("{}: the model has not been built yet; call it on data (or give a Sequential an "
                                  "InputLayer) before summary()", name()));
-  // Keras' layout: 65 columns, the three columns end at 29, 55 and 65.
-  const std::string rule(65, '_'), double_rule(65, '=');
-  // Like Keras, a field longer than its column continues on the next line of that column.
+  // Keras' layout (columns end at 29, 55 and 65), widened to fit the longest entries so that
+  // names and shapes stay whole.
+  std::vector<std::array<std::string, 3>> rows;
+  if (graph_)
+    for (const auto& in : graph_->inputs)
+      rows.push_back({fmt::format("{} (InputLayer)", in.impl()->symbolic->input_name),
+                      fmt::format("[{}]", shape_text(layers::detail::placeholder_of(in).shape())), "0"});
+  for (const auto& l : list)
+    rows.push_back({fmt::format("{} ({})", l->name(), l->class_name()),
+                    l->output_shape().rank() ? shape_text(l->output_shape()) : std::string("?"),
+                    with_commas(l->count_params())});
+  std::size_t w0 = 29, w1 = 26;
+  for (const auto& r : rows) {
+    w0 = std::max(w0, r[0].size() + 3);
+    w1 = std::max(w1, r[1].size() + 2);
+  }
+  const std::size_t total = std::max<std::size_t>(65, w0 + w1 + 10);
+  const std::string rule(total, '_'), double_rule(total, '=');
   auto row = [&](const std::string& a, const std::string& b, const std::string& c) {
-    const std::size_t ends[3] = {29, 55, 65};
-    const std::string fields[3] = {" " + a, b, c};
-    std::size_t pos[3] = {0, 0, 0};
-    bool first_line = true;
-    while (first_line || pos[0] < fields[0].size() || pos[1] < fields[1].size() || pos[2] < fields[2].size()) {
-      std::string line;
-      for (int k = 0; k < 3; ++k) {
-        const std::size_t start = k == 0 ? 0 : ends[k - 1];
-        if (line.size() < start) line.append(start - line.size(), ' ');
-        const std::size_t width = ends[k] - start - (k < 2 ? 1 : 0);
-        if (pos[k] < fields[k].size()) {
-          std::size_t room = width;
-          if (k == 0 && !first_line) {  // continuation lines keep the name column's indent
-            line += ' ';
-            --room;
-          }
-          const std::size_t take = k == 2 ? fields[k].size() - pos[k] : std::min(room, fields[k].size() - pos[k]);
-          line.append(fields[k], pos[k], take);
-          pos[k] += take;
-        }
-      }
-      while (!line.empty() && line.back() == ' ') line.pop_back();
-      out << line << "\n";
-      first_line = false;
-    }
+    std::string line(1, ' ');
+    line.append(a);
+    line.append(w0 - std::min(w0, line.size()), ' ');
+    line.append(b);
+    line.append(w0 + w1 - std::min(w0 + w1, line.size()), ' ');
+    line.append(c);
+    out << line << "\n";
   };
   out << "Model: \"" << name() << "\"\n" << rule << "\n";
   row("Layer (type)", "Output Shape", "Param #");
@@ -206,17 +204,9 @@ void Model::summary(std::ostream& out) {
     if (!first) out << "\n";
     first = false;
   };
-  if (graph_) {
-    for (const auto& in : graph_->inputs) {
-      separator();
-      row(fmt::format("{} (InputLayer)", in.impl()->symbolic->input_name),
-          fmt::format("[{}]", shape_text(layers::detail::placeholder_of(in).shape())), "0");
-    }
-  }
-  for (const auto& l : list) {
+  for (const auto& r : rows) {
     separator();
-    row(fmt::format("{} ({})", l->name(), l->class_name()), l->output_shape().rank() ? shape_text(l->output_shape()) : "?",
-        with_commas(l->count_params()));
+    row(r[0], r[1], r[2]);
   }
   std::int64_t trainable = 0, frozen = 0;
   for (Variable* v : trainable_weights()) trainable += v->shape().num_elements();

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -86,6 +87,19 @@ json tensor_ref(const std::string& layer, int call, const Tensor& symbolic) {
 }
 
 // ---- rebuilding from a config (the registry's "Sequential" and "Functional" factories) --------
+
+// Models are rebuilt on one example of each input: refuse shapes no example can have (their
+// element count would not even fit the index type) before allocating one.
+void check_example_size(const std::vector<std::int64_t>& dims, const std::string& where) {
+  constexpr std::uint64_t kMax = std::uint64_t{1} << 32;
+  std::uint64_t elements = 1;
+  for (auto d : dims) {
+    if (d < 0) throw ValueError(fmt::format("{}: negative dimension in {}", where, Shape(dims).to_string()));
+    if (d != 0 && elements > kMax / static_cast<std::uint64_t>(d))
+      throw ValueError(fmt::format("{}: the shape {} is implausibly large", where, Shape(dims).to_string()));
+    elements *= std::max<std::uint64_t>(static_cast<std::uint64_t>(d), 1);
+  }
+}
 
 // Typed reads of a model config; ValueError naming the field relative to the config.
 const json& member(const json& obj, const char* key, const std::string& where) {
@@ -186,6 +200,7 @@ std::shared_ptr<layers::Layer> sequential_from_config(const json& config) {
       else throw ValueError(fmt::format("build_input_shape: bad dimension {}", show(d)));
     }
     dims[0] = 1;
+    check_example_size(dims, "build_input_shape");
     try {
       model->build(Shape(dims));
     } catch (const Error& e) {
@@ -238,6 +253,7 @@ std::shared_ptr<layers::Layer> functional_from_config(const json& config) {
                                        d, show(v)));
         dims.push_back(v.get<std::int64_t>());
       }
+      check_example_size(dims, where + ": config.batch_shape");
       DType dtype = DType::float32;
       if (auto t = cfg.find("dtype"); t != cfg.end() && !t->is_null()) {
         const auto parsed = t->is_string() ? parse_dtype(t->get<std::string>()) : std::nullopt;
@@ -990,6 +1006,7 @@ std::shared_ptr<Model> load_model(const std::string& path_in, bool compile) {
             load_fail(config_part.label, "build_config.input_shape", fmt::format("bad dimension {}", show(v)));
           dims.push_back(v.get<std::int64_t>());
         }
+        check_example_size(dims, "build_config.input_shape");
         autograd::NoRecordScope no_record;
         (*model)(zeros(Shape(dims)), false);
       }

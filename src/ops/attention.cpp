@@ -17,13 +17,6 @@ namespace keel {
 
 namespace {
 
-void require_float(const char* op, const char* what, const Tensor& t) {
-  if (!t.defined()) throw ValueError(fmt::format("{}: {} is undefined", op, what));
-  if (t.dtype() != DType::float32 && t.dtype() != DType::float64)
-    throw DTypeError(fmt::format("{}: {} must be float32 or float64, got {} {}", op, what,
-                                 name(t.dtype()), t.shape().to_string()));
-}
-
 std::int64_t dim(const Tensor& t, std::int64_t axis_from_end) {
   return t.shape()[t.rank() - axis_from_end];
 }
@@ -38,9 +31,9 @@ constexpr double kMaskedScore = -1e9;
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& mask) {
   const char* op = "scaled_dot_product_attention";
-  require_float(op, "query", q);
-  require_float(op, "key", k);
-  require_float(op, "value", v);
+  detail::check_float(q, op, "query");
+  detail::check_float(k, op, "key");
+  detail::check_float(v, op, "value");
   if (q.rank() < 2 || k.rank() < 2 || v.rank() < 2)
     throw ShapeError(fmt::format("{}: query, key and value need rank >= 2 ([..., T, d]), got {}, {}, {}",
                                  op, q.shape().to_string(), k.shape().to_string(), v.shape().to_string()));
@@ -73,13 +66,13 @@ Tensor multi_head_attention(const Tensor& query, const Tensor& value, const Tens
                             const MultiHeadAttentionWeights& w, int num_heads, const Tensor& mask) {
   const char* op = "multi_head_attention";
   const Tensor& key = key_in.defined() ? key_in : value;
-  require_float(op, "query", query);
-  require_float(op, "value", value);
-  require_float(op, "key", key);
-  require_float(op, "wq", w.wq);
-  require_float(op, "wk", w.wk);
-  require_float(op, "wv", w.wv);
-  require_float(op, "wo", w.wo);
+  detail::check_float(query, op, "query");
+  detail::check_float(value, op, "value");
+  detail::check_float(key, op, "key");
+  detail::check_float(w.wq, op, "wq");
+  detail::check_float(w.wk, op, "wk");
+  detail::check_float(w.wv, op, "wv");
+  detail::check_float(w.wo, op, "wo");
   if (num_heads <= 0)
     throw ValueError(fmt::format("{}: num_heads must be positive, got {}", op, num_heads));
   if (query.rank() != 3 || value.rank() != 3 || key.rank() != 3)

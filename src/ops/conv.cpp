@@ -38,11 +38,8 @@ void check_operands(const char* op, const Tensor& x, const Tensor& kernel) {
   detail::check_defined(x, op);
   detail::check_defined(kernel, op);
   detail::check_same_device(x, kernel, op);
-  if (!x.device().is_cpu())
-    throw DeviceError(fmt::format("{}: no kernel for device {} yet", op, x.device().to_string()));
-  if (x.dtype() != DType::float32 && x.dtype() != DType::float64)
-    throw DTypeError(fmt::format("{}: expected a float32 or float64 input, got {} {}", op,
-                                 name(x.dtype()), x.shape().to_string()));
+  detail::check_cpu(x, op);
+  detail::check_float(x, op, "input");
   if (kernel.dtype() != x.dtype())
     throw DTypeError(fmt::format("{}: input and kernel dtypes differ: input {} {}, kernel {} {}", op,
                                  name(x.dtype()), x.shape().to_string(), name(kernel.dtype()),
@@ -65,6 +62,15 @@ void check_kernel_size(const char* op, const Tensor& x, const Tensor& kernel) {
   if (kernel.shape()[0] <= 0 || kernel.shape()[1] <= 0)
     throw ShapeError(fmt::format("{}: the kernel's spatial size must be positive, got kernel {} for input {}",
                                  op, kernel.shape().to_string(), x.shape().to_string()));
+}
+
+// The kernel's in_channels (its axis `axis`) against the input's channels (x's last axis).
+void check_in_channels(const char* op, const Tensor& x, const Tensor& kernel, std::int64_t axis) {
+  const std::int64_t channels = x.shape()[x.rank() - 1];
+  if (kernel.shape()[axis] != channels)
+    throw ShapeError(fmt::format("{}: kernel in_channels {} differ from the input's channels {}: input {}, kernel {}",
+                                 op, kernel.shape()[axis], channels, x.shape().to_string(),
+                                 kernel.shape().to_string()));
 }
 
 // Output geometry of a convolution-like op over x [n,h,w,c] with kh x kw taps; ShapeError when a
@@ -90,102 +96,86 @@ WindowGeom conv_geometry(const char* op, const Tensor& x, const Tensor& kernel, 
         "padding \"{}\"",
         op, kernel.shape().to_string(), g.dh, g.dw, eh, ew, x.shape().to_string(), g.h, g.w,
         padding_name));
-  const cpu::AxisWindow ah = cpu::window_axis(g.h, kh, g.sh, g.dh, padding);
-  const cpu::AxisWindow aw = cpu::window_axis(g.w, kw, g.sw, g.dw, padding);
-  g.ho = ah.out;
-  g.pad_top = ah.pad_before;
-  g.wo = aw.out;
-  g.pad_left = aw.pad_before;
+  cpu::place_windows(g, padding);
   return g;
+}
+
+// conv2d and depthwise_conv2d: x [n, h, w, c] and a kernel [kh, kw, c, *] laid out as
+// `kernel_layout`, checked; their geometry but the output channels g.o.
+WindowGeom image_conv_geometry(const char* op, const Tensor& x, const Tensor& kernel, const char* kernel_layout,
+                               std::array<int, 2> strides, const std::string& padding, std::array<int, 2> dilation) {
+  check_operands(op, x, kernel);
+  check_rank(op, "input", x, 4, "NHWC [batch, height, width, channels]");
+  check_rank(op, "kernel", kernel, 4, kernel_layout);
+  check_in_channels(op, x, kernel, 2);
+  check_kernel_size(op, x, kernel);
+  check_positive(op, "strides", strides);
+  check_positive(op, "dilation", dilation);
+  const cpu::Padding pad = cpu::parse_padding(padding, op);
+  return conv_geometry(op, x, kernel, kernel.shape()[0], kernel.shape()[1], strides, pad, dilation, padding);
 }
 
 Shape input_shape(const WindowGeom& g) { return Shape{g.n, g.h, g.w, g.c}; }
 Shape output_shape(const WindowGeom& g) { return Shape{g.n, g.ho, g.wo, g.o}; }
 
-// ---- conv2d and its two backprop ops ----------------------------------------------------------
+// ---- conv2d, depthwise_conv2d and their backprop ops -------------------------------------------
 
-Tensor conv_forward(const Tensor& x, const Tensor& k, const WindowGeom& g);
-Tensor conv_backprop_input(const Tensor& dy, const Tensor& k, const WindowGeom& g);
-Tensor conv_backprop_filter(const Tensor& x, const Tensor& dy, const WindowGeom& g);
+// The two convolution families share the adjoint structure above; only their kernels, op names
+// and filter shapes differ.
+struct ConvFamily {
+  const char* name;             // the forward op
+  const char* input_name;       // its backprop_input
+  const char* filter_name;      // its backprop_filter
+  void (*forward)(DType, const WindowGeom&, const void* x, const void* kernel, void* y);
+  void (*backward_input)(DType, const WindowGeom&, const void* dy, const void* kernel, void* dx);
+  void (*backward_filter)(DType, const WindowGeom&, const void* x, const void* dy, void* dkernel);
+  Shape (*filter_shape)(const WindowGeom&);
+};
 
-Tensor conv_forward(const Tensor& x, const Tensor& k, const WindowGeom& g) {
+const ConvFamily kConv2d{"conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", cpu::conv2d_forward,
+                         cpu::conv2d_backward_input, cpu::conv2d_backward_filter,
+                         [](const WindowGeom& g) { return Shape{g.kh, g.kw, g.c, g.o}; }};
+const ConvFamily kDepthwise{"depthwise_conv2d", "depthwise_conv2d_backprop_input",
+                            "depthwise_conv2d_backprop_filter", cpu::depthwise_forward,
+                            cpu::depthwise_backward_input, cpu::depthwise_backward_filter,
+                            [](const WindowGeom& g) { return Shape{g.kh, g.kw, g.c, g.c == 0 ? 0 : g.o / g.c}; }};
+
+Tensor conv_backprop_input(const ConvFamily& f, const Tensor& dy, const Tensor& k, const WindowGeom& g);
+Tensor conv_backprop_filter(const ConvFamily& f, const Tensor& x, const Tensor& dy, const WindowGeom& g);
+
+Tensor conv_forward(const ConvFamily& f, const Tensor& x, const Tensor& k, const WindowGeom& g) {
   const Tensor xc = x.contiguous(), kc = k.contiguous();
   Tensor y = detail::empty_tensor(output_shape(g), x.dtype(), x.device());
-  cpu::conv2d_forward(x.dtype(), g, xc.raw_data(), kc.raw_data(), y.raw_data());
+  f.forward(x.dtype(), g, xc.raw_data(), kc.raw_data(), y.raw_data());
   if (autograd::recording())
-    autograd::record("conv2d", {x, k}, {y}, [x, k, g](const Grads& gr, const Needs& need) {
-      return Grads{need[0] ? conv_backprop_input(gr[0], k, g) : Tensor(),
-                   need[1] ? conv_backprop_filter(x, gr[0], g) : Tensor()};
+    autograd::record(f.name, {x, k}, {y}, [&f, x, k, g](const Grads& gr, const Needs& need) {
+      return Grads{need[0] ? conv_backprop_input(f, gr[0], k, g) : Tensor(),
+                   need[1] ? conv_backprop_filter(f, x, gr[0], g) : Tensor()};
     }, {x, k});
   return y;
 }
 
-Tensor conv_backprop_input(const Tensor& dy, const Tensor& k, const WindowGeom& g) {
+Tensor conv_backprop_input(const ConvFamily& f, const Tensor& dy, const Tensor& k, const WindowGeom& g) {
   const Tensor dyc = dy.contiguous(), kc = k.contiguous();
   Tensor dx = detail::empty_tensor(input_shape(g), dy.dtype(), dy.device());
-  cpu::conv2d_backward_input(dy.dtype(), g, dyc.raw_data(), kc.raw_data(), dx.raw_data());
+  f.backward_input(dy.dtype(), g, dyc.raw_data(), kc.raw_data(), dx.raw_data());
   if (autograd::recording())
-    autograd::record("conv2d_backprop_input", {dy, k}, {dx}, [dy, k, g](const Grads& gr, const Needs& need) {
-      return Grads{need[0] ? conv_forward(gr[0], k, g) : Tensor(),
-                   need[1] ? conv_backprop_filter(gr[0], dy, g) : Tensor()};
+    autograd::record(f.input_name, {dy, k}, {dx}, [&f, dy, k, g](const Grads& gr, const Needs& need) {
+      return Grads{need[0] ? conv_forward(f, gr[0], k, g) : Tensor(),
+                   need[1] ? conv_backprop_filter(f, gr[0], dy, g) : Tensor()};
     }, {dy, k});
   return dx;
 }
 
-Tensor conv_backprop_filter(const Tensor& x, const Tensor& dy, const WindowGeom& g) {
+Tensor conv_backprop_filter(const ConvFamily& f, const Tensor& x, const Tensor& dy, const WindowGeom& g) {
   const Tensor xc = x.contiguous(), dyc = dy.contiguous();
-  Tensor dk = detail::empty_tensor(Shape{g.kh, g.kw, g.c, g.o}, x.dtype(), x.device());
-  cpu::conv2d_backward_filter(x.dtype(), g, xc.raw_data(), dyc.raw_data(), dk.raw_data());
+  Tensor dk = detail::empty_tensor(f.filter_shape(g), x.dtype(), x.device());
+  f.backward_filter(x.dtype(), g, xc.raw_data(), dyc.raw_data(), dk.raw_data());
   if (autograd::recording())
-    autograd::record("conv2d_backprop_filter", {x, dy}, {dk}, [x, dy, g](const Grads& gr, const Needs& need) {
-      return Grads{need[0] ? conv_backprop_input(dy, gr[0], g) : Tensor(),
-                   need[1] ? conv_forward(x, gr[0], g) : Tensor()};
+    autograd::record(f.filter_name, {x, dy}, {dk}, [&f, x, dy, g](const Grads& gr, const Needs& need) {
+      return Grads{need[0] ? conv_backprop_input(f, dy, gr[0], g) : Tensor(),
+                   need[1] ? conv_forward(f, x, gr[0], g) : Tensor()};
     }, {x, dy});
-  return dk;
-}
-
-// ---- depthwise and its two backprop ops (same adjoint structure) ------------------------------
-
-Tensor depthwise_forward(const Tensor& x, const Tensor& k, const WindowGeom& g);
-Tensor depthwise_backprop_input(const Tensor& dy, const Tensor& k, const WindowGeom& g);
-Tensor depthwise_backprop_filter(const Tensor& x, const Tensor& dy, const WindowGeom& g);
-
-Tensor depthwise_forward(const Tensor& x, const Tensor& k, const WindowGeom& g) {
-  const Tensor xc = x.contiguous(), kc = k.contiguous();
-  Tensor y = detail::empty_tensor(output_shape(g), x.dtype(), x.device());
-  cpu::depthwise_forward(x.dtype(), g, xc.raw_data(), kc.raw_data(), y.raw_data());
-  if (autograd::recording())
-    autograd::record("depthwise_conv2d", {x, k}, {y}, [x, k, g](const Grads& gr, const Needs& need) {
-      return Grads{need[0] ? depthwise_backprop_input(gr[0], k, g) : Tensor(),
-                   need[1] ? depthwise_backprop_filter(x, gr[0], g) : Tensor()};
-    }, {x, k});
-  return y;
-}
-
-Tensor depthwise_backprop_input(const Tensor& dy, const Tensor& k, const WindowGeom& g) {
-  const Tensor dyc = dy.contiguous(), kc = k.contiguous();
-  Tensor dx = detail::empty_tensor(input_shape(g), dy.dtype(), dy.device());
-  cpu::depthwise_backward_input(dy.dtype(), g, dyc.raw_data(), kc.raw_data(), dx.raw_data());
-  if (autograd::recording())
-    autograd::record("depthwise_conv2d_backprop_input", {dy, k}, {dx},
-                     [dy, k, g](const Grads& gr, const Needs& need) {
-                       return Grads{need[0] ? depthwise_forward(gr[0], k, g) : Tensor(),
-                                    need[1] ? depthwise_backprop_filter(gr[0], dy, g) : Tensor()};
-                     }, {dy, k});
-  return dx;
-}
-
-Tensor depthwise_backprop_filter(const Tensor& x, const Tensor& dy, const WindowGeom& g) {
-  const Tensor xc = x.contiguous(), dyc = dy.contiguous();
-  Tensor dk = detail::empty_tensor(Shape{g.kh, g.kw, g.c, g.c == 0 ? 0 : g.o / g.c}, x.dtype(),
-                                   x.device());
-  cpu::depthwise_backward_filter(x.dtype(), g, xc.raw_data(), dyc.raw_data(), dk.raw_data());
-  if (autograd::recording())
-    autograd::record("depthwise_conv2d_backprop_filter", {x, dy}, {dk},
-                     [x, dy, g](const Grads& gr, const Needs& need) {
-                       return Grads{need[0] ? depthwise_backprop_input(dy, gr[0], g) : Tensor(),
-                                    need[1] ? depthwise_forward(x, gr[0], g) : Tensor()};
-                     }, {x, dy});
   return dk;
 }
 
@@ -203,22 +193,10 @@ std::int64_t deconv_output_length(std::int64_t in, std::int64_t k_eff, std::int6
 
 Tensor conv2d(const Tensor& x, const Tensor& kernel, std::array<int, 2> strides, std::string padding,
               std::array<int, 2> dilation) {
-  constexpr const char* op = "conv2d";
-  check_operands(op, x, kernel);
-  check_rank(op, "input", x, 4, "NHWC [batch, height, width, channels]");
-  check_rank(op, "kernel", kernel, 4, "[height, width, in_channels, out_channels]");
-  if (kernel.shape()[2] != x.shape()[3])
-    throw ShapeError(fmt::format("{}: kernel in_channels {} differ from the input's channels {}: input {}, kernel {}",
-                                 op, kernel.shape()[2], x.shape()[3], x.shape().to_string(),
-                                 kernel.shape().to_string()));
-  check_kernel_size(op, x, kernel);
-  check_positive(op, "strides", strides);
-  check_positive(op, "dilation", dilation);
-  const cpu::Padding pad = cpu::parse_padding(padding, op);
-  WindowGeom g = conv_geometry(op, x, kernel, kernel.shape()[0], kernel.shape()[1], strides, pad,
-                               dilation, padding);
+  WindowGeom g = image_conv_geometry("conv2d", x, kernel, "[height, width, in_channels, out_channels]", strides,
+                                     padding, dilation);
   g.o = kernel.shape()[3];
-  return conv_forward(x, kernel, g);
+  return conv_forward(kConv2d, x, kernel, g);
 }
 
 // Also accepts padding "causal" (Keras' Conv1D: k_eff - 1 zeros before, none after).
@@ -227,10 +205,7 @@ Tensor conv1d(const Tensor& x, const Tensor& kernel, int stride, std::string pad
   check_operands(op, x, kernel);
   check_rank(op, "input", x, 3, "NWC [batch, width, channels]");
   check_rank(op, "kernel", kernel, 3, "[width, in_channels, out_channels]");
-  if (kernel.shape()[1] != x.shape()[2])
-    throw ShapeError(fmt::format("{}: kernel in_channels {} differ from the input's channels {}: input {}, kernel {}",
-                                 op, kernel.shape()[1], x.shape()[2], x.shape().to_string(),
-                                 kernel.shape().to_string()));
+  check_in_channels(op, x, kernel, 1);
   if (kernel.shape()[0] <= 0)
     throw ShapeError(fmt::format("{}: the kernel's width must be positive, got kernel {} for input {}",
                                  op, kernel.shape().to_string(), x.shape().to_string()));
@@ -260,28 +235,16 @@ Tensor conv1d(const Tensor& x, const Tensor& kernel, int stride, std::string pad
   g.wo = aw.out;
   g.pad_left = aw.pad_before;
   g.o = o;
-  const Tensor y = conv_forward(reshape(x, Shape{n, 1, w, c}), reshape(kernel, Shape{1, kw, c, o}), g);
+  const Tensor y = conv_forward(kConv2d, reshape(x, Shape{n, 1, w, c}), reshape(kernel, Shape{1, kw, c, o}), g);
   return reshape(y, Shape{n, g.wo, o});
 }
 
 Tensor depthwise_conv2d(const Tensor& x, const Tensor& kernel, std::array<int, 2> strides,
                         std::string padding, std::array<int, 2> dilation) {
-  constexpr const char* op = "depthwise_conv2d";
-  check_operands(op, x, kernel);
-  check_rank(op, "input", x, 4, "NHWC [batch, height, width, channels]");
-  check_rank(op, "kernel", kernel, 4, "[height, width, in_channels, channel_multiplier]");
-  if (kernel.shape()[2] != x.shape()[3])
-    throw ShapeError(fmt::format("{}: kernel in_channels {} differ from the input's channels {}: input {}, kernel {}",
-                                 op, kernel.shape()[2], x.shape()[3], x.shape().to_string(),
-                                 kernel.shape().to_string()));
-  check_kernel_size(op, x, kernel);
-  check_positive(op, "strides", strides);
-  check_positive(op, "dilation", dilation);
-  const cpu::Padding pad = cpu::parse_padding(padding, op);
-  WindowGeom g = conv_geometry(op, x, kernel, kernel.shape()[0], kernel.shape()[1], strides, pad,
-                               dilation, padding);
+  WindowGeom g = image_conv_geometry("depthwise_conv2d", x, kernel, "[height, width, in_channels, channel_multiplier]",
+                                     strides, padding, dilation);
   g.o = x.shape()[3] * kernel.shape()[3];
-  return depthwise_forward(x, kernel, g);
+  return conv_forward(kDepthwise, x, kernel, g);
 }
 
 Tensor conv2d_transpose(const Tensor& x, const Tensor& kernel, std::array<int, 2> strides,
@@ -337,7 +300,7 @@ Tensor conv2d_transpose(const Tensor& x, const Tensor& kernel, std::array<int, 2
                                  padding, g.ho, g.wo));
   g.pad_top = ah.pad_before;
   g.pad_left = aw.pad_before;
-  return conv_backprop_input(x, kernel, g);
+  return conv_backprop_input(kConv2d, x, kernel, g);
 }
 
 }  // namespace keel

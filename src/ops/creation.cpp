@@ -17,24 +17,6 @@ namespace keel {
 
 namespace {
 
-void check_shape(const Shape& shape, const char* op) {
-  for (auto d : shape)
-    if (d < 0) throw ShapeError(fmt::format("{}: negative dimension in shape {}", op, shape.to_string()));
-}
-
-void check_cpu(Device d, const char* op) {
-  if (!d.is_cpu())
-    throw DeviceError(fmt::format("{}: cannot fill a tensor on {}: CUDA backend not available", op,
-                                  d.to_string()));
-}
-
-Tensor allocate(const Shape& shape, DType dtype, const char* op) {
-  check_shape(shape, op);
-  const Device d = default_device();
-  check_cpu(d, op);
-  return detail::empty_tensor(shape, dtype, d);
-}
-
 // Converts one value to element type U. Integers convert to integers by wrapping (as NumPy's
 // astype does); floating values convert to integers by truncation, saturating at the range
 // ends, because an out-of-range float-to-int cast is undefined behaviour in C++.
@@ -80,20 +62,16 @@ void generate(Tensor& t, const char* op, F&& f) {
   });
 }
 
-void check_finite(double v, const char* op, const char* what) {
-  if (!std::isfinite(v)) throw ValueError(fmt::format("{}: {} must be finite, got {}", op, what, v));
-}
-
 }  // namespace
 
 template <class T>
 Tensor constant(const std::vector<T>& values, Shape shape, DType dtype) {
-  check_shape(shape, "constant");
+  detail::check_dims(shape, "constant");
   const auto n = static_cast<std::int64_t>(values.size());
   if (n != shape.num_elements())
     throw ShapeError(fmt::format("constant: {} values given for shape {} ({} elements)", n,
                                  shape.to_string(), shape.num_elements()));
-  Tensor out = allocate(shape, dtype, "constant");
+  Tensor out = detail::factory_output(shape, dtype, "constant");
   if constexpr (!std::is_same_v<T, bool>) {
     // std::vector<bool> has no contiguous data(); every other T can be copied as bytes.
     if (dtype == dtype_of<T>) {
@@ -116,27 +94,27 @@ template Tensor constant<std::uint8_t>(const std::vector<std::uint8_t>&, Shape, 
 template Tensor constant<bool>(const std::vector<bool>&, Shape, DType);
 
 Tensor constant(double scalar, DType dtype) {
-  Tensor out = allocate(Shape{}, dtype, "constant");
+  Tensor out = detail::factory_output(Shape{}, dtype, "constant");
   fill(out, scalar, "constant");
   return out;
 }
 
-Tensor empty(Shape shape, DType dtype) { return allocate(shape, dtype, "empty"); }
+Tensor empty(Shape shape, DType dtype) { return detail::factory_output(shape, dtype, "empty"); }
 
 Tensor zeros(Shape shape, DType dtype) {
-  Tensor out = allocate(shape, dtype, "zeros");
+  Tensor out = detail::factory_output(shape, dtype, "zeros");
   fill(out, 0.0, "zeros");
   return out;
 }
 
 Tensor ones(Shape shape, DType dtype) {
-  Tensor out = allocate(shape, dtype, "ones");
+  Tensor out = detail::factory_output(shape, dtype, "ones");
   fill(out, 1.0, "ones");
   return out;
 }
 
 Tensor full(Shape shape, double value, DType dtype) {
-  Tensor out = allocate(shape, dtype, "full");
+  Tensor out = detail::factory_output(shape, dtype, "full");
   fill(out, value, "full");
   return out;
 }
@@ -144,7 +122,7 @@ Tensor full(Shape shape, double value, DType dtype) {
 namespace {
 Tensor filled_like(const Tensor& x, double value, const char* op) {
   detail::check_defined(x, op);
-  check_cpu(x.device(), op);
+  detail::check_fillable(x.device(), op);
   Tensor out = detail::empty_tensor(x.shape(), x.dtype(), x.device());
   fill(out, value, op);
   return out;
@@ -158,9 +136,9 @@ Tensor full_like(const Tensor& x, double value) { return filled_like(x, value, "
 Tensor arange(double stop) { return arange(0.0, stop, 1.0, DType::float32); }
 
 Tensor arange(double start, double stop, double step, DType dtype) {
-  check_finite(start, "arange", "start");
-  check_finite(stop, "arange", "stop");
-  check_finite(step, "arange", "step");
+  detail::check_finite(start, "arange", "start");
+  detail::check_finite(stop, "arange", "stop");
+  detail::check_finite(step, "arange", "step");
   if (dtype == DType::bool_) detail::unsupported_dtype("arange", dtype, "a numeric dtype");
   if (is_integral(dtype)) {
     // tf.range casts start, limit and delta to the requested dtype before counting.
@@ -175,7 +153,7 @@ Tensor arange(double start, double stop, double step, DType dtype) {
   if (count > 9.0e15)
     throw ValueError(fmt::format("arange: range({}, {}, {}) has too many elements", start, stop, step));
   const auto n = count > 0 ? static_cast<std::int64_t>(count) : std::int64_t{0};
-  Tensor out = allocate(Shape{n}, dtype, "arange");
+  Tensor out = detail::factory_output(Shape{n}, dtype, "arange");
   if (is_integral(dtype)) {
     const auto s = static_cast<std::int64_t>(start), d = static_cast<std::int64_t>(step);
     detail::dispatch_all(dtype, "arange", [&]<class U>() {
@@ -189,10 +167,10 @@ Tensor arange(double start, double stop, double step, DType dtype) {
 }
 
 Tensor linspace(double start, double stop, std::int64_t num, DType dtype) {
-  check_finite(start, "linspace", "start");
-  check_finite(stop, "linspace", "stop");
+  detail::check_finite(start, "linspace", "start");
+  detail::check_finite(stop, "linspace", "stop");
   if (num < 0) throw ValueError(fmt::format("linspace: num must be >= 0, got {}", num));
-  Tensor out = allocate(Shape{num}, dtype, "linspace");
+  Tensor out = detail::factory_output(Shape{num}, dtype, "linspace");
   const double step = num > 1 ? (stop - start) / static_cast<double>(num - 1) : 0.0;
   // The last value is stop itself, not start + (num-1)*step with its rounding error.
   generate(out, "linspace", [&](std::int64_t i) {
@@ -203,7 +181,7 @@ Tensor linspace(double start, double stop, std::int64_t num, DType dtype) {
 
 Tensor eye(std::int64_t n, DType dtype) {
   if (n < 0) throw ValueError(fmt::format("eye: n must be >= 0, got {}", n));
-  Tensor out = allocate(Shape{n, n}, dtype, "eye");
+  Tensor out = detail::factory_output(Shape{n, n}, dtype, "eye");
   fill(out, 0.0, "eye");
   detail::dispatch_all(dtype, "eye", [&]<class U>() {
     U* p = static_cast<U*>(out.raw_data());

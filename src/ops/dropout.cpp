@@ -95,11 +95,7 @@ Tensor dropout(const Tensor& x, double rate, std::optional<std::uint64_t> seed) 
   detail::check_defined(x, "dropout");
   if (!(rate >= 0 && rate < 1))  // also rejects NaN
     throw ValueError(fmt::format("dropout: rate must be in [0, 1), got {}", rate));
-  if (x.dtype() != DType::float32 && x.dtype() != DType::float64)
-    throw DTypeError(fmt::format("dropout: x must be float32 or float64, got {} {}", name(x.dtype()),
-                                 x.shape().to_string()));
-  if (!x.device().is_cpu())
-    throw DeviceError(fmt::format("dropout: no kernel for device {} yet", x.device().to_string()));
+  detail::check_float_cpu(x, "dropout", "x");
   if (rate == 0) return x;
 
   const std::int64_t n = x.size();

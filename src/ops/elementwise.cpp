@@ -22,24 +22,6 @@ using cpu::UnaryOp;
 
 namespace {
 
-void require_cpu(const Tensor& x, const char* op) {
-  if (!x.device().is_cpu())
-    throw DeviceError(fmt::format("{}: no kernel for device {} yet", op, x.device().to_string()));
-}
-
-void require_float(const Tensor& x, const char* op) {
-  if (x.dtype() != DType::float32 && x.dtype() != DType::float64)
-    throw DTypeError(fmt::format("{}: expected a float32 or float64 tensor, got {} {}{}", op,
-                                 name(x.dtype()), x.shape().to_string(),
-                                 is_floating(x.dtype()) ? " (float16/bfloat16 are storage types: astype(float32) first)" : ""));
-}
-
-void require_numeric(const Tensor& x, const char* op) {
-  if (x.dtype() == DType::bool_ || x.dtype() == DType::float16 || x.dtype() == DType::bfloat16)
-    throw DTypeError(fmt::format("{}: arithmetic is not defined for {} (shape {}); cast first", op,
-                                 name(x.dtype()), x.shape().to_string()));
-}
-
 // Integer tensors support only the unary ops that stay integers.
 bool integer_ok(UnaryOp op) {
   return op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::sign || op == UnaryOp::square ||
@@ -48,8 +30,8 @@ bool integer_ok(UnaryOp op) {
 
 Tensor unary_op(const char* name, UnaryOp op, const Tensor& x, double alpha = 0) {
   detail::check_defined(x, name);
-  require_cpu(x, name);
-  if (integer_ok(op)) require_numeric(x, name); else require_float(x, name);
+  detail::check_cpu(x, name);
+  if (integer_ok(op)) detail::check_numeric(x, name); else detail::check_float(x, name);
   Tensor y = detail::empty_tensor(x.shape(), x.dtype(), x.device());
   cpu::unary(op, x, y, alpha);
   return y;
@@ -59,14 +41,14 @@ Shape check_binary(const Tensor& x, const Tensor& y, const char* op) {
   detail::check_defined(x, op);
   detail::check_defined(y, op);
   detail::check_same_device(x, y, op);
-  require_cpu(x, op);
+  detail::check_cpu(x, op);
   detail::check_same_dtype(x, y, op);
   return broadcast_shapes(x.shape(), y.shape(), op);
 }
 
 Tensor binary_op(const char* name, BinaryOp op, const Tensor& x, const Tensor& y) {
   const Shape shape = check_binary(x, y, name);
-  require_numeric(x, name);
+  detail::check_numeric(x, name);
   Tensor z = detail::empty_tensor(shape, x.dtype(), x.device());
   cpu::binary(op, x, y, z);
   return z;
@@ -114,7 +96,7 @@ Tensor mul(const Tensor& x, const Tensor& y) {
 Tensor div(const Tensor& x, const Tensor& y) {
   check_binary(x, y, "div");
   if (!is_floating(x.dtype())) {  // true division, as tf.math.truediv
-    require_numeric(x, "div");
+    detail::check_numeric(x, "div");
     return div(cast(x, DType::float64), cast(y, DType::float64));
   }
   Tensor z = binary_op("div", BinaryOp::div, x, y);
@@ -384,7 +366,7 @@ Tensor clip_by_value(const Tensor& x, const Tensor& clip_min, const Tensor& clip
 Tensor cast(const Tensor& x, DType dtype) {
   detail::check_defined(x, "cast");
   if (x.dtype() == dtype) return x;
-  require_cpu(x, "cast");
+  detail::check_cpu(x, "cast");
   const Tensor src = x.contiguous();
   Tensor y = detail::empty_tensor(x.shape(), dtype, x.device());
   cpu::convert(src.dtype(), src.raw_data(), dtype, y.raw_data(), src.size());
@@ -431,7 +413,7 @@ Tensor logical_or(const Tensor& x, const Tensor& y) { return logical_op("logical
 
 Tensor logical_not(const Tensor& x) {
   detail::check_defined(x, "logical_not");
-  require_cpu(x, "logical_not");
+  detail::check_cpu(x, "logical_not");
   if (x.dtype() != DType::bool_)
     throw DTypeError(fmt::format("logical_not: expected a bool tensor, got {} {}", name(x.dtype()),
                                  x.shape().to_string()));
@@ -440,23 +422,20 @@ Tensor logical_not(const Tensor& x) {
   return z;
 }
 
-Tensor is_finite(const Tensor& x) {
-  detail::check_defined(x, "is_finite");
-  require_cpu(x, "is_finite");
-  require_float(x, "is_finite");
+namespace {
+// One kernel answers both: `nan` picks which test it applies.
+Tensor float_test(const char* name, const Tensor& x, bool nan) {
+  detail::check_defined(x, name);
+  detail::check_cpu(x, name);
+  detail::check_float(x, name);
   Tensor z = detail::empty_tensor(x.shape(), DType::bool_, x.device());
-  cpu::is_finite(x, z, false);
+  cpu::is_finite(x, z, nan);
   return z;
 }
+}  // namespace
 
-Tensor is_nan(const Tensor& x) {
-  detail::check_defined(x, "is_nan");
-  require_cpu(x, "is_nan");
-  require_float(x, "is_nan");
-  Tensor z = detail::empty_tensor(x.shape(), DType::bool_, x.device());
-  cpu::is_finite(x, z, true);
-  return z;
-}
+Tensor is_finite(const Tensor& x) { return float_test("is_finite", x, false); }
+Tensor is_nan(const Tensor& x) { return float_test("is_nan", x, true); }
 
 // ---- operators -------------------------------------------------------------------------------
 

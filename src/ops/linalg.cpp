@@ -46,14 +46,12 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, bool transpose_a, bool tra
   detail::check_defined(a_in, "matmul");
   detail::check_defined(b_in, "matmul");
   detail::check_same_device(a_in, b_in, "matmul");
-  if (!a_in.device().is_cpu())
-    throw DeviceError(fmt::format("matmul: no kernel for device {} yet", a_in.device().to_string()));
+  detail::check_cpu(a_in, "matmul");
   detail::check_same_dtype(a_in, b_in, "matmul");
   if (a_in.rank() < 2 || b_in.rank() < 2)
     throw ShapeError(fmt::format("matmul: both operands need rank >= 2, got {} x {}",
                                  a_in.shape().to_string(), b_in.shape().to_string()));
-  if (a_in.dtype() == DType::bool_ || a_in.dtype() == DType::float16 || a_in.dtype() == DType::bfloat16)
-    throw DTypeError(fmt::format("matmul: unsupported dtype {}", name(a_in.dtype())));
+  detail::check_numeric(a_in, "matmul");
   const std::int64_t ra = a_in.rank(), rb = b_in.rank();
   const std::int64_t m = transpose_a ? a_in.shape()[ra - 1] : a_in.shape()[ra - 2];
   const std::int64_t k = transpose_a ? a_in.shape()[ra - 2] : a_in.shape()[ra - 1];

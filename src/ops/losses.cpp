@@ -34,15 +34,6 @@ using autograd::Needs;
 
 namespace {
 
-void check_float_cpu(const Tensor& x, const char* op, const char* what) {
-  if (!x.defined()) throw ValueError(fmt::format("{}: {} is undefined", op, what));
-  if (x.dtype() != DType::float32 && x.dtype() != DType::float64)
-    throw DTypeError(fmt::format("{}: {} must be float32 or float64, got {} {}", op, what,
-                                 name(x.dtype()), x.shape().to_string()));
-  if (!x.device().is_cpu())
-    throw DeviceError(fmt::format("{}: no kernel for device {} yet", op, x.device().to_string()));
-}
-
 void check_same_shape(const Tensor& labels, const Tensor& logits, const char* op, const char* a,
                       const char* b) {
   if (labels.shape() != logits.shape())
@@ -51,7 +42,7 @@ void check_same_shape(const Tensor& labels, const Tensor& logits, const char* op
 }
 
 void check_index_dtype(const Tensor& t, const char* op, const char* what) {
-  if (!t.defined()) throw ValueError(fmt::format("{}: {} is undefined", op, what));
+  detail::check_defined(t, op, what);
   if (t.dtype() != DType::int32 && t.dtype() != DType::int64)
     throw DTypeError(fmt::format("{}: {} must be int32 or int64, got {} {}", op, what, name(t.dtype()),
                                  t.shape().to_string()));
@@ -133,8 +124,8 @@ Tensor embedding_lookup(const Tensor& params, const Tensor& ids) {
 
 Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits, int axis) {
   constexpr const char* op = "softmax_cross_entropy_with_logits";
-  check_float_cpu(logits, op, "logits");
-  check_float_cpu(labels, op, "labels");
+  detail::check_float_cpu(logits, op, "logits");
+  detail::check_float_cpu(labels, op, "labels");
   detail::check_same_dtype(labels, logits, op);
   check_same_shape(labels, logits, op, "labels", "logits");
   const int a = detail::normalize_axis(axis, logits.rank(), op);
@@ -185,7 +176,7 @@ Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
 
 Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
   constexpr const char* op = "sparse_softmax_cross_entropy_with_logits";
-  check_float_cpu(logits, op, "logits");
+  detail::check_float_cpu(logits, op, "logits");
   check_index_dtype(labels, op, "labels");
   detail::check_same_device(labels, logits, op);
   if (logits.rank() < 1)
@@ -230,8 +221,8 @@ Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tens
 
 Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
   constexpr const char* op = "sigmoid_cross_entropy_with_logits";
-  check_float_cpu(logits, op, "logits");
-  check_float_cpu(labels, op, "labels");
+  detail::check_float_cpu(logits, op, "logits");
+  detail::check_float_cpu(labels, op, "labels");
   detail::check_same_dtype(labels, logits, op);
   detail::check_same_device(labels, logits, op);
   check_same_shape(labels, logits, op, "labels", "logits");
@@ -288,7 +279,7 @@ Tensor c(const Tensor& like, double v) { return scalar_like(like, v); }
 // y_pred must be floating point; y_true is converted to its dtype, as Keras'
 // convert_to_tensor(y_true, dtype=y_pred.dtype).
 Tensor true_as_pred(const Tensor& y_true, const Tensor& y_pred, const char* op) {
-  check_float_cpu(y_pred, op, "y_pred");
+  detail::check_float_cpu(y_pred, op, "y_pred");
   detail::check_defined(y_true, op);
   return cast(y_true, y_pred.dtype());
 }
@@ -342,7 +333,7 @@ Tensor huber(const Tensor& y_true, const Tensor& y_pred, double delta) {
 Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits,
                                        int axis) {
   constexpr const char* op = "sparse_categorical_crossentropy";
-  check_float_cpu(y_pred, op, "y_pred");
+  detail::check_float_cpu(y_pred, op, "y_pred");
   detail::check_defined(y_true, op);
   if (y_pred.rank() < 1)
     throw ShapeError(fmt::format("{}: y_pred must have rank >= 1, got shape {}", op, y_pred.shape().to_string()));

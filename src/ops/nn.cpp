@@ -2,8 +2,6 @@
 // overflows), recorded as one node each with the compact closed-form gradient.
 #include "keel/ops/nn.hpp"
 
-#include <fmt/core.h>
-
 #include "autograd/record.hpp"
 #include "core/tensor_util.hpp"
 #include "keel/ops/creation.hpp"
@@ -16,13 +14,6 @@ using autograd::Grads;
 using autograd::Needs;
 
 namespace {
-void check_float(const Tensor& x, const char* op) {
-  detail::check_defined(x, op);
-  if (x.dtype() != DType::float32 && x.dtype() != DType::float64)
-    throw DTypeError(fmt::format("{}: expected float32 or float64, got {} {}", op, name(x.dtype()),
-                                 x.shape().to_string()));
-}
-
 Tensor shifted(const Tensor& x, int axis) {
   Tensor m = reduce_max(x, {axis}, true);
   m = where(is_finite(m), m, zeros_like(m));
@@ -31,7 +22,7 @@ Tensor shifted(const Tensor& x, int axis) {
 }  // namespace
 
 Tensor softmax(const Tensor& x, int axis) {
-  check_float(x, "softmax");
+  detail::check_float(x, "softmax");
   const int a = detail::normalize_axis(axis, x.rank(), "softmax");
   Tensor y;
   {
@@ -48,7 +39,7 @@ Tensor softmax(const Tensor& x, int axis) {
 }
 
 Tensor log_softmax(const Tensor& x, int axis) {
-  check_float(x, "log_softmax");
+  detail::check_float(x, "log_softmax");
   const int a = detail::normalize_axis(axis, x.rank(), "log_softmax");
   Tensor y;
   {

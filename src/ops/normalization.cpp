@@ -36,15 +36,6 @@ using autograd::Needs;
 
 namespace {
 
-void check_float_cpu(const Tensor& x, const char* op, const char* what) {
-  if (!x.defined()) throw ValueError(fmt::format("{}: {} is undefined", op, what));
-  if (x.dtype() != DType::float32 && x.dtype() != DType::float64)
-    throw DTypeError(fmt::format("{}: {} must be float32 or float64, got {} {}", op, what,
-                                 name(x.dtype()), x.shape().to_string()));
-  if (!x.device().is_cpu())
-    throw DeviceError(fmt::format("{}: no kernel for device {} yet", op, x.device().to_string()));
-}
-
 void check_epsilon(double epsilon, const char* op) {
   if (!std::isfinite(epsilon) || epsilon < 0)
     throw ValueError(fmt::format("{}: epsilon must be finite and >= 0, got {}", op, epsilon));
@@ -347,7 +338,7 @@ Grads bn_inference_backward(const Tensor& x, const Tensor& gamma, const Tensor& 
 // ---- moments -----------------------------------------------------------------------------------
 
 std::pair<Tensor, Tensor> moments(const Tensor& x, std::vector<int> axes, bool keepdims) {
-  check_float_cpu(x, "moments", "x");
+  detail::check_float_cpu(x, "moments", "x");
   const std::vector<int> ax = detail::normalize_axes(axes, x.rank(), "moments");
   const Tensor mean = reduce_mean(x, ax, true);
   // Biased variance, as tf.nn.moments. No stop_gradient on the mean (TensorFlow has one): the
@@ -363,7 +354,7 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& b
                            const Tensor& moving_mean, const Tensor& moving_variance, bool training,
                            double momentum, double epsilon) {
   constexpr const char* op = "batch_norm";
-  check_float_cpu(x, op, "x");
+  detail::check_float_cpu(x, op, "x");
   if (x.rank() < 2)
     throw ValueError(fmt::format("batch_norm: x must have rank >= 2 (batch..., channels), got shape {}",
                                  x.shape().to_string()));
@@ -584,7 +575,7 @@ void check_ln_param(const Tensor& p, const Tensor& x, const Shape& param, const 
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, std::vector<int> axes,
                   double epsilon) {
   constexpr const char* op = "layer_norm";
-  check_float_cpu(x, op, "x");
+  detail::check_float_cpu(x, op, "x");
   const std::vector<int> ax = detail::normalize_axes(axes, x.rank(), op, false);
   if (ax.empty()) throw ValueError("layer_norm: axes must name at least one axis");
   check_epsilon(epsilon, op);

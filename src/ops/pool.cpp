@@ -33,11 +33,8 @@ namespace {
 WindowGeom pool_geometry(const char* op, const Tensor& x, std::array<int, 2> pool,
                          std::array<int, 2> strides, const std::string& padding) {
   detail::check_defined(x, op);
-  if (!x.device().is_cpu())
-    throw DeviceError(fmt::format("{}: no kernel for device {} yet", op, x.device().to_string()));
-  if (x.dtype() != DType::float32 && x.dtype() != DType::float64)
-    throw DTypeError(fmt::format("{}: expected a float32 or float64 input, got {} {}", op,
-                                 name(x.dtype()), x.shape().to_string()));
+  detail::check_cpu(x, op);
+  detail::check_float(x, op, "input");
   if (x.rank() != 4)
     throw ShapeError(fmt::format("{}: input must have rank 4 (NHWC [batch, height, width, channels]), "
                                  "got rank {} shape {}",
@@ -60,12 +57,7 @@ WindowGeom pool_geometry(const char* op, const Tensor& x, std::array<int, 2> poo
   if (pad == cpu::Padding::valid && (g.kh > g.h || g.kw > g.w))
     throw ShapeError(fmt::format("{}: pool size [{}, {}] is larger than the input {} ({}x{}) with padding \"{}\"",
                                  op, pool[0], pool[1], x.shape().to_string(), g.h, g.w, padding));
-  const cpu::AxisWindow ah = cpu::window_axis(g.h, g.kh, g.sh, 1, pad);
-  const cpu::AxisWindow aw = cpu::window_axis(g.w, g.kw, g.sw, 1, pad);
-  g.ho = ah.out;
-  g.wo = aw.out;
-  g.pad_top = ah.pad_before;
-  g.pad_left = aw.pad_before;
+  cpu::place_windows(g, pad);
   return g;
 }
 

@@ -78,23 +78,6 @@ inline void normal_block(const Words& w, double (&z)[4]) {
   }
 }
 
-void check_shape(const Shape& shape, const char* op) {
-  for (auto d : shape)
-    if (d < 0) throw ShapeError(fmt::format("{}: negative dimension in shape {}", op, shape.to_string()));
-}
-
-Tensor allocate(const Shape& shape, DType dtype, const char* op) {
-  check_shape(shape, op);
-  const Device d = default_device();
-  if (!d.is_cpu())
-    throw DeviceError(fmt::format("{}: default device is {}: CUDA backend not available", op, d.to_string()));
-  return detail::empty_tensor(shape, dtype, d);
-}
-
-void check_finite(double v, const char* op, const char* what) {
-  if (!std::isfinite(v)) throw ValueError(fmt::format("{}: {} must be finite, got {}", op, what, v));
-}
-
 // Runs body(b) for every block; threads only above 64K elements, where they pay for themselves.
 // Each block is a pure function of its index, so the split between threads cannot change results.
 template <class F>
@@ -148,13 +131,13 @@ void set_state(PhiloxState state) {
 }
 
 Tensor uniform(Shape shape, double minval, double maxval, DType dtype) {
-  check_finite(minval, "random.uniform", "minval");
-  check_finite(maxval, "random.uniform", "maxval");
+  detail::check_finite(minval, "random.uniform", "minval");
+  detail::check_finite(maxval, "random.uniform", "maxval");
   if (maxval < minval)
     throw ValueError(fmt::format("random.uniform: maxval {} is less than minval {}", maxval, minval));
   if (dtype != DType::float32 && dtype != DType::float64)
     detail::unsupported_dtype("random.uniform", dtype, "float32 or float64");
-  Tensor out = allocate(shape, dtype, "random.uniform");
+  Tensor out = detail::factory_output(shape, dtype, "random.uniform");
   const std::int64_t n = out.size();
   detail::dispatch_float(dtype, "random.uniform", [&]<class T>() {
     constexpr int per = sizeof(T) == 4 ? 4 : 2;
@@ -184,22 +167,25 @@ Tensor uniform(Shape shape, double minval, double maxval, DType dtype) {
   return out;
 }
 
-Tensor normal(Shape shape, double mean, double stddev, DType dtype) {
-  check_finite(mean, "random.normal", "mean");
-  check_finite(stddev, "random.normal", "stddev");
-  if (stddev < 0) throw ValueError(fmt::format("random.normal: stddev must be >= 0, got {}", stddev));
-  if (dtype != DType::float32 && dtype != DType::float64)
-    detail::unsupported_dtype("random.normal", dtype, "float32 or float64");
-  Tensor out = allocate(shape, dtype, "random.normal");
+namespace {
+// normal and truncated_normal differ only in how block b's standard normals are drawn:
+// draw.template operator()<T>(state, b, z) writes normals_per_block<T>() of them to z.
+template <class Draw>
+Tensor scaled_normals(const char* op, const Shape& shape, double mean, double stddev, DType dtype, Draw&& draw) {
+  detail::check_finite(mean, op, "mean");
+  detail::check_finite(stddev, op, "stddev");
+  if (stddev < 0) throw ValueError(fmt::format("{}: stddev must be >= 0, got {}", op, stddev));
+  if (dtype != DType::float32 && dtype != DType::float64) detail::unsupported_dtype(op, dtype, "float32 or float64");
+  Tensor out = detail::factory_output(shape, dtype, op);
   const std::int64_t n = out.size();
-  detail::dispatch_float(dtype, "random.normal", [&]<class T>() {
+  detail::dispatch_float(dtype, op, [&]<class T>() {
     constexpr int per = normals_per_block<T>();
     const std::int64_t blocks = (n + per - 1) / per;
     const PhiloxState st = reserve_blocks(blocks);
     T* p = static_cast<T*>(out.raw_data());
     for_blocks(n, blocks, [&](std::int64_t b) {
-      double z[4];
-      normal_block<T>(block(st, static_cast<std::uint64_t>(b)), z);
+      double z[4] = {0, 0, 0, 0};
+      draw.template operator()<T>(st, static_cast<std::uint64_t>(b), z);
       for (int k = 0; k < per; ++k) {
         const std::int64_t i = b * per + k;
         if (i >= n) break;
@@ -209,44 +195,34 @@ Tensor normal(Shape shape, double mean, double stddev, DType dtype) {
   });
   return out;
 }
+}  // namespace
+
+Tensor normal(Shape shape, double mean, double stddev, DType dtype) {
+  return scaled_normals("random.normal", shape, mean, stddev, dtype,
+                        []<class T>(const PhiloxState& st, std::uint64_t b, double(&z)[4]) {
+                          normal_block<T>(block(st, b), z);
+                        });
+}
 
 Tensor truncated_normal(Shape shape, double mean, double stddev, DType dtype) {
-  check_finite(mean, "random.truncated_normal", "mean");
-  check_finite(stddev, "random.truncated_normal", "stddev");
-  if (stddev < 0)
-    throw ValueError(fmt::format("random.truncated_normal: stddev must be >= 0, got {}", stddev));
-  if (dtype != DType::float32 && dtype != DType::float64)
-    detail::unsupported_dtype("random.truncated_normal", dtype, "float32 or float64");
-  Tensor out = allocate(shape, dtype, "random.truncated_normal");
-  const std::int64_t n = out.size();
-  detail::dispatch_float(dtype, "random.truncated_normal", [&]<class T>() {
-    constexpr int per = normals_per_block<T>();
-    const std::int64_t blocks = (n + per - 1) / per;
-    const PhiloxState st = reserve_blocks(blocks);
-    T* p = static_cast<T*>(out.raw_data());
-    for_blocks(n, blocks, [&](std::int64_t b) {
-      // A rejected lane is redrawn from the same block index on the next stream, so every
-      // redraw is still a function of (key, counter, element index) alone. 4.6% of draws are
-      // rejected; 64 rounds in a row (probability ~1e-86) would fall back to the mean.
-      double z[4];
-      double accepted[4] = {0, 0, 0, 0};
-      unsigned pending = (1u << per) - 1;
-      for (std::uint32_t stream = 0; pending != 0 && stream < 64; ++stream) {
-        normal_block<T>(block(st, static_cast<std::uint64_t>(b), stream), z);
-        for (int k = 0; k < per; ++k)
-          if ((pending >> k & 1u) && std::fabs(z[k]) <= 2.0) {
-            accepted[k] = z[k];
-            pending &= ~(1u << k);
-          }
-      }
-      for (int k = 0; k < per; ++k) {
-        const std::int64_t i = b * per + k;
-        if (i >= n) break;
-        p[i] = static_cast<T>(mean + stddev * accepted[k]);
-      }
-    });
-  });
-  return out;
+  return scaled_normals("random.truncated_normal", shape, mean, stddev, dtype,
+                        []<class T>(const PhiloxState& st, std::uint64_t b, double(&accepted)[4]) {
+                          // A rejected lane is redrawn from the same block index on the next
+                          // stream, so every redraw is still a function of (key, counter, element
+                          // index) alone. 4.6% of draws are rejected; 64 rounds in a row
+                          // (probability ~1e-86) would fall back to the mean.
+                          constexpr int per = normals_per_block<T>();
+                          double z[4];
+                          unsigned pending = (1u << per) - 1;
+                          for (std::uint32_t stream = 0; pending != 0 && stream < 64; ++stream) {
+                            normal_block<T>(block(st, b, stream), z);
+                            for (int k = 0; k < per; ++k)
+                              if ((pending >> k & 1u) && std::fabs(z[k]) <= 2.0) {
+                                accepted[k] = z[k];
+                                pending &= ~(1u << k);
+                              }
+                          }
+                        });
 }
 
 Tensor uniform_int(Shape shape, std::int64_t minval, std::int64_t maxval, DType dtype) {
@@ -258,7 +234,7 @@ Tensor uniform_int(Shape shape, std::int64_t minval, std::int64_t maxval, DType 
     throw ValueError(fmt::format("random.uniform_int: range [{}, {}) does not fit int32", minval, maxval));
   if (dtype != DType::int32 && dtype != DType::int64)
     detail::unsupported_dtype("random.uniform_int", dtype, "int32 or int64");
-  Tensor out = allocate(shape, dtype, "random.uniform_int");
+  Tensor out = detail::factory_output(shape, dtype, "random.uniform_int");
   const std::int64_t n = out.size();
   // Unsigned arithmetic: the width of [INT64_MIN, INT64_MAX) does not fit int64.
   const std::uint64_t range = static_cast<std::uint64_t>(maxval) - static_cast<std::uint64_t>(minval);

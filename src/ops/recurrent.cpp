@@ -56,12 +56,7 @@ void check_dtypes_devices(const char* op, std::initializer_list<Arg> args) {
   const char* first_name = "";
   for (const Arg& a : args) {
     if (!a.t->defined()) continue;
-    if (a.t->dtype() != DType::float32 && a.t->dtype() != DType::float64)
-      throw DTypeError(fmt::format("{}: {} must be float32 or float64, got {} {}", op, a.name,
-                                   name(a.t->dtype()), a.t->shape().to_string()));
-    if (!a.t->device().is_cpu())
-      throw DeviceError(fmt::format("{}: no kernel for device {} yet ({})", op,
-                                    a.t->device().to_string(), a.name));
+    detail::check_float_cpu(*a.t, op, a.name);
     if (first == nullptr) {
       first = a.t;
       first_name = a.name;
@@ -70,10 +65,6 @@ void check_dtypes_devices(const char* op, std::initializer_list<Arg> args) {
                                    first_name, name(first->dtype())));
     }
   }
-}
-
-void require_defined(const char* op, const char* what, const Tensor& t) {
-  if (!t.defined()) throw ValueError(fmt::format("{}: {} is undefined", op, what));
 }
 
 void require_shape(const char* op, const char* what, const char* layout, const Tensor& t,
@@ -150,6 +141,17 @@ Tensor empty_like_shape(const Tensor& like, Shape shape) {
 }
 
 Tensor one_like(const Tensor& t) { return scalar_like(t, 1.0); }
+
+// The rows of x @ kernel, [batch, width] with batch from h, computed into `hold`; a sequence
+// step (kernel undefined) passes that product already as x.
+template <class T>
+Rows<T> projected_rows(const Tensor& x, const Tensor& kernel, const Tensor& h, std::int64_t width,
+                       Tensor& hold) {
+  if (!kernel.defined()) return rows_of<T>(x, hold);
+  hold = empty_like_shape(h, Shape{h.shape()[0], width});
+  gemm_to(x, kernel, hold.raw_data());
+  return {hold.template data<T>(), width};
+}
 
 // The gradients that go through the node's matrix products, shared by LSTM and GRU:
 // x (or, in a sequence step, the precomputed projection of x), the kernel and the bias of the
@@ -289,14 +291,7 @@ LSTMState lstm_node(const char* op, const Tensor& x, const Tensor& h, const Tens
   T* a = mutable_data<T>(act);
   gemm_to(h, recurrent_kernel, a);
   Tensor x_hold;
-  Rows<T> xs;
-  if (kernel.defined()) {
-    x_hold = empty_like_shape(h, Shape{batch, width});
-    gemm_to(x, kernel, x_hold.raw_data());
-    xs = {x_hold.template data<T>(), width};
-  } else {
-    xs = rows_of<T>(x, x_hold);
-  }
+  const Rows<T> xs = projected_rows<T>(x, kernel, h, width, x_hold);
   Tensor b_hold = bias.defined() ? bias.contiguous() : Tensor();
   const T* b = bias.defined() ? b_hold.template data<T>() : nullptr;
 
@@ -417,14 +412,7 @@ Tensor gru_node(const char* op, const Tensor& x, const Tensor& h, const Tensor& 
   gemm_to(h, recurrent_kernel, inner.raw_data());
   const T* in = inner.template data<T>();
   Tensor x_hold;
-  Rows<T> xs;
-  if (kernel.defined()) {
-    x_hold = empty_like_shape(h, Shape{batch, width});
-    gemm_to(x, kernel, x_hold.raw_data());
-    xs = {x_hold.template data<T>(), width};
-  } else {
-    xs = rows_of<T>(x, x_hold);
-  }
+  const Rows<T> xs = projected_rows<T>(x, kernel, h, width, x_hold);
   // An absent bias reads as zeros (the loops stay branch-free).
   std::vector<T> no_bias;
   if (!b_in.defined() || !b_rec.defined()) no_bias.assign(static_cast<std::size_t>(width), T(0));
@@ -557,8 +545,19 @@ std::vector<Tensor> project_steps(const Tensor& x, const Tensor& kernel, const T
   return unstack(reshape(xz, Shape{batch, time, width}), 1);
 }
 
+// GRU's [2, 3u] bias as its input and recurrent rows (both undefined without a bias). The
+// unstack is recorded, so their gradients stack back to [2, 3u].
+struct GRUBias {
+  Tensor in, rec;
+};
+GRUBias split_gru_bias(const Tensor& bias) {
+  if (!bias.defined()) return {};
+  const std::vector<Tensor> b = unstack(bias, 0);
+  return {b[0], b[1]};
+}
+
 void check_sequence_input(const char* op, const Tensor& x) {
-  require_defined(op, "x", x);
+  detail::check_defined(x, op, "x");
   if (x.rank() != 3)
     throw ShapeError(fmt::format("{}: x must be [batch, time, features], got {}", op,
                                  x.shape().to_string()));
@@ -571,11 +570,11 @@ void check_sequence_input(const char* op, const Tensor& x) {
 LSTMState lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& kernel,
                     const Tensor& recurrent_kernel, const Tensor& bias) {
   const char* op = "lstm_cell";
-  require_defined(op, "x", x);
-  require_defined(op, "h", h);
-  require_defined(op, "c", c);
-  require_defined(op, "kernel", kernel);
-  require_defined(op, "recurrent_kernel", recurrent_kernel);
+  detail::check_defined(x, op, "x");
+  detail::check_defined(h, op, "h");
+  detail::check_defined(c, op, "c");
+  detail::check_defined(kernel, op, "kernel");
+  detail::check_defined(recurrent_kernel, op, "recurrent_kernel");
   if (x.rank() != 2)
     throw ShapeError(fmt::format("{}: x must be [batch, input_size], got {}", op, x.shape().to_string()));
   check_cell_args(op, 4, x.shape()[0], x.shape()[1], h, &c, kernel, recurrent_kernel, bias, false);
@@ -587,21 +586,16 @@ LSTMState lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Ten
 Tensor gru_cell(const Tensor& x, const Tensor& h, const Tensor& kernel, const Tensor& recurrent_kernel,
                 const Tensor& bias) {
   const char* op = "gru_cell";
-  require_defined(op, "x", x);
-  require_defined(op, "h", h);
-  require_defined(op, "kernel", kernel);
-  require_defined(op, "recurrent_kernel", recurrent_kernel);
+  detail::check_defined(x, op, "x");
+  detail::check_defined(h, op, "h");
+  detail::check_defined(kernel, op, "kernel");
+  detail::check_defined(recurrent_kernel, op, "recurrent_kernel");
   if (x.rank() != 2)
     throw ShapeError(fmt::format("{}: x must be [batch, input_size], got {}", op, x.shape().to_string()));
   check_cell_args(op, 3, x.shape()[0], x.shape()[1], h, nullptr, kernel, recurrent_kernel, bias, true);
   check_dtypes_devices(op, {{"x", &x}, {"h", &h}, {"kernel", &kernel},
                             {"recurrent_kernel", &recurrent_kernel}, {"bias", &bias}});
-  Tensor b_in, b_rec;
-  if (bias.defined()) {
-    const std::vector<Tensor> b = unstack(bias, 0);  // recorded: the gradient stacks back to [2, 3u]
-    b_in = b[0];
-    b_rec = b[1];
-  }
+  const auto [b_in, b_rec] = split_gru_bias(bias);
   return gru_dispatch(op, x, h, kernel, recurrent_kernel, b_in, b_rec);
 }
 
@@ -609,10 +603,10 @@ LSTMSequence lstm(const Tensor& x, const Tensor& h0, const Tensor& c0, const Ten
                   const Tensor& recurrent_kernel, const Tensor& bias, bool go_backwards) {
   const char* op = "lstm";
   check_sequence_input(op, x);
-  require_defined(op, "h0", h0);
-  require_defined(op, "c0", c0);
-  require_defined(op, "kernel", kernel);
-  require_defined(op, "recurrent_kernel", recurrent_kernel);
+  detail::check_defined(h0, op, "h0");
+  detail::check_defined(c0, op, "c0");
+  detail::check_defined(kernel, op, "kernel");
+  detail::check_defined(recurrent_kernel, op, "recurrent_kernel");
   const std::int64_t units = check_cell_args(op, 4, x.shape()[0], x.shape()[2], h0, &c0, kernel,
                                              recurrent_kernel, bias, false);
   check_dtypes_devices(op, {{"x", &x}, {"h0", &h0}, {"c0", &c0}, {"kernel", &kernel},
@@ -639,9 +633,9 @@ GRUSequence gru(const Tensor& x, const Tensor& h0, const Tensor& kernel, const T
                 const Tensor& bias, bool go_backwards) {
   const char* op = "gru";
   check_sequence_input(op, x);
-  require_defined(op, "h0", h0);
-  require_defined(op, "kernel", kernel);
-  require_defined(op, "recurrent_kernel", recurrent_kernel);
+  detail::check_defined(h0, op, "h0");
+  detail::check_defined(kernel, op, "kernel");
+  detail::check_defined(recurrent_kernel, op, "recurrent_kernel");
   const std::int64_t units = check_cell_args(op, 3, x.shape()[0], x.shape()[2], h0, nullptr, kernel,
                                              recurrent_kernel, bias, true);
   check_dtypes_devices(op, {{"x", &x}, {"h0", &h0}, {"kernel", &kernel},
@@ -651,12 +645,7 @@ GRUSequence gru(const Tensor& x, const Tensor& h0, const Tensor& kernel, const T
     DeviceScope scope(x.device());
     return {zeros(Shape{batch, 0, units}, x.dtype()), h0};
   }
-  Tensor b_in, b_rec;
-  if (bias.defined()) {
-    const std::vector<Tensor> b = unstack(bias, 0);
-    b_in = b[0];
-    b_rec = b[1];
-  }
+  const auto [b_in, b_rec] = split_gru_bias(bias);
   const std::vector<Tensor> steps = project_steps(x, kernel, b_in);
   std::vector<Tensor> outputs;
   outputs.reserve(steps.size());

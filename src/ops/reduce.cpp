@@ -27,8 +27,7 @@ struct ReducedShapes {
 
 ReducedShapes reduced_shapes(const Tensor& x, const std::vector<int>& axes, bool keepdims, const char* op) {
   detail::check_defined(x, op);
-  if (!x.device().is_cpu())
-    throw DeviceError(fmt::format("{}: no kernel for device {} yet", op, x.device().to_string()));
+  detail::check_cpu(x, op);
   ReducedShapes r;
   r.axes = detail::normalize_axes(axes, x.rank(), op);
   std::vector<std::int64_t> kept = x.shape().dims(), out;
@@ -41,9 +40,7 @@ ReducedShapes reduced_shapes(const Tensor& x, const std::vector<int>& axes, bool
 }
 
 Tensor reduce_forward(cpu::ReduceOp op, const Tensor& x, const ReducedShapes& r, const char* name) {
-  if (x.dtype() == DType::bool_ || x.dtype() == DType::float16 || x.dtype() == DType::bfloat16)
-    throw DTypeError(fmt::format("{}: unsupported dtype {} (shape {}); cast first", name,
-                                 keel::name(x.dtype()), x.shape().to_string()));
+  detail::check_numeric(x, name);
   if ((op == cpu::ReduceOp::max || op == cpu::ReduceOp::min) && x.size() == 0)
     throw ValueError(fmt::format("{}: cannot reduce an empty tensor of shape {}", name, x.shape().to_string()));
   Tensor y = detail::empty_tensor(r.out, x.dtype(), x.device());
@@ -189,8 +186,7 @@ Tensor arg_extremum(bool is_max, const Tensor& x, int axis) {
   const int a = detail::normalize_axis(axis, x.rank(), name);
   if (x.shape()[a] == 0)
     throw ValueError(fmt::format("{}: axis {} of shape {} is empty", name, axis, x.shape().to_string()));
-  if (x.dtype() == DType::bool_ || x.dtype() == DType::float16 || x.dtype() == DType::bfloat16)
-    throw DTypeError(fmt::format("{}: unsupported dtype {}", name, keel::name(x.dtype())));
+  detail::check_numeric(x, name);
   std::vector<std::int64_t> out;
   for (std::int64_t d = 0; d < x.rank(); ++d)
     if (d != a) out.push_back(x.shape()[d]);

@@ -34,13 +34,6 @@ std::string list_str(const std::vector<T>& v) {
   return s + "]";
 }
 
-// Only the CPU can run the data-moving kernels today; views work on any device.
-void require_cpu(const Tensor& x, const char* op) {
-  if (!x.device().is_cpu())
-    throw DeviceError(fmt::format("{}: tensor on {}: CUDA backend not available", op,
-                                  x.device().to_string()));
-}
-
 int threads() { return std::max(1, config::num_threads()); }
 
 // Axis for inserting a new dimension: [-rank-1, rank] (normalize_axis would name rank + 1).
@@ -350,7 +343,7 @@ Tensor concat(const std::vector<Tensor>& values, int axis) {
     out_dims[static_cast<std::size_t>(ax)] += v.shape()[ax];
   }
   if (values.size() == 1) return first;
-  for (const auto& v : values) require_cpu(v, "concat");
+  for (const auto& v : values) detail::check_cpu(v, "concat");
 
   const Shape out_shape(out_dims);
   Tensor out = detail::empty_tensor(out_shape, first.dtype(), first.device());
@@ -484,7 +477,7 @@ Tensor tile(const Tensor& x, const std::vector<std::int64_t>& multiples) {
     if (m < 0)
       throw ValueError(fmt::format("tile: multiples {} must be >= 0", list_str(multiples)));
   if (r == 0) return x;
-  require_cpu(x, "tile");
+  detail::check_cpu(x, "tile");
   // Seen as [m0, d0, m1, d1, ...], the output is x broadcast along the multiple axes.
   std::vector<std::int64_t> out_dims(static_cast<std::size_t>(r)), split_dims, src_strides;
   for (std::size_t i = 0; i < out_dims.size(); ++i) {
@@ -514,7 +507,7 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
     throw ShapeError("gather: params must have rank >= 1, got shape []");
   const int ax = detail::normalize_axis(axis, params.rank(), "gather");
   detail::check_same_device(params, indices, "gather");
-  require_cpu(params, "gather");
+  detail::check_cpu(params, "gather");
   const auto idx = read_indices(indices, "gather");
   const auto& pd = params.shape().dims();
   const std::int64_t dim = pd[static_cast<std::size_t>(ax)];
@@ -587,7 +580,7 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
     throw ShapeError(fmt::format("unsorted_segment_sum: segment_ids shape {} must be a prefix of data shape {}",
                                  detail::shape_str(segment_ids), detail::shape_str(data)));
   detail::check_same_device(data, segment_ids, "unsorted_segment_sum");
-  require_cpu(data, "unsorted_segment_sum");
+  detail::check_cpu(data, "unsorted_segment_sum");
   const auto ids = read_indices(segment_ids, "unsorted_segment_sum");
   bool has_negative = false;
   for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -655,7 +648,7 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
 Tensor one_hot(const Tensor& indices, int depth, double on_value, double off_value, DType dtype) {
   detail::check_defined(indices, "one_hot");
   if (depth < 0) throw ValueError(fmt::format("one_hot: depth must be >= 0, got {}", depth));
-  require_cpu(indices, "one_hot");
+  detail::check_cpu(indices, "one_hot");
   std::vector<std::int64_t> idx;
   if (indices.dtype() == DType::uint8) {
     const Tensor c = indices.contiguous();
@@ -697,7 +690,7 @@ Tensor pad(const Tensor& x, const std::vector<std::array<std::int64_t, 2>>& padd
     if (p[0] < 0 || p[1] < 0)
       throw ValueError(fmt::format("pad: paddings {} must be >= 0 (shape {})", pads_str(),
                                    detail::shape_str(x)));
-  require_cpu(x, "pad");
+  detail::check_cpu(x, "pad");
   std::vector<std::int64_t> dims(static_cast<std::size_t>(r));
   for (std::size_t i = 0; i < dims.size(); ++i)
     dims[i] = x.shape().dims()[i] + paddings[i][0] + paddings[i][1];

@@ -439,9 +439,9 @@ std::shared_ptr<Optimizer> from_config(const std::string& class_name, const nloh
       if (l.is_object()) lr = LearningRate(schedules::deserialize(l));
       else lr = l.get<double>();
     }
-    // The common options every config carries (null or absent: unset).
-    const auto fill = [&](auto& o) {
-      o.weight_decay = opt_double(config, "weight_decay");
+    // The common options every config carries (null or absent: unset) but weight_decay, which
+    // AdamW keeps as a plain number.
+    const auto fill_common = [&](auto& o) {
       o.clipnorm = opt_double(config, "clipnorm");
       o.clipvalue = opt_double(config, "clipvalue");
       o.global_clipnorm = opt_double(config, "global_clipnorm");
@@ -451,6 +451,16 @@ std::shared_ptr<Optimizer> from_config(const std::string& class_name, const nloh
         o.ema_overwrite_frequency = config["ema_overwrite_frequency"].get<std::int64_t>();
       o.loss_scale_factor = opt_double(config, "loss_scale_factor");
       if (config.contains("name") && config["name"].is_string()) o.name = config["name"].get<std::string>();
+    };
+    const auto fill = [&](auto& o) {
+      o.weight_decay = opt_double(config, "weight_decay");
+      fill_common(o);
+    };
+    // Adam, AdamW and Nadam.
+    const auto fill_moments = [&](auto& o) {
+      o.beta_1 = config.value("beta_1", 0.9);
+      o.beta_2 = config.value("beta_2", 0.999);
+      o.epsilon = config.value("epsilon", 1e-7);
     };
     const std::string cls = lower(class_name);
     if (cls == "sgd") {
@@ -463,29 +473,16 @@ std::shared_ptr<Optimizer> from_config(const std::string& class_name, const nloh
     if (cls == "adam") {
       AdamOptions o;
       fill(o);
-      o.beta_1 = config.value("beta_1", 0.9);
-      o.beta_2 = config.value("beta_2", 0.999);
-      o.epsilon = config.value("epsilon", 1e-7);
+      fill_moments(o);
       o.amsgrad = config.value("amsgrad", false);
       return std::make_shared<Adam>(lr, o);
     }
     if (cls == "adamw") {
-      AdamOptions a;
-      fill(a);
       AdamWOptions o;
-      o.weight_decay = a.weight_decay.value_or(0.004);
-      o.beta_1 = config.value("beta_1", 0.9);
-      o.beta_2 = config.value("beta_2", 0.999);
-      o.epsilon = config.value("epsilon", 1e-7);
+      o.weight_decay = opt_double(config, "weight_decay").value_or(0.004);
+      fill_common(o);
+      fill_moments(o);
       o.amsgrad = config.value("amsgrad", false);
-      o.clipnorm = a.clipnorm;
-      o.clipvalue = a.clipvalue;
-      o.global_clipnorm = a.global_clipnorm;
-      o.use_ema = a.use_ema;
-      o.ema_momentum = a.ema_momentum;
-      o.ema_overwrite_frequency = a.ema_overwrite_frequency;
-      o.loss_scale_factor = a.loss_scale_factor;
-      if (config.contains("name") && config["name"].is_string()) o.name = a.name;
       return std::make_shared<AdamW>(lr, o);
     }
     if (cls == "rmsprop") {
@@ -507,9 +504,7 @@ std::shared_ptr<Optimizer> from_config(const std::string& class_name, const nloh
     if (cls == "nadam") {
       NadamOptions o;
       fill(o);
-      o.beta_1 = config.value("beta_1", 0.9);
-      o.beta_2 = config.value("beta_2", 0.999);
-      o.epsilon = config.value("epsilon", 1e-7);
+      fill_moments(o);
       return std::make_shared<Nadam>(lr, o);
     }
   } catch (const nlohmann::json::exception& e) {

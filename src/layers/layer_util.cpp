@@ -1,0 +1,74 @@
+#include "layers/layer_util.hpp"
+
+#include <cctype>
+
+#include "keel/core/tensor_impl.hpp"
+#include "keel/ops/elementwise.hpp"
+
+namespace keel::layers::detail {
+
+std::string who(const Layer& layer) { return fmt::format("{} ({})", layer.name(), layer.class_name()); }
+
+Variable& required(const Layer& layer, Variable* v, const char* what, const char* flag) {
+  if (!v) {
+    if (!layer.built())
+      throw ValueError(fmt::format("{}: '{}' does not exist before the layer is built (call it on data first)",
+                                   who(layer), what));
+    throw ValueError(fmt::format("{}: the layer has no '{}' ({} = false)", who(layer), what, flag));
+  }
+  return *v;
+}
+
+std::string lowercase(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string checked_data_format(const Layer& layer, const std::string& data_format) {
+  const std::string f = lowercase(data_format);
+  if (f == "channels_last" || f == "channels_first") return f;
+  throw ValueError(fmt::format("{}: data_format must be \"channels_last\" or \"channels_first\", got \"{}\"",
+                               who(layer), data_format));
+}
+
+DType compute_dtype(const Tensor& x) { return x.dtype() == DType::float64 ? DType::float64 : DType::float32; }
+
+Tensor compute_input(const Tensor& x) { return as_dtype(x, compute_dtype(x)); }
+
+Tensor as_dtype(const Tensor& t, DType dtype) { return !t.defined() || t.dtype() == dtype ? t : cast(t, dtype); }
+
+Tensor like(const Tensor& w, const Tensor& x) { return as_dtype(w, x.dtype()); }
+
+Tensor attach_mask(Tensor y, const Tensor& mask) {
+  y.impl()->keras_mask = mask.defined() ? mask.impl_ptr() : nullptr;
+  return y;
+}
+
+std::uint64_t mix(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+nlohmann::json regularizer_config(const regularizers::Regularizer& r) {
+  if (!r.active()) return nullptr;
+  if (r.l2() == 0) return {{"class_name", "L1"}, {"config", {{"l1", r.l1()}}}};
+  if (r.l1() == 0) return {{"class_name", "L2"}, {"config", {{"l2", r.l2()}}}};
+  return {{"class_name", "L1L2"}, {"config", {{"l1", r.l1()}, {"l2", r.l2()}}}};
+}
+
+nlohmann::json regularizer_json(const regularizers::Regularizer& r) {
+  nlohmann::json j = regularizer_config(r);
+  if (!j.is_null()) {
+    j["module"] = "keras.regularizers";
+    j["registered_name"] = nullptr;
+  }
+  return j;
+}
+
+nlohmann::json seed_config(const std::optional<std::uint64_t>& seed) {
+  return seed ? nlohmann::json(*seed) : nlohmann::json(nullptr);
+}
+
+}  // namespace keel::layers::detail

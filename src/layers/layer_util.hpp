@@ -1,0 +1,64 @@
+#pragma once
+// Helpers the layer implementations share: how a layer names itself in errors, the dtype it
+// computes in, and how Keras spells the pieces of a config.
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <fmt/core.h>
+
+#include "keel/core/error.hpp"
+#include "keel/layers/layer.hpp"
+
+namespace keel::layers::detail {
+
+// "conv2d_1 (Conv2D)": how a constructed layer is named in errors.
+std::string who(const Layer& layer);
+
+// Ops report shapes, not layers: runs f() and prefixes the message of a ShapeError or
+// ValueError it throws with the layer, keeping the error type.
+template <class F>
+auto in_layer(const Layer& layer, F&& f) {
+  try {
+    return f();
+  } catch (const ShapeError& e) {
+    throw ShapeError(fmt::format("{}: {}", who(layer), e.what()));
+  } catch (const ValueError& e) {
+    throw ValueError(fmt::format("{}: {}", who(layer), e.what()));
+  }
+}
+
+// The weight behind an accessor; ValueError before build() or when `flag` (use_bias, center...)
+// turned it off.
+Variable& required(const Layer& layer, Variable* v, const char* what, const char* flag);
+
+std::string lowercase(std::string s);
+// Keras lower-cases data_format before checking it; so do we. ValueError naming the layer.
+std::string checked_data_format(const Layer& layer, const std::string& data_format);
+
+// Keras computes in float32 (its default compute dtype): integer, bool and half inputs are cast,
+// and float64 stays float64 so that gradients can be checked in double precision.
+DType compute_dtype(const Tensor& x);
+Tensor compute_input(const Tensor& x);
+// t in `dtype`; an undefined t (an optional weight) stays undefined.
+Tensor as_dtype(const Tensor& t, DType dtype);
+// A weight (float32) in the dtype of the input it meets.
+Tensor like(const Tensor& w, const Tensor& x);
+
+// Hands `mask` on with `y`, a tensor the layer has just computed. with_mask() would make a new
+// view of y, and a GradientTape keys gradients by tensor identity, so the view would cut the
+// output off from the tape; the mask is attached to y itself instead (nothing else holds y yet).
+Tensor attach_mask(Tensor y, const Tensor& mask);
+
+// SplitMix64's step: decorrelates the per-call dropout seeds derived from one user seed.
+std::uint64_t mix(std::uint64_t z);
+
+// Keras serialises a regularizer as {"class_name", "config"}; None when there is none.
+nlohmann::json regularizer_config(const regularizers::Regularizer& r);
+// The same with Keras 3's "module" and "registered_name" keys.
+nlohmann::json regularizer_json(const regularizers::Regularizer& r);
+nlohmann::json seed_config(const std::optional<std::uint64_t>& seed);
+
+}  // namespace keel::layers::detail
