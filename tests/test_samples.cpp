@@ -93,6 +93,7 @@ TEST_CASE("cifar10_cnn trains on synthetic CIFAR-10 files and saves its best wei
   CHECK(r.output.find("Total params: 156,074") != std::string::npos);  // the tutorial's network
   CHECK(r.output.find("Epoch 2/2") != std::string::npos);
   CHECK(r.output.find("val_accuracy:") != std::string::npos);
+  CHECK(r.output.find("Throughput: input pipeline") != std::string::npos);
   // Chance is 0.10; on the synthetic classes two short epochs give 0.53-0.58 (seeds 1-3).
   CHECK(number_after(r.output, "Test accuracy:") >= 0.4);
   CHECK(number_after(r.output, "Test loss:") < 1.8);  // ln(10) = 2.30 is knowing nothing
@@ -194,5 +195,5 @@ TEST_CASE("distillation trains a teacher and distils it into a student", "[sampl
   REQUIRE(r.status == 0);
   CHECK(r.output.find("distillation_loss:") != std::string::npos);
   CHECK(r.output.find("student_loss:") != std::string::npos);
-  CHECK(number_after(r.output, "Student accuracy:") > 0.5);  // 0.63-0.82 over seeds 1-3
+  CHECK(number_after(r.output, "Student accuracy:") > 0.5);  // 0.63-0.84 over seeds 1-6 (the default seed 1: 0.82)
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/dispatch.hpp"
 #include "cpu/copy.hpp"
 
 namespace keel {
@@ -109,6 +110,16 @@ std::vector<int> normalize_axes(const std::vector<int>& axes, std::int64_t rank,
   std::sort(out.begin(), out.end());
   if (std::adjacent_find(out.begin(), out.end()) != out.end())
     throw ValueError(fmt::format("{}: repeated axis in the axes list", op));
+  return out;
+}
+
+std::vector<std::int64_t> read_indices(const Tensor& idx, const char* op) {
+  const Tensor c = idx.contiguous();
+  std::vector<std::int64_t> out(static_cast<std::size_t>(c.size()));
+  dispatch_index(c.dtype(), op, [&]<class I>() {
+    const I* p = c.data<I>();
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::int64_t>(p[i]);
+  });
   return out;
 }
 

@@ -1,7 +1,9 @@
 #pragma once
 // Helpers shared by ops: allocating outputs, making views, checking arguments.
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/core.h>
@@ -51,5 +53,29 @@ void check_float_cpu(const Tensor& x, const char* op, const char* what);
 void check_numeric(const Tensor& x, const char* op);
 
 inline std::string shape_str(const Tensor& t) { return t.shape().to_string(); }
+
+// Converts one value to element type U. Integers convert to integers by wrapping (as NumPy's
+// astype does); floating values convert to integers by truncation, saturating at the range
+// ends, because an out-of-range float-to-int cast is undefined behaviour in C++.
+template <class U, class T>
+U convert(T v) {
+  if constexpr (std::is_same_v<U, bool>) {
+    return v != T(0);
+  } else if constexpr (std::is_same_v<U, float16_t>) {
+    return float_to_half(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<U, bfloat16_t>) {
+    return float_to_bfloat16(static_cast<float>(v));
+  } else if constexpr (std::is_floating_point_v<U> || !std::is_floating_point_v<T>) {
+    return static_cast<U>(v);
+  } else {
+    if (v != v) return U{0};
+    if (v <= static_cast<T>(std::numeric_limits<U>::lowest())) return std::numeric_limits<U>::lowest();
+    if (v >= static_cast<T>(std::numeric_limits<U>::max())) return std::numeric_limits<U>::max();
+    return static_cast<U>(v);
+  }
+}
+
+// Reads an index tensor (int32 or int64, any strides) as int64 values.
+std::vector<std::int64_t> read_indices(const Tensor& idx, const char* op);
 
 }  // namespace keel::detail

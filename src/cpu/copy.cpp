@@ -77,6 +77,7 @@ To convert_one(From v) {
 }  // namespace
 
 void convert(DType from, const void* src, DType to, void* dst, std::int64_t n) {
+  if (n == 0) return;  // empty tensors may have null buffers, which memcpy must not see
   if (from == to) {
     std::memcpy(dst, src, static_cast<std::size_t>(n) * itemsize(from));
     return;

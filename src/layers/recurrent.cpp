@@ -59,6 +59,23 @@ Common common_of(const Options& o) {
                 o.go_backwards, o.stateful,          o.unroll, o.activity_regularizer};
 }
 
+// The kernel [input_dim, width] and recurrent kernel [units, width] of a cell whose gates take
+// `width` columns.
+template <class Options>
+void add_cell_kernels(Layer& layer, const Options& options, std::int64_t input_dim, std::int64_t units,
+                      std::int64_t width, Variable*& kernel, Variable*& recurrent_kernel) {
+  kernel = &layer.add_weight("kernel", Shape{input_dim, width}, options.kernel_initializer, true,
+                             options.kernel_regularizer);
+  recurrent_kernel = &layer.add_weight("recurrent_kernel", Shape{units, width}, options.recurrent_initializer, true,
+                                       options.recurrent_regularizer);
+}
+
+// The activations the fused LSTM and GRU ops implement.
+template <class Options>
+bool fused_activations(const Options& options) {
+  return options.activation.name() == "tanh" && options.recurrent_activation.name() == "sigmoid";
+}
+
 // A copy of a SimpleRNN, LSTM or GRU with its options but a new direction and name.
 template <class L, class Options>
 std::shared_ptr<Recurrent> clone_with(int units, Options options, bool go_backwards) {
@@ -282,10 +299,7 @@ SimpleRNN::SimpleRNN(int units, SimpleRNNOptions options)
 
 void SimpleRNN::build_cell(std::int64_t input_dim) {
   const std::int64_t u = units();
-  kernel_ = &add_weight("kernel", Shape{input_dim, u}, options_.kernel_initializer, true,
-                        options_.kernel_regularizer);
-  recurrent_kernel_ = &add_weight("recurrent_kernel", Shape{u, u}, options_.recurrent_initializer, true,
-                                  options_.recurrent_regularizer);
+  add_cell_kernels(*this, options_, input_dim, u, u, kernel_, recurrent_kernel_);
   if (options_.use_bias)
     bias_ = &add_weight("bias", Shape{u}, options_.bias_initializer, true, options_.bias_regularizer);
 }
@@ -322,16 +336,11 @@ LSTM::LSTM(int units, LSTMOptions options)
   check_rate("LSTM", "recurrent_dropout", options_.recurrent_dropout);
 }
 
-bool LSTM::default_activations() const {
-  return options_.activation.name() == "tanh" && options_.recurrent_activation.name() == "sigmoid";
-}
+bool LSTM::default_activations() const { return fused_activations(options_); }
 
 void LSTM::build_cell(std::int64_t input_dim) {
   const std::int64_t u = units();
-  kernel_ = &add_weight("kernel", Shape{input_dim, 4 * u}, options_.kernel_initializer, true,
-                        options_.kernel_regularizer);
-  recurrent_kernel_ = &add_weight("recurrent_kernel", Shape{u, 4 * u}, options_.recurrent_initializer, true,
-                                  options_.recurrent_regularizer);
+  add_cell_kernels(*this, options_, input_dim, u, 4 * u, kernel_, recurrent_kernel_);
   if (options_.use_bias) {
     initializers::Initializer init = options_.bias_initializer;
     if (options_.unit_forget_bias) {
@@ -401,16 +410,11 @@ GRU::GRU(int units, GRUOptions options)
   check_rate("GRU", "recurrent_dropout", options_.recurrent_dropout);
 }
 
-bool GRU::default_activations() const {
-  return options_.activation.name() == "tanh" && options_.recurrent_activation.name() == "sigmoid";
-}
+bool GRU::default_activations() const { return fused_activations(options_); }
 
 void GRU::build_cell(std::int64_t input_dim) {
   const std::int64_t u = units();
-  kernel_ = &add_weight("kernel", Shape{input_dim, 3 * u}, options_.kernel_initializer, true,
-                        options_.kernel_regularizer);
-  recurrent_kernel_ = &add_weight("recurrent_kernel", Shape{u, 3 * u}, options_.recurrent_initializer, true,
-                                  options_.recurrent_regularizer);
+  add_cell_kernels(*this, options_, input_dim, u, 3 * u, kernel_, recurrent_kernel_);
   if (options_.use_bias)
     bias_ = &add_weight("bias", options_.reset_after ? Shape{2, 3 * u} : Shape{3 * u},
                         options_.bias_initializer, true, options_.bias_regularizer);

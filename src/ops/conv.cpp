@@ -121,7 +121,7 @@ Shape output_shape(const WindowGeom& g) { return Shape{g.n, g.ho, g.wo, g.o}; }
 // ---- conv2d, depthwise_conv2d and their backprop ops -------------------------------------------
 
 // The two convolution families share the adjoint structure above; only their kernels, op names
-// and filter shapes differ.
+// and filter shapes differ. Tape closures keep a reference to the family: both are static.
 struct ConvFamily {
   const char* name;             // the forward op
   const char* input_name;       // its backprop_input

@@ -17,27 +17,6 @@ namespace keel {
 
 namespace {
 
-// Converts one value to element type U. Integers convert to integers by wrapping (as NumPy's
-// astype does); floating values convert to integers by truncation, saturating at the range
-// ends, because an out-of-range float-to-int cast is undefined behaviour in C++.
-template <class U, class T>
-U convert(T v) {
-  if constexpr (std::is_same_v<U, bool>) {
-    return v != T(0);
-  } else if constexpr (std::is_same_v<U, float16_t>) {
-    return float_to_half(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<U, bfloat16_t>) {
-    return float_to_bfloat16(static_cast<float>(v));
-  } else if constexpr (std::is_floating_point_v<U> || !std::is_floating_point_v<T>) {
-    return static_cast<U>(v);
-  } else {
-    if (v != v) return U{0};
-    if (v <= static_cast<T>(std::numeric_limits<U>::lowest())) return std::numeric_limits<U>::lowest();
-    if (v >= static_cast<T>(std::numeric_limits<U>::max())) return std::numeric_limits<U>::max();
-    return static_cast<U>(v);
-  }
-}
-
 void fill(Tensor& t, double value, const char* op) {
   const std::int64_t n = t.size();
   if (value == 0.0 && !std::signbit(value)) {
@@ -46,7 +25,7 @@ void fill(Tensor& t, double value, const char* op) {
     return;
   }
   detail::dispatch_all(t.dtype(), op, [&]<class U>() {
-    const U u = convert<U>(value);
+    const U u = detail::convert<U>(value);
     U* p = static_cast<U*>(t.raw_data());
     for (std::int64_t i = 0; i < n; ++i) p[i] = u;
   });
@@ -58,7 +37,7 @@ void generate(Tensor& t, const char* op, F&& f) {
   const std::int64_t n = t.size();
   detail::dispatch_all(t.dtype(), op, [&]<class U>() {
     U* p = static_cast<U*>(t.raw_data());
-    for (std::int64_t i = 0; i < n; ++i) p[i] = convert<U>(f(i));
+    for (std::int64_t i = 0; i < n; ++i) p[i] = detail::convert<U>(f(i));
   });
 }
 
@@ -81,7 +60,7 @@ Tensor constant(const std::vector<T>& values, Shape shape, DType dtype) {
   }
   detail::dispatch_all(dtype, "constant", [&]<class U>() {
     U* p = static_cast<U*>(out.raw_data());
-    for (std::int64_t i = 0; i < n; ++i) p[i] = convert<U>(static_cast<T>(values[static_cast<std::size_t>(i)]));
+    for (std::int64_t i = 0; i < n; ++i) p[i] = detail::convert<U>(static_cast<T>(values[static_cast<std::size_t>(i)]));
   });
   return out;
 }
@@ -185,7 +164,7 @@ Tensor eye(std::int64_t n, DType dtype) {
   fill(out, 0.0, "eye");
   detail::dispatch_all(dtype, "eye", [&]<class U>() {
     U* p = static_cast<U*>(out.raw_data());
-    const U one = convert<U>(1.0);
+    const U one = detail::convert<U>(1.0);
     for (std::int64_t i = 0; i < n; ++i) p[i * n + i] = one;
   });
   return out;

@@ -57,29 +57,9 @@ void strided_copy(void* dst, const std::vector<std::int64_t>& dst_strides, const
                     static_cast<char*>(dst), item);
 }
 
-// A double converted to dtype dt's bit pattern (how pad and one_hot take their fill values).
-template <class U>
-U scalar_as(double v) {
-  if constexpr (std::is_same_v<U, bool>) {
-    return v != 0;
-  } else if constexpr (std::is_same_v<U, float16_t>) {
-    return float_to_half(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<U, bfloat16_t>) {
-    return float_to_bfloat16(static_cast<float>(v));
-  } else if constexpr (std::is_floating_point_v<U>) {
-    return static_cast<U>(v);
-  } else {
-    // Out-of-range float-to-int conversion is undefined behaviour in C++: saturate instead.
-    if (v != v) return U{0};
-    if (v <= static_cast<double>(std::numeric_limits<U>::lowest())) return std::numeric_limits<U>::lowest();
-    if (v >= static_cast<double>(std::numeric_limits<U>::max())) return std::numeric_limits<U>::max();
-    return static_cast<U>(v);
-  }
-}
-
 void encode_scalar(double v, DType dt, unsigned char* out) {
   detail::dispatch_all(dt, "encode", [&]<class U>() {
-    const U u = scalar_as<U>(v);
+    const U u = detail::convert<U>(v);
     std::memcpy(out, &u, sizeof(U));
   });
 }
@@ -99,17 +79,6 @@ void fill_bytes(void* dst, std::int64_t n, const unsigned char* value, std::size
       for (std::int64_t i = 0; i < n; ++i)
         std::memcpy(static_cast<char*>(dst) + i * static_cast<std::int64_t>(item), value, item);
   }
-}
-
-// Reads integer index tensors of any index dtype as int64.
-std::vector<std::int64_t> read_indices(const Tensor& idx, const char* op) {
-  const Tensor c = idx.contiguous();
-  std::vector<std::int64_t> out(static_cast<std::size_t>(c.size()));
-  detail::dispatch_index(c.dtype(), op, [&]<class I>() {
-    const I* p = c.data<I>();
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::int64_t>(p[i]);
-  });
-  return out;
 }
 
 std::int64_t product(const std::vector<std::int64_t>& d, std::size_t from, std::size_t to) {
@@ -508,7 +477,7 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
   const int ax = detail::normalize_axis(axis, params.rank(), "gather");
   detail::check_same_device(params, indices, "gather");
   detail::check_cpu(params, "gather");
-  const auto idx = read_indices(indices, "gather");
+  const auto idx = detail::read_indices(indices, "gather");
   const auto& pd = params.shape().dims();
   const std::int64_t dim = pd[static_cast<std::size_t>(ax)];
   for (std::size_t j = 0; j < idx.size(); ++j)
@@ -581,7 +550,7 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
                                  detail::shape_str(segment_ids), detail::shape_str(data)));
   detail::check_same_device(data, segment_ids, "unsorted_segment_sum");
   detail::check_cpu(data, "unsorted_segment_sum");
-  const auto ids = read_indices(segment_ids, "unsorted_segment_sum");
+  const auto ids = detail::read_indices(segment_ids, "unsorted_segment_sum");
   bool has_negative = false;
   for (std::size_t i = 0; i < ids.size(); ++i) {
     // Negative ids are dropped, like TensorFlow; too-large ones are an error.
@@ -624,7 +593,7 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
           if (!need[0]) return Grads{Tensor()};
           if (!has_negative) return Grads{gather(g[0], segment_ids, 0)};
           // Dropped (negative) ids get zero gradient: gather row 0 for them, then mask it out.
-          const auto ids = read_indices(segment_ids, "unsorted_segment_sum");
+          const auto ids = detail::read_indices(segment_ids, "unsorted_segment_sum");
           std::vector<std::int64_t> clamped(ids.size());
           std::vector<double> mask(ids.size());
           for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -655,7 +624,7 @@ Tensor one_hot(const Tensor& indices, int depth, double on_value, double off_val
     const auto* p = c.data<std::uint8_t>();
     idx.assign(p, p + c.size());
   } else {
-    idx = read_indices(indices, "one_hot");
+    idx = detail::read_indices(indices, "one_hot");
   }
   auto dims = indices.shape().dims();
   dims.push_back(depth);
