@@ -190,10 +190,10 @@ TEST_CASE("fashion_mnist says how to install a missing data set", "[samples]") {
 TEST_CASE("distillation trains a teacher and distils it into a student", "[samples]") {
   const std::string exe = sample("distillation");
   if (exe.empty()) return;
-  const Result r = run(exe + " --synthetic --limit 2000 --epochs 3");
+  const Result r = run(exe + " --synthetic --limit 1500 --epochs 3");
   INFO(r.output);
   REQUIRE(r.status == 0);
   CHECK(r.output.find("distillation_loss:") != std::string::npos);
   CHECK(r.output.find("student_loss:") != std::string::npos);
-  CHECK(number_after(r.output, "Student accuracy:") > 0.5);  // 0.63-0.84 over seeds 1-6 (the default seed 1: 0.82)
+  CHECK(number_after(r.output, "Student accuracy:") > 0.35);  // 0.48-0.61 over seeds 1-4 (the default seed 1: 0.61)
 }

@@ -91,16 +91,17 @@ void EarlyStopping::on_epoch_end(int epoch, const Logs& logs) {
   if (wait_ >= o_.patience && epoch > 0) {
     stopped_epoch_ = epoch;
     model->stop_training = true;
+    // As Keras: the best weights come back only when training is actually stopped early.
+    if (o_.restore_best_weights && !best_weights_.empty()) {
+      const auto ws = model->weights();
+      for (std::size_t i = 0; i < ws.size() && i < best_weights_.size(); ++i) ws[i]->assign(best_weights_[i]);
+      if (o_.verbose) std::cout << "Restoring model weights from the end of the best epoch: " << best_epoch_ + 1 << ".\n";
+    }
   }
 }
 
 void EarlyStopping::on_train_end(const Logs&) {
   if (stopped_epoch_ > 0 && o_.verbose) std::cout << "Epoch " << stopped_epoch_ + 1 << ": early stopping\n";
-  if (o_.restore_best_weights && model && !best_weights_.empty()) {
-    const auto ws = model->weights();
-    for (std::size_t i = 0; i < ws.size() && i < best_weights_.size(); ++i) ws[i]->assign(best_weights_[i]);
-    if (o_.verbose) std::cout << "Restoring model weights from the end of the best epoch: " << best_epoch_ + 1 << ".\n";
-  }
 }
 
 // ---- ModelCheckpoint ----

@@ -47,7 +47,7 @@ struct EarlyStoppingOptions {
   int patience = 0;
   int verbose = 0;
   std::string mode = "auto";  // "min", "max", or "auto" (max for accuracy-like names)
-  std::optional<double> baseline;
+  std::optional<double> baseline{};
   bool restore_best_weights = false;
   int start_from_epoch = 0;
 };
@@ -77,7 +77,7 @@ struct ModelCheckpointOptions {
   bool save_weights_only = true;  // whole-model files come with the saving issue; weights now
   std::string mode = "auto";
   std::string save_freq = "epoch";
-  std::optional<double> initial_value_threshold;
+  std::optional<double> initial_value_threshold{};
 };
 // filepath may contain {epoch} (1-based, formatted like {epoch:02d} too) and {<metric>} fields.
 class ModelCheckpoint : public Callback {

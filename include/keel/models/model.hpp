@@ -27,21 +27,21 @@ struct History {
 // Options in the order of Keras' keyword arguments, with Keras' defaults.
 struct CompileOptions {
   optimizers::OptimizerRef optimizer = "rmsprop";
-  losses::LossRef loss;
-  std::vector<double> loss_weights;           // one per output of a multi-output model
-  std::vector<metrics::MetricRef> metrics;
+  losses::LossRef loss{};
+  std::vector<double> loss_weights{};           // one per output of a multi-output model
+  std::vector<metrics::MetricRef> metrics{};
 };
 
 struct FitOptions {
   std::int64_t batch_size = 32;
   int epochs = 1;
   int verbose = 1;  // 0 silent, 1 progress bar (one line per epoch when not a terminal), 2 one line per epoch
-  callbacks::CallbackList callbacks;
+  callbacks::CallbackList callbacks{};
   double validation_split = 0;  // the last fraction of x, y (before shuffling), as Keras
-  std::optional<std::pair<Tensor, Tensor>> validation_data;
+  std::optional<std::pair<Tensor, Tensor>> validation_data{};
   bool shuffle = true;
-  std::map<std::int64_t, double> class_weight;
-  Tensor sample_weight;
+  std::map<std::int64_t, double> class_weight{};
+  Tensor sample_weight{};
   int initial_epoch = 0;
   std::int64_t steps_per_epoch = -1;  // -1: the whole data set each epoch
   std::int64_t validation_steps = -1;
@@ -52,16 +52,16 @@ struct FitOptions {
 struct EvaluateOptions {
   std::int64_t batch_size = 32;
   int verbose = 1;
-  Tensor sample_weight;
+  Tensor sample_weight{};
   std::int64_t steps = -1;
-  callbacks::CallbackList callbacks;
+  callbacks::CallbackList callbacks{};
 };
 
 struct PredictOptions {
   std::int64_t batch_size = 32;
   int verbose = 0;
   std::int64_t steps = -1;
-  callbacks::CallbackList callbacks;
+  callbacks::CallbackList callbacks{};
 };
 
 // A symbolic tensor: the start of a functional model. shape excludes the batch dimension.
