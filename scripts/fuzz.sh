@@ -79,7 +79,7 @@ for t in $TARGETS; do
   found="$BUILD/corpus/$t"  # what libFuzzer adds goes here, never into the committed seeds
   mkdir -p "$found"
   echo "==== fuzz_$t: $RUNS inputs from $seeds"
-  if "$BUILD/tests/fuzz/fuzz_$t" "$found" "$seeds" -runs="$RUNS" -max_len=16384 -timeout=30 \
+  if "$BUILD/tests/fuzz/fuzz_$t" "$found" "$seeds" -runs="$RUNS" -seed=1 -max_len=16384 -timeout=30 \
     -rss_limit_mb=2560 -malloc_limit_mb=2048 -artifact_prefix="$BUILD/artifacts/$t-" -print_final_stats=1 \
     > "$BUILD/fuzz_$t.log" 2>&1; then
     grep -E "^(Done|stat::number_of_executed_units)" "$BUILD/fuzz_$t.log" | tail -1

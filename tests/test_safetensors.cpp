@@ -168,3 +168,12 @@ TEST_CASE("a save killed midway leaves the previous file intact", "[io][safetens
   // Temporary files of the killed writer may stay behind; they never replace the target.
   std::system(("rm -f " + path + ".tmp-*").c_str());
 }
+
+TEST_CASE("a BOOL tensor whose bytes are neither 0 nor 1 loads as true", "[io][safetensors]") {
+  const std::string path = temp_path("bool.safetensors");
+  write_all(path, reference_file(R"({"m":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})", std::string("\0\066\1", 3)));
+  const Tensor m = io::load_safetensors(path).at("m");
+  CHECK(m.to_vector<bool>() == std::vector<bool>{false, true, true});
+  CHECK(m.to_vector<float>() == std::vector<float>{0.f, 1.f, 1.f});
+  std::remove(path.c_str());
+}

@@ -87,7 +87,14 @@ void convert(DType from, const void* src, DType to, void* dst, std::int64_t n) {
       const F* s = static_cast<const F*>(src);
       T* d = static_cast<T*>(dst);
       parallel_for(n, kParallelGrain, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t i = b; i < e; ++i) d[i] = convert_one<F, T>(s[i]);
+        if constexpr (std::is_same_v<F, bool>) {
+          // Read bool bytes as bytes: any non-zero byte is true (a bool object holding another
+          // value would be undefined behaviour).
+          const auto* bytes = static_cast<const std::uint8_t*>(src);
+          for (std::int64_t i = b; i < e; ++i) d[i] = convert_one<bool, T>(bytes[i] != 0);
+        } else {
+          for (std::int64_t i = b; i < e; ++i) d[i] = convert_one<F, T>(s[i]);
+        }
       });
     });
   });

@@ -216,6 +216,10 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path) {
     DeviceScope cpu(Device::cpu());
     Tensor t = keel::detail::empty_tensor(e.shape, e.dtype, Device::cpu());
     if (e.end > e.begin) std::memcpy(t.raw_data(), bytes.data() + p.data_start + e.begin, e.end - e.begin);
+    if (e.dtype == DType::bool_) {  // keel's bools are 0/1 bytes; a file may hold any non-zero byte
+      auto* b = static_cast<std::uint8_t*>(t.raw_data());
+      for (std::int64_t i = 0; i < t.size(); ++i) b[i] = b[i] != 0;
+    }
     out.emplace(e.name, t);
   }
   return out;
