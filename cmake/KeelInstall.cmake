@@ -11,4 +11,5 @@ configure_package_config_file(${CMAKE_CURRENT_SOURCE_DIR}/cmake/keelConfig.cmake
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/keelConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/keelConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/keelConfigVersion.cmake
+              ${CMAKE_CURRENT_SOURCE_DIR}/cmake/KeelCudnn.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/keel)

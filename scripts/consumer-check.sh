@@ -4,8 +4,10 @@
 #   FetchContent       tests/consumer/fetchcontent: FetchContent_Declare(keel SOURCE_DIR ...)
 #   find_package       tests/consumer/find_package: keel built, `cmake --install`ed into a
 #                      prefix, then find_package(keel CONFIG REQUIRED)
-# The library is built with -DKEEL_CUDA=OFF each time (to save time). All work happens in a
-# temporary folder, removed on success and kept (and named) on failure.
+# The library is built with -DKEEL_CUDA=OFF for the first two (to save time) and with the CUDA
+# backend for find_package where the CUDA toolkit is installed, so that the installed package
+# config finds CUDA and cuDNN for its consumer. All work happens in a temporary folder, removed
+# on success and kept (and named) on failure.
 #
 #   bash scripts/consumer-check.sh [WORK_DIR]      (from any directory)
 set -uo pipefail
@@ -73,7 +75,10 @@ record "FetchContent (local SOURCE_DIR)" $?
 step "find_package (install tree)"
 install_and_consume() {
   local build="$WORK/keel-build" prefix="$WORK/prefix" config
-  run "$WORK/keel.configure.log" cmake -S "$ROOT" -B "$build" "${LIB_OPTIONS[@]}" \
+  local cuda=OFF
+  if command -v nvcc > /dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then cuda=AUTO; fi
+  echo "keel's CUDA backend for this check: KEEL_CUDA=$cuda"
+  run "$WORK/keel.configure.log" cmake -S "$ROOT" -B "$build" "${LIB_OPTIONS[@]}" -DKEEL_CUDA="$cuda" \
     -DKEEL_BUILD_TESTS=OFF -DKEEL_BUILD_BENCHMARKS=OFF -DKEEL_BUILD_SAMPLES=OFF || return 1
   run "$WORK/keel.build.log" cmake --build "$build" -j"$JOBS" || return 1
   run "$WORK/keel.install.log" cmake --install "$build" --prefix "$prefix" || return 1

@@ -91,7 +91,7 @@ fi
 if wanted asan; then
   if stage "configure build-asan/ (ASan+UBSan, CPU only)" \
     cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" -DKEEL_SANITIZE=ON -DKEEL_BUILD_TESTS=ON \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O0 -g1" -DKEEL_SANITIZE=ON -DKEEL_BUILD_TESTS=ON \
     -DKEEL_BUILD_BENCHMARKS=OFF -DKEEL_BUILD_SAMPLES=OFF -DKEEL_CUDA=OFF; then
     if stage "build build-asan/ (-j${JOBS})" cmake --build build-asan -j"${JOBS}"; then
       ASAN_OPTIONS="${ASAN_OPTIONS:-$(asan_options)}" \

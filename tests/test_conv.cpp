@@ -686,3 +686,56 @@ TEST_CASE("conv2d_transpose rejects output_padding not smaller than the stride")
   check_error<ValueError>([&] { conv2d_transpose(x, zeros({2, 2, 2, 2}), {2, 2}, "same", std::array<int, 2>{0, 0}); },
                           {"conv2d_transpose", "[1,3,3,2]"});
 }
+
+// ---- half precision --------------------------------------------------------------------------------
+
+namespace {
+// got (a half type) equals want computed in float32 and rounded to got's dtype, element for element.
+void check_rounded(const Tensor& got, const Tensor& want32) {
+  REQUIRE(got.shape() == want32.shape());
+  CHECK(got.to_vector<float>() == want32.astype(got.dtype()).to_vector<float>());
+}
+}  // namespace
+
+TEST_CASE("conv ops on float16 and bfloat16 compute in float32 and round the result once") {
+  for (const DType dt : {DType::float16, DType::bfloat16}) {
+    INFO(name(dt));
+    const auto half = [&](const Shape& s, std::uint32_t seed) { return random_tensor(s, seed, dt); };
+    const auto f32 = [](const Tensor& t) { return t.astype(DType::float32); };
+    const Tensor x = half({2, 7, 5, 3}, 1), k = half({3, 2, 3, 4}, 2);
+    const Tensor y = conv2d(x, k, {2, 2}, "same");
+    CHECK(y.dtype() == dt);
+    check_rounded(y, conv2d(f32(x), f32(k), {2, 2}, "same"));
+    const Tensor dk = half({3, 3, 3, 2}, 3);
+    check_rounded(depthwise_conv2d(x, dk, {1, 1}, "same", {2, 1}),
+                  depthwise_conv2d(f32(x), f32(dk), {1, 1}, "same", {2, 1}));
+    const Tensor x1 = half({2, 9, 3}, 4), k1 = half({3, 3, 2}, 5);
+    check_rounded(conv1d(x1, k1, 1, "causal"), conv1d(f32(x1), f32(k1), 1, "causal"));
+    const Tensor tk = half({3, 3, 2, 3}, 6);
+    check_rounded(conv2d_transpose(x, tk, {2, 2}, "same"), conv2d_transpose(f32(x), f32(tk), {2, 2}, "same"));
+    // mixing a half input with a float32 kernel is still an error
+    check_error<DTypeError>([&] { conv2d(x, f32(k)); }, {"conv2d", std::string(name(dt)), "float32"});
+  }
+}
+
+TEST_CASE("conv2d gradients of float16 operands are the float32 gradients rounded") {
+  const Tensor x = random_tensor({1, 5, 4, 2}, 11, DType::float16);
+  const Tensor k = random_tensor({3, 3, 2, 3}, 12, DType::float16);
+  GradientTape tape;
+  tape.watch(x);
+  tape.watch(k);
+  const Tensor loss = reduce_sum(conv2d(x, k, {1, 1}, "same").astype(DType::float32));
+  const auto g = tape.gradient(loss, std::vector<Tensor>{x, k});
+  REQUIRE(g.size() == 2);
+  CHECK(g[0].dtype() == DType::float16);
+  CHECK(g[1].dtype() == DType::float16);
+  // The same computation in float32 on the rounded operands.
+  const Tensor x32 = x.astype(DType::float32), k32 = k.astype(DType::float32);
+  GradientTape tape32;
+  tape32.watch(x32);
+  tape32.watch(k32);
+  const Tensor loss32 = reduce_sum(conv2d(x32, k32, {1, 1}, "same").astype(DType::float16).astype(DType::float32));
+  const auto g32 = tape32.gradient(loss32, std::vector<Tensor>{x32, k32});
+  check_rounded(g[0], g32[0]);
+  check_rounded(g[1], g32[1]);
+}

@@ -596,3 +596,15 @@ TEST_CASE("scalar_like makes a rank-0 tensor of x's dtype", "[elementwise][dtype
   CHECK(i.item<int>() == 7);
   CHECK(i.device() == ones({3}, DType::int32).device());
 }
+
+TEST_CASE("cast from float to int saturates out-of-range values and maps NaN to 0") {
+  // An out-of-range float-to-int conversion is undefined behaviour in C++; keel defines it as
+  // NumPy-on-x86 users expect from a checked cast: clamp to the range, NaN to 0.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor x = constant({1e20f, -1e20f, nan, -3.7f, 2.5f}, {5});
+  CHECK(cast(x, DType::int32).to_vector<std::int32_t>() ==
+        std::vector<std::int32_t>{2147483647, -2147483647 - 1, 0, -3, 2});
+  CHECK(cast(x, DType::int64).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{INT64_MAX, INT64_MIN, 0, -3, 2});
+  CHECK(cast(constant({300.0, -5.0}, {2}), DType::uint8).to_vector<std::uint8_t>() == std::vector<std::uint8_t>{255, 0});
+}

@@ -293,3 +293,48 @@ TEST_CASE("matmul passes gradient checks on transposed and sliced views", "[lina
       [](const std::vector<Tensor>& xs) { return matmul(transpose(xs[0], {0, 2, 1}), xs[1]); },
       {f64(wavy(24, 0.1), {2, 4, 3}), f64(wavy(20, 0.8), {4, 5})});
 }
+
+// ---- half precision ----------------------------------------------------------------------------
+
+TEST_CASE("matmul of float16 and bfloat16 is the float32 product rounded once", "[linalg][matmul][dtype]") {
+  for (const DType dt : {DType::float16, DType::bfloat16}) {
+    INFO(name(dt));
+    // a batch of two [3,4] matrices times one broadcast [4,5]
+    const Tensor a = f64(wavy(24, 0.3), {2, 3, 4}).astype(dt);
+    const Tensor b = f64(wavy(20, 2.1), {4, 5}).astype(dt);
+    const Tensor c = matmul(a, b);
+    CHECK(c.dtype() == dt);
+    CHECK(c.shape() == Shape{2, 3, 5});
+    const Tensor want = matmul(a.astype(DType::float32), b.astype(DType::float32)).astype(dt);
+    CHECK(c.to_vector<float>() == want.to_vector<float>());
+    // and within the half type's rounding of the exact product of the rounded inputs
+    const auto av = a.to_vector<double>(), bv = b.to_vector<double>();
+    const auto c0 = naive_matmul(slice_of(av, 0, 12), bv, 3, 4, 5);
+    const auto cv = c.to_vector<double>();
+    for (std::size_t i = 0; i < c0.size(); ++i) {
+      INFO("element " << i);
+      CHECK(cv[i] == Approx(c0[i]).epsilon(dt == DType::float16 ? 2e-3 : 1e-2).margin(1e-2));
+    }
+    // transposes take the same path
+    const Tensor ct = matmul(b, a, true, true);
+    CHECK(ct.to_vector<float>() ==
+          matmul(b.astype(DType::float32), a.astype(DType::float32), true, true).astype(dt).to_vector<float>());
+  }
+}
+
+TEST_CASE("matmul gradients of float16 operands are the float32 gradients rounded", "[linalg][gradient][dtype]") {
+  const Tensor a = f64(wavy(12, 0.7), {3, 4}).astype(DType::float16);
+  const Tensor b = f64(wavy(8, 1.9), {4, 2}).astype(DType::float16);
+  const Tensor w = f64(small_ints(6, 1), {3, 2});  // exact in float16
+  GradientTape tape;
+  tape.watch(a);
+  tape.watch(b);
+  const Tensor loss = reduce_sum(matmul(a, b).astype(DType::float64) * w);
+  const auto grads = tape.gradient(loss, std::vector<Tensor>{a, b});
+  REQUIRE(grads.size() == 2);
+  CHECK(grads[0].dtype() == DType::float16);
+  CHECK(grads[1].dtype() == DType::float16);
+  const Tensor a32 = a.astype(DType::float32), b32 = b.astype(DType::float32), w32 = w.astype(DType::float32);
+  CHECK(grads[0].to_vector<float>() == matmul(w32, b32, false, true).astype(DType::float16).to_vector<float>());
+  CHECK(grads[1].to_vector<float>() == matmul(a32, w32, true, false).astype(DType::float16).to_vector<float>());
+}

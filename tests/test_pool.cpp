@@ -345,3 +345,44 @@ TEST_CASE("pooling rejects wrong ranks, bad sizes, strides and padding with clea
   check_error<DTypeError>([&] { max_pool2d(zeros({1, 4, 4, 2}, DType::int32), {2, 2}, {2, 2}); },
                           {"max_pool2d", "int32"});
 }
+
+// ---- half precision --------------------------------------------------------------------------------
+
+TEST_CASE("pooling float16 and bfloat16 computes in float32 and rounds the result once") {
+  for (const DType dt : {DType::float16, DType::bfloat16}) {
+    INFO(name(dt));
+    const Tensor x = random_tensor({2, 5, 6, 3}, 77, dt);
+    const Tensor x32 = x.astype(DType::float32);
+    const auto same = [&](const Tensor& got, const Tensor& want32) {
+      CHECK(got.dtype() == dt);
+      REQUIRE(got.shape() == want32.shape());
+      CHECK(got.to_vector<float>() == want32.astype(dt).to_vector<float>());
+    };
+    same(max_pool2d(x, {3, 3}, {2, 2}, "same"), max_pool2d(x32, {3, 3}, {2, 2}, "same"));
+    same(avg_pool2d(x, {3, 2}, {2, 1}, "same"), avg_pool2d(x32, {3, 2}, {2, 1}, "same"));
+    same(global_avg_pool2d(x), global_avg_pool2d(x32));
+    same(global_max_pool2d(x, true), global_max_pool2d(x32, true));
+    // the max of half values is one of them: exact
+    CHECK(max_pool2d(x, {2, 2}, {2, 2}).astype(DType::float32).to_vector<float>() ==
+          max_pool2d(x32, {2, 2}, {2, 2}).to_vector<float>());
+  }
+}
+
+TEST_CASE("pooling gradients of bfloat16 inputs come back in bfloat16") {
+  const Tensor x = random_tensor({1, 4, 4, 2}, 91, DType::bfloat16);
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor loss = reduce_sum(max_pool2d(x, {2, 2}, {2, 2}).astype(DType::float32)) +
+                      reduce_sum(avg_pool2d(x, {2, 2}, {1, 1}, "same").astype(DType::float32));
+  const Tensor g = tape.gradient(loss, x);
+  CHECK(g.dtype() == DType::bfloat16);
+  const Tensor x32 = x.astype(DType::float32);
+  GradientTape tape32;
+  tape32.watch(x32);
+  const Tensor loss32 = reduce_sum(max_pool2d(x32, {2, 2}, {2, 2})) + reduce_sum(avg_pool2d(x32, {2, 2}, {1, 1}, "same"));
+  const Tensor g32 = tape32.gradient(loss32, x32);
+  // Each path's gradient is rounded to bfloat16 before the two are added.
+  const auto gv = g.astype(DType::float32).to_vector<float>(), wv = g32.to_vector<float>();
+  REQUIRE(gv.size() == wv.size());
+  for (std::size_t i = 0; i < gv.size(); ++i) CHECK(gv[i] == Approx(wv[i]).epsilon(1e-2).margin(1e-2));
+}

@@ -28,6 +28,8 @@
 #include "keel/layers/registry.hpp"
 #include "keel/optimizers/schedules.hpp"
 #include "keel/optimizers/optimizer.hpp"
+#include "keel/optimizers/loss_scale_optimizer.hpp"
+#include "keel/mixed_precision/policy.hpp"
 #include "keel/losses/loss.hpp"
 #include "keel/metrics/metric.hpp"
 #include "keel/callbacks/callback.hpp"

@@ -2,7 +2,9 @@
 
 #include <fmt/core.h>
 
+#include "autograd/autocast.hpp"
 #include "autograd/record.hpp"
+#include "core/cuda_view.hpp"
 #include "core/tensor_util.hpp"
 #include "cpu/copy.hpp"
 #include "keel/ops/creation.hpp"
@@ -23,6 +25,11 @@ Variable::Variable(double initial, std::string name, bool trainable)
 const Tensor& Variable::value() const {
   if (!value_.defined()) throw ValueError("Variable: read of an uninitialised (default-constructed) Variable");
   if (trainable_ && autograd::recording()) autograd::notify_variable_read(value_);
+  // Inside a layer's call under a mixed-precision policy, float32 variables are read in the
+  // layer's compute dtype (Keras' autocast); the recorded cast carries gradients back.
+  if (autograd::AutocastScope* scope = autograd::AutocastScope::current();
+      scope && scope->dtype() && value_.dtype() == DType::float32 && *scope->dtype() != DType::float32)
+    return scope->cast(value_);
   return value_;
 }
 
@@ -34,19 +41,17 @@ void Variable::write(const Tensor& v, const char* op, bool add_to, bool sub_from
   if (v.shape() != value_.shape())
     throw ShapeError(fmt::format("{}: shape {} does not match the variable '{}' of shape {}", op,
                                  v.shape().to_string(), name_, value_.shape().to_string()));
-  detail::check_same_device(v, value_, op);
   if (v.dtype() != value_.dtype())
     throw DTypeError(fmt::format("{}: dtype {} does not match the variable '{}' of dtype {}", op,
                                  keel::name(v.dtype()), name_, keel::name(value_.dtype())));
-  Tensor src = v;
-  if (add_to || sub_from) {
-    autograd::NoRecordScope no_record;
-    src = add_to ? add(value_, v) : sub(value_, v);
-  }
+  autograd::NoRecordScope no_record;
+  // A value from another device is copied to the variable's, as TensorFlow's assign does (a
+  // checkpoint read on the host restoring a model on the GPU).
+  Tensor src = v.device() == value_.device() ? v : v.to(value_.device());
+  if (add_to || sub_from) src = add_to ? add(value_, src) : sub(value_, src);
   // A view of the variable itself (assign(transpose(v))) must be read before it is overwritten.
   if (src.impl()->storage == value_.impl()->storage) src = detail::contiguous_copy(src);
-  cpu::copy_strided(src.shape().dims(), src.strides(), static_cast<const char*>(src.raw_data()),
-                    value_.strides(), static_cast<char*>(value_.raw_data()), itemsize(value_.dtype()));
+  detail::copy_into(src, value_, op);
   value_.impl()->storage->bump_version();
 }
 

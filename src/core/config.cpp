@@ -5,6 +5,7 @@
 #include <atomic>
 #include <thread>
 
+#include "cuda/backend.hpp"
 #include "keel/core/error.hpp"
 
 namespace keel::config {
@@ -25,5 +26,8 @@ void set_num_threads(int n) {
 }
 
 int num_threads() { return threads.load(std::memory_order_relaxed); }
+
+void set_tf32(bool enabled) { cuda::set_tf32(enabled); }
+bool tf32() { return cuda::tf32(); }
 
 }  // namespace keel::config

@@ -1,15 +1,15 @@
 #include "keel/core/device.hpp"
 
 #include <charconv>
+#include <cstdlib>
+#include <optional>
 #include <string>
 
+#include "cuda/backend.hpp"
 #include "keel/core/error.hpp"
 
 namespace keel {
 
-#ifdef KEEL_WITH_CUDA
-namespace cuda { int device_count(); }
-#endif
 
 Device Device::parse(std::string_view text) {
   if (text == "cpu") return cpu();
@@ -31,20 +31,28 @@ std::string Device::to_string() const {
 }
 
 namespace {
-thread_local Device current_default = Device::cpu();
+// DESIGN.md: factories use cuda:0 when keel was built with CUDA and a GPU is present, else the
+// CPU. KEEL_DEFAULT_DEVICE=cpu|cuda[:N] in the environment overrides the rule for a process.
+Device initial_default() {
+  if (const char* env = std::getenv("KEEL_DEFAULT_DEVICE"); env && *env) return Device::parse(env);
+  return cuda::device_count() > 0 ? Device::cuda(0) : Device::cpu();
+}
+// Per thread, starting from the process-wide rule; DeviceScope changes the calling thread's only.
+thread_local std::optional<Device> current_default;
+}  // namespace
+
+Device default_device() {
+  if (!current_default) current_default = initial_default();
+  return *current_default;
 }
 
-Device default_device() { return current_default; }
-
-DeviceScope::DeviceScope(Device device) : previous_(current_default) { current_default = device; }
+DeviceScope::DeviceScope(Device device) : previous_(default_device()) { current_default = device; }
 DeviceScope::~DeviceScope() { current_default = previous_; }
 
-int cuda_device_count() {
-#ifdef KEEL_WITH_CUDA
-  return cuda::device_count();
-#else
-  return 0;
-#endif
+int cuda_device_count() { return cuda::device_count(); }
+
+void cuda_synchronize() {
+  for (int d = 0; d < cuda::device_count(); ++d) cuda::synchronize(d);
 }
 
 }  // namespace keel

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/backend.hpp"
 #include "keel/core/error.hpp"
 
 namespace keel {
@@ -73,22 +74,11 @@ std::size_t rounded(std::size_t nbytes) {
 
 }  // namespace
 
-#ifdef KEEL_WITH_CUDA
-namespace cuda {
-void* device_alloc(std::size_t nbytes, int device);
-void device_free(void* ptr, std::size_t nbytes, int device);
-}  // namespace cuda
-#endif
 
 Storage::Storage(std::size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   if (device.is_cuda()) {
-#ifdef KEEL_WITH_CUDA
-    data_ = cuda::device_alloc(nbytes, device.index());
+    data_ = cuda::allocate(nbytes, device.index());  // DeviceError without CUDA or out of memory
     return;
-#else
-    throw DeviceError("Storage: cannot allocate on " + device.to_string() +
-                      ": keel was built without the CUDA backend");
-#endif
   }
   const std::size_t bytes = rounded(nbytes == 0 ? 1 : nbytes);
   if (bytes >= kCacheMinBytes) data_ = host_cache().take(bytes);
@@ -99,9 +89,7 @@ Storage::Storage(std::size_t nbytes, Device device) : nbytes_(nbytes), device_(d
 Storage::~Storage() {
   if (!data_) return;
   if (device_.is_cuda()) {
-#ifdef KEEL_WITH_CUDA
-    cuda::device_free(data_, nbytes_, device_.index());
-#endif
+    cuda::deallocate(data_, device_.index());  // back to the cache, never thrown from here
     return;
   }
   const std::size_t bytes = rounded(nbytes_ == 0 ? 1 : nbytes_);

@@ -3,6 +3,8 @@
 #include <fmt/core.h>
 
 #include "core/dispatch.hpp"
+#include "autograd/record.hpp"
+#include "core/cuda_view.hpp"
 #include "core/tensor_util.hpp"
 #include "cpu/copy.hpp"
 #include "keel/ops/elementwise.hpp"
@@ -19,11 +21,15 @@ Tensor Tensor::contiguous() const {
 }
 
 Tensor Tensor::to(Device device) const {
-  if (device == this->device()) return *this;
-  throw DeviceError(fmt::format("to: cannot copy a tensor from {} to {}: {}", this->device().to_string(),
-                                device.to_string(),
-                                cuda_device_count() == 0 ? "no CUDA device is available"
-                                                         : "the CUDA backend does not support this yet"));
+  const Device from = this->device();
+  if (device == from) return *this;
+  Tensor out = detail::transfer(*this, device);
+  // Differentiable, as tf.identity across devices: the gradient goes back where x lives.
+  if (autograd::recording())
+    autograd::record("to", {*this}, {out}, [from](const autograd::Grads& g, const autograd::Needs&) {
+      return autograd::Grads{g[0].to(from)};
+    });
+  return out;
 }
 
 Tensor Tensor::astype(DType dtype) const { return cast(*this, dtype); }

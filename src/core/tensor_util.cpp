@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/cuda_view.hpp"
 #include "core/dispatch.hpp"
 #include "cpu/copy.hpp"
 
@@ -57,7 +58,10 @@ Tensor make_view(const Tensor& base, Shape shape, std::vector<std::int64_t> stri
 
 Tensor contiguous_copy(const Tensor& x) {
   Tensor out = empty_tensor(x.shape(), x.dtype(), x.device());
-  if (x.device().is_cuda()) throw DeviceError("contiguous: CUDA tensors are not supported yet");
+  if (x.device().is_cuda()) {
+    copy_into(x, out, "contiguous");
+    return out;
+  }
   cpu::copy_to_contiguous(x.shape().dims(), x.strides(), static_cast<const char*>(x.raw_data()),
                           static_cast<char*>(out.raw_data()), itemsize(x.dtype()));
   return out;
@@ -68,17 +72,14 @@ void check_dims(const Shape& shape, const char* op) {
     if (d < 0) throw ShapeError(fmt::format("{}: negative dimension in shape {}", op, shape.to_string()));
 }
 
-void check_fillable(Device device, const char* op) {
-  if (!device.is_cpu())
-    throw DeviceError(fmt::format("{}: cannot fill a tensor on {}: CUDA backend not available", op,
-                                  device.to_string()));
-}
-
 Tensor factory_output(const Shape& shape, DType dtype, const char* op) {
   check_dims(shape, op);
+  return empty_tensor(shape, dtype, Device::cpu());
+}
+
+Tensor place_on_default(const Tensor& host) {
   const Device d = default_device();
-  check_fillable(d, op);
-  return empty_tensor(shape, dtype, d);
+  return d.is_cpu() ? host : transfer(host, d);
 }
 
 void check_finite(double v, const char* op, const char* what) {

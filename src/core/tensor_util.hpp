@@ -21,11 +21,13 @@ Tensor make_view(const Tensor& base, Shape shape, std::vector<std::int64_t> stri
 // Copies any strided view into a new contiguous tensor of the same dtype.
 Tensor contiguous_copy(const Tensor& x);
 
-// The factories (creation and random ops) allocate on default_device() and fill on the host.
-// ShapeError naming op for a negative dimension; DeviceError when the device is not the CPU.
+// Factories that compute their values (ranges, random numbers, constants from host data) fill a
+// host tensor from factory_output and return place_on_default(it), which copies it to
+// default_device() when that is a GPU: the same numbers on every device for the same seed.
+// ShapeError naming op for a negative dimension.
 void check_dims(const Shape& shape, const char* op);
-void check_fillable(Device device, const char* op);
 Tensor factory_output(const Shape& shape, DType dtype, const char* op);
+Tensor place_on_default(const Tensor& host);
 // ValueError unless v is finite.
 void check_finite(double v, const char* op, const char* what);
 
@@ -51,6 +53,12 @@ void check_float(const Tensor& x, const char* op, const char* what = "x");
 void check_float_cpu(const Tensor& x, const char* op, const char* what);
 // DTypeError for the dtypes without arithmetic: bool and the half storage types.
 void check_numeric(const Tensor& x, const char* op);
+
+// Ops without a CUDA kernel of their own run on the host for CUDA inputs: host() moves a tensor
+// with the differentiable Tensor::to (undefined stays undefined), so gradients reach the device
+// tensors, and the caller moves the result back with .to(device).
+inline bool on_cuda(const Tensor& t) { return t.defined() && t.device().is_cuda(); }
+inline Tensor host(const Tensor& t) { return t.defined() ? t.to(Device::cpu()) : t; }
 
 inline std::string shape_str(const Tensor& t) { return t.shape().to_string(); }
 

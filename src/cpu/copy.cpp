@@ -1,6 +1,7 @@
 #include "cpu/copy.hpp"
 
 #include <cstring>
+#include <limits>
 
 #include "core/dispatch.hpp"
 #include "cpu/strided.hpp"
@@ -69,6 +70,13 @@ To convert_one(From v) {
     return convert_one<float, To>(to_float(v));
   } else if constexpr (std::is_same_v<To, bool>) {
     return v != From(0);
+  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+    // Out-of-range float-to-int is undefined in C++: NaN gives 0 and the ends saturate, as
+    // detail::convert and the CUDA cast do.
+    if (v != v) return To{0};
+    if (v <= static_cast<From>(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
+    if (v >= static_cast<From>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return static_cast<To>(v);
   } else {
     return static_cast<To>(v);
   }

@@ -105,6 +105,7 @@ std::uint64_t mix_seed(std::uint64_t seed, std::uint64_t call) {
 // ---- Dense -----------------------------------------------------------------------------------
 
 Dense::Dense(int units, DenseOptions options) : Layer(options.name), units_(units), options_(std::move(options)) {
+  if (!options_.dtype.empty()) set_dtype_policy(options_.dtype);
   if (units <= 0)
     throw ValueError(fmt::format("{}: units must be a positive integer, got {}", ctor_label("Dense", options_.name),
                                  units));
@@ -185,7 +186,9 @@ nlohmann::json Dense::get_config() const {
 // ---- Activation, ReLU, LeakyReLU, Softmax ---------------------------------------------------
 
 Activation::Activation(activations::ActivationFn activation, ActivationOptions options)
-    : Layer(std::move(options.name)), activation_(std::move(activation)) {}
+    : Layer(std::move(options.name)), activation_(std::move(activation)) {
+  if (!options.dtype.empty()) set_dtype_policy(options.dtype);
+}
 
 Tensor Activation::call(const Tensor& inputs, bool) { return pass_mask(inputs, activation_(inputs)); }
 
@@ -246,7 +249,9 @@ nlohmann::json LeakyReLU::get_config() const {
   return c;
 }
 
-Softmax::Softmax(SoftmaxOptions options) : Layer(options.name), options_(std::move(options)) {}
+Softmax::Softmax(SoftmaxOptions options) : Layer(options.name), options_(std::move(options)) {
+  if (!options_.dtype.empty()) set_dtype_policy(options_.dtype);
+}
 
 Tensor Softmax::call(const Tensor& inputs, bool) {
   const std::int64_t rank = inputs.rank();
@@ -497,7 +502,8 @@ Rescaling::Rescaling(double scale, RescalingOptions options)
     : Layer(options.name), scale_(scale), options_(std::move(options)) {}
 
 Tensor Rescaling::call(const Tensor& inputs, bool) {
-  const Tensor x = is_floating(inputs.dtype()) ? inputs : cast(inputs, DType::float32);
+  // Integer inputs (uint8 images) become floats in the compute dtype (float16 under mixed_float16).
+  const Tensor x = is_floating(inputs.dtype()) ? inputs : cast(inputs, compute_dtype());
   Tensor y = mul(x, scalar_like(x, scale_));
   if (options_.offset != 0) y = add(y, scalar_like(x, options_.offset));
   return pass_mask(inputs, y);
@@ -537,6 +543,7 @@ Tensor Embedding::call(const Tensor& inputs, bool) {
     throw DTypeError(fmt::format("{}: ids must be integers, got bool {}", who(*this), inputs.shape().to_string()));
   const Tensor ids = is_floating(inputs.dtype()) ? cast(inputs, DType::int64) : inputs;
   Tensor y = embedding_lookup(embeddings_->value(), ids);
+  if (is_floating(compute_dtype()) && y.dtype() != compute_dtype()) y = cast(y, compute_dtype());
   if (options_.activity_regularizer.active()) add_loss(options_.activity_regularizer(y));
   if (options_.mask_zero) y = with_mask(y, not_equal(ids, scalar_like(ids, 0)));
   return y;

@@ -8,6 +8,7 @@
 
 #include <fmt/core.h>
 
+#include "autograd/autocast.hpp"
 #include "autograd/record.hpp"
 #include "core/tensor_util.hpp"
 #include "keel/ops/creation.hpp"
@@ -72,7 +73,7 @@ std::string unique_name(const std::string& class_name) {
   return n == 0 ? base : fmt::format("{}_{}", base, n);
 }
 
-Layer::Layer(std::string name) : name_(std::move(name)) {}
+Layer::Layer(std::string name) : name_(std::move(name)), policy_(mixed_precision::global_policy()) {}
 Layer::~Layer() = default;
 Layer::Layer(Layer&&) noexcept = default;
 Layer& Layer::operator=(Layer&&) noexcept = default;
@@ -149,6 +150,113 @@ std::shared_ptr<Layer> Layer::move_to_heap() {
       "model; create it with std::make_shared<{}>(...) instead", name(), class_name()));
 }
 
+
+// ---- dtype policies (Keras' autocast) ---------------------------------------------------------
+
+namespace {
+
+bool is_half(DType dt) { return dt == DType::float16 || dt == DType::bfloat16; }
+
+// A floating tensor in `dtype`; a mask riding on it rides on the cast too.
+Tensor cast_floating(const Tensor& x, DType dtype) {
+  if (!x.defined() || !is_floating(x.dtype()) || x.dtype() == dtype) return x;
+  const Tensor mask = get_mask(x);
+  const Tensor y = cast(x, dtype);
+  return mask.defined() ? with_mask(y, mask) : y;
+}
+
+std::vector<Tensor> cast_floating(const std::vector<Tensor>& xs, DType dtype) {
+  std::vector<Tensor> out;
+  out.reserve(xs.size());
+  for (const auto& x : xs) out.push_back(cast_floating(x, dtype));
+  return out;
+}
+
+bool any_half(const Tensor& x) { return is_half(x.dtype()); }
+bool any_half(const std::vector<Tensor>& xs) {
+  for (const auto& x : xs)
+    if (is_half(x.dtype())) return true;
+  return false;
+}
+
+}  // namespace
+
+class LayerAccess {
+ public:
+  // call() under the layer's dtype policy (see Layer::Autocast). Float32 layers with float32
+  // inputs, the common case, take the first branch: no casts, no allocation.
+  template <class Inputs>
+  static Tensor call(Layer& layer, const Inputs& inputs, bool training) {
+    const mixed_precision::Policy& policy = layer.policy_;
+    const bool mixed = policy.is_mixed();
+    if (!mixed && !any_half(inputs)) {
+      if (autograd::AutocastScope::current()) {  // inside a mixed layer: read weights as they are
+        autograd::AutocastScope off(std::nullopt);
+        return layer.call(inputs, training);
+      }
+      return layer.call(inputs, training);
+    }
+    const DType compute = policy.compute_dtype();
+    const std::optional<DType> read_as = mixed ? std::optional<DType>(compute) : std::nullopt;
+    switch (layer.autocast()) {
+      case Layer::Autocast::none: {
+        autograd::AutocastScope scope(std::nullopt);
+        return layer.call(inputs, training);
+      }
+      case Layer::Autocast::variables: {
+        autograd::AutocastScope scope(read_as);
+        return layer.call(inputs, training);
+      }
+      case Layer::Autocast::compute:
+        if (!layer.float32_fallback_) {
+          try {
+            autograd::AutocastScope scope(read_as);
+            return layer.call(cast_floating(inputs, compute), training);
+          } catch (const DTypeError&) {
+            // Some op of this layer takes no half precision (yet): run it the way Keras runs
+            // float32-only ops, from now on. A layer with sublayers is not run twice (their
+            // state, batch statistics for one, would be updated twice): the error stands.
+            if (!mixed || !layer.sublayers_.empty()) throw;
+            layer.float32_fallback_ = true;
+            layer.call_losses_.clear();
+          }
+        }
+        [[fallthrough]];
+      case Layer::Autocast::float32: {
+        Tensor y;
+        {
+          autograd::AutocastScope scope(std::nullopt);
+          y = layer.call(cast_floating(inputs, DType::float32), training);
+        }
+        return y.defined() && y.dtype() == DType::float32 ? cast_floating(y, compute) : y;
+      }
+    }
+    return layer.call(inputs, training);
+  }
+
+  static void collect(Layer& layer, std::vector<Variable*>& out, int which, bool parent_trainable,
+                      std::vector<const Layer*>& seen) {
+    for (const auto* s : seen)
+      if (s == &layer) return;  // shared layers count once
+    seen.push_back(&layer);
+    const bool trainable = parent_trainable && layer.trainable_;
+    for (auto& w : layer.weights_) {
+      const bool t = trainable && w.variable->trainable();
+      if (which == 0 || (which == 1 && t) || (which == 2 && !t)) out.push_back(w.variable.get());
+    }
+    for (auto& s : layer.sublayers_) collect(*s, out, which, trainable, seen);
+  }
+  static void losses(Layer& layer, std::vector<Tensor>& out, std::vector<const Layer*>& seen) {
+    for (const auto* s : seen)
+      if (s == &layer) return;
+    seen.push_back(&layer);
+    for (auto& w : layer.weights_)
+      if (w.regularizer.active()) out.push_back(w.regularizer(w.variable->value()));
+    for (const auto& l : layer.call_losses_) out.push_back(l);
+    for (auto& s : layer.sublayers_) losses(*s, out, seen);
+  }
+};
+
 Tensor Layer::operator()(const Tensor& inputs, bool training) {
   keel::detail::check_defined(inputs, "Layer.__call__");
   if (detail::is_symbolic(inputs)) return symbolic_call(*this, {inputs}, false);
@@ -162,7 +270,7 @@ Tensor Layer::operator()(const Tensor& inputs, bool training) {
     check_input_shape(inputs.shape());
   }
   call_losses_.clear();
-  Tensor y = call(inputs, t);
+  Tensor y = LayerAccess::call(*this, inputs, t);
   if (y.defined()) output_shape_ = y.shape();
   return y;
 }
@@ -181,7 +289,7 @@ Tensor Layer::operator()(const std::vector<Tensor>& inputs, bool training) {
     built_shape_ = inputs[0].shape();
   }
   call_losses_.clear();
-  Tensor y = call(inputs, t);
+  Tensor y = LayerAccess::call(*this, inputs, t);
   if (y.defined()) output_shape_ = y.shape();
   return y;
 }
@@ -211,30 +319,6 @@ void Layer::track_layer(std::shared_ptr<Layer> sublayer) {
   sublayers_.push_back(std::move(sublayer));
 }
 
-class LayerAccess {
- public:
-  static void collect(Layer& layer, std::vector<Variable*>& out, int which, bool parent_trainable,
-                      std::vector<const Layer*>& seen) {
-    for (const auto* s : seen)
-      if (s == &layer) return;  // shared layers count once
-    seen.push_back(&layer);
-    const bool trainable = parent_trainable && layer.trainable_;
-    for (auto& w : layer.weights_) {
-      const bool t = trainable && w.variable->trainable();
-      if (which == 0 || (which == 1 && t) || (which == 2 && !t)) out.push_back(w.variable.get());
-    }
-    for (auto& s : layer.sublayers_) collect(*s, out, which, trainable, seen);
-  }
-  static void losses(Layer& layer, std::vector<Tensor>& out, std::vector<const Layer*>& seen) {
-    for (const auto* s : seen)
-      if (s == &layer) return;
-    seen.push_back(&layer);
-    for (auto& w : layer.weights_)
-      if (w.regularizer.active()) out.push_back(w.regularizer(w.variable->value()));
-    for (const auto& l : layer.call_losses_) out.push_back(l);
-    for (auto& s : layer.sublayers_) losses(*s, out, seen);
-  }
-};
 
 std::vector<Variable*> Layer::trainable_weights() {
   std::vector<Variable*> out;
@@ -281,7 +365,7 @@ void Layer::set_trainable(bool trainable) {
 }
 
 nlohmann::json Layer::get_config() const {
-  return {{"name", name()}, {"trainable", trainable_}, {"dtype", "float32"}};
+  return {{"name", name()}, {"trainable", trainable_}, {"dtype", policy_.name()}};
 }
 
 Shape Layer::compute_output_shape(const Shape& input_shape) {
@@ -309,6 +393,7 @@ void InputLayer::check_input_shape(const Shape& s) const {
 
 nlohmann::json InputLayer::get_config() const {
   auto config = Layer::get_config();
+  config["dtype"] = "float32";  // the input's dtype, not a policy
   std::vector<std::int64_t> batch_shape{-1};
   batch_shape.insert(batch_shape.end(), shape_.dims().begin(), shape_.dims().end());
   config["batch_shape"] = batch_shape;

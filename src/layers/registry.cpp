@@ -736,6 +736,16 @@ std::shared_ptr<Layer> from_config(const std::string& class_name, const nlohmann
     layer->set_name(it->get<std::string>());
   if (auto it = config.find("trainable"); it != config.end() && it->is_boolean() && !it->get<bool>())
     layer->set_trainable(false);
+  // The dtype policy: a policy name, or Keras 3's {"class_name": "DTypePolicy", "config": {"name": ...}}.
+  // Other dtype names (an input's "int32") are not policies and leave the layer's as it is.
+  if (auto it = config.find("dtype"); it != config.end()) {
+    std::string policy;
+    if (it->is_string()) policy = it->get<std::string>();
+    else if (it->is_object() && it->contains("config") && (*it)["config"].is_object() &&
+             (*it)["config"].contains("name") && (*it)["config"]["name"].is_string())
+      policy = (*it)["config"]["name"].get<std::string>();
+    if (policy == "float32" || policy == "mixed_float16" || policy == "mixed_bfloat16") layer->set_dtype_policy(policy);
+  }
   return layer;
 }
 

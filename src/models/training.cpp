@@ -7,7 +7,9 @@
 
 #include "autograd/record.hpp"
 #include "keel/autograd/tape.hpp"
+#include "keel/mixed_precision/policy.hpp"
 #include "keel/models/model.hpp"
+#include "keel/optimizers/loss_scale_optimizer.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/reduce.hpp"
@@ -40,6 +42,14 @@ Tensor rows(const Tensor& t, std::int64_t begin, std::int64_t end) {
 }
 
 Tensor take_rows(const Tensor& t, const Tensor& idx) { return t.defined() ? gather(t, idx, 0) : t; }
+
+// Metrics read half-precision predictions in float32, as Keras' metrics convert them to their
+// float32 dtype (the loss does the same in Loss::operator()).
+Tensor for_metrics(const Tensor& y_pred) {
+  if (y_pred.dtype() != DType::float16 && y_pred.dtype() != DType::bfloat16) return y_pred;
+  autograd::NoRecordScope no_record;
+  return cast(y_pred, DType::float32);
+}
 
 // Keras' class_weight: each sample weighted by the weight of its class (integer labels, or
 // the argmax of one-hot labels).
@@ -79,6 +89,12 @@ Tensor permutation(std::int64_t n) {
 void Model::compile(CompileOptions options) {
   optimizer_ = options.optimizer.get();
   if (!optimizer_) throw ValueError(fmt::format("{}.compile: no optimizer", name()));
+  // Keras 3: a mixed_float16 model trains with dynamic loss scaling (float16 gradients would
+  // underflow otherwise); an optimizer already wrapped is kept as it is.
+  const bool float16 = dtype_policy().name() == "mixed_float16" ||
+                       mixed_precision::global_policy().name() == "mixed_float16";
+  if (float16 && !std::dynamic_pointer_cast<optimizers::LossScaleOptimizer>(optimizer_))
+    optimizer_ = std::make_shared<optimizers::LossScaleOptimizer>(optimizer_);
   loss_ = options.loss.get();
   metrics_.clear();
   metric_names_.clear();
@@ -127,6 +143,17 @@ Tensor Model::compute_loss(const Tensor&, const Tensor& y, const Tensor& y_pred,
   return total;
 }
 
+namespace {
+// Batches go where the model's weights are (Keras' data adapters do the same): data pipelines
+// and loaders produce host tensors while the weights may live on a GPU. An unbuilt model builds
+// on the default device, so its batches go there.
+Device model_device(Model& m) {
+  const auto ws = m.weights();
+  return ws.empty() ? default_device() : ws.front()->peek().device();
+}
+Tensor placed(const Tensor& t, Device d) { return !t.defined() || t.device() == d ? t : t.to(d); }
+}  // namespace
+
 std::map<std::string, double> Model::train_step(const Tensor& x, const Tensor& y, const Tensor& sample_weight) {
   const auto vars = trainable_weights();
   Tensor y_pred, loss;
@@ -135,14 +162,17 @@ std::map<std::string, double> Model::train_step(const Tensor& x, const Tensor& y
     GradientTape tape;
     y_pred = (*this)(x, true);
     loss = compute_loss(x, y, y_pred, sample_weight);
-    grads = tape.gradient(loss, vars);
+    // Keras' optimizer.scale_loss: the loss times the loss scale (a LossScaleOptimizer's dynamic
+    // scale, or loss_scale_factor); apply() divides the gradients by it again.
+    grads = tape.gradient(optimizer_->scale_loss(loss), vars);
   }
   optimizer_->apply(grads, vars);
   const double batch = static_cast<double>(x.shape()[0]);
   loss_sum_ += loss.item<double>() * batch;
   loss_count_ += batch;
-  resolve_metrics(y, y_pred);
-  for (auto& m : metrics_) m->update_state(y, y_pred, sample_weight);
+  const Tensor pred = for_metrics(y_pred);
+  resolve_metrics(y, pred);
+  for (auto& m : metrics_) m->update_state(y, pred, sample_weight);
   return metrics_results();
 }
 
@@ -152,8 +182,9 @@ std::map<std::string, double> Model::test_step(const Tensor& x, const Tensor& y,
   const double batch = static_cast<double>(x.shape()[0]);
   loss_sum_ += loss.item<double>() * batch;
   loss_count_ += batch;
-  resolve_metrics(y, y_pred);
-  for (auto& m : metrics_) m->update_state(y, y_pred, sample_weight);
+  const Tensor pred = for_metrics(y_pred);
+  resolve_metrics(y, pred);
+  for (auto& m : metrics_) m->update_state(y, pred, sample_weight);
   return metrics_results();
 }
 
@@ -182,6 +213,8 @@ History Model::fit(const Tensor& x_all, const Tensor& y_all, FitOptions o) {
   const std::int64_t batches = (n + o.batch_size - 1) / o.batch_size;
   const std::int64_t steps = o.steps_per_epoch > 0 ? std::min(o.steps_per_epoch, batches) : batches;
   auto epoch_batches = [&](const BatchSink& step_fn) {
+    // Shuffling indices and class weights are made beside the data, wherever the model is.
+    DeviceScope beside_data(x.device());
     const Tensor order = o.shuffle ? permutation(n) : Tensor();
     for (std::int64_t step = 0; step < steps; ++step) {
       const std::int64_t b = step * o.batch_size, e = std::min(n, b + o.batch_size);
@@ -213,7 +246,10 @@ History Model::fit(const data::Dataset<std::pair<Tensor, Tensor>>& train, FitOpt
       if (o.steps_per_epoch > 0 && step >= o.steps_per_epoch) return;
       check_xy(xb, yb, "fit");
       Tensor swb;
-      if (!o.class_weight.empty()) swb = class_weights(o.class_weight, yb);
+      if (!o.class_weight.empty()) {
+        DeviceScope beside_data(yb.device());
+        swb = class_weights(o.class_weight, yb);
+      }
       if (!step_fn(xb, yb, swb)) return;
       ++step;
     }
@@ -238,7 +274,8 @@ History Model::fit_loop(const std::function<void(const BatchSink&)>& epoch_batch
     std::int64_t step = 0;
     epoch_batches([&](const Tensor& xb, const Tensor& yb, const Tensor& swb) {
       for (auto& cb : o.callbacks) cb->on_train_batch_begin(step, logs);
-      logs = train_step(xb, yb, swb);
+      const Device d = model_device(*this);
+      logs = train_step(placed(xb, d), placed(yb, d), placed(swb, d));
       for (auto& cb : o.callbacks) cb->on_train_batch_end(step, logs);
       ++step;
       if (stop_training) return false;
@@ -281,7 +318,8 @@ std::map<std::string, double> Model::evaluate(const data::Dataset<std::pair<Tens
     if (o.steps > 0 && step >= o.steps) break;
     check_xy(xb, yb, "evaluate");
     for (auto& cb : o.callbacks) cb->on_test_batch_begin(step, logs);
-    logs = test_step(xb, yb, Tensor());
+    const Device d = model_device(*this);
+    logs = test_step(placed(xb, d), placed(yb, d), Tensor());
     for (auto& cb : o.callbacks) cb->on_test_batch_end(step, logs);
     bar.update(++step, logs, false);
   }
@@ -309,7 +347,8 @@ std::map<std::string, double> Model::evaluate(const Tensor& x, const Tensor& y, 
   for (std::int64_t step = 0; step < steps; ++step) {
     const std::int64_t b = step * o.batch_size, e = std::min(n, b + o.batch_size);
     for (auto& cb : o.callbacks) cb->on_test_batch_begin(step, logs);
-    logs = test_step(rows(x, b, e), rows(y, b, e), rows(o.sample_weight, b, e));
+    const Device d = model_device(*this);
+    logs = test_step(placed(rows(x, b, e), d), placed(rows(y, b, e), d), placed(rows(o.sample_weight, b, e), d));
     for (auto& cb : o.callbacks) cb->on_test_batch_end(step, logs);
     bar.update(step + 1, logs, step + 1 == steps);
   }
@@ -333,7 +372,7 @@ Tensor Model::predict(const Tensor& x, PredictOptions o) {
   for (std::int64_t step = 0; step < steps; ++step) {
     const std::int64_t b = step * o.batch_size, e = std::min(n, b + o.batch_size);
     for (auto& cb : o.callbacks) cb->on_predict_batch_begin(step, {});
-    outs.push_back((*this)(rows(x, b, e), false));
+    outs.push_back((*this)(placed(rows(x, b, e), model_device(*this)), false));
     for (auto& cb : o.callbacks) cb->on_predict_batch_end(step, {});
     bar.update(step + 1, {}, step + 1 == steps);
   }

@@ -11,6 +11,10 @@
 //   backprop_input:  d(dy) = conv(g, k)                dk = backprop_filter(g, dy)
 //   backprop_filter: dx = backprop_input(dy, g)        d(dy) = conv(x, g)
 // conv2d_transpose is backprop_input with the output size of Keras' Conv2DTranspose.
+//
+// The kernels run where the operands are (src/cpu/conv.cpp or cuDNN, cuda/conv.cu), in float32
+// or float64. float16 and bfloat16 operands round trip through float32 on either device: the
+// public ops cast in and out, and the casts carry the gradients.
 #include <fmt/core.h>
 
 #include <array>
@@ -20,6 +24,8 @@
 #include "autograd/record.hpp"
 #include "core/tensor_util.hpp"
 #include "cpu/conv.hpp"
+#include "cuda/backend.hpp"
+#include "keel/ops/elementwise.hpp"
 #include "keel/ops/nn.hpp"
 #include "keel/ops/shape.hpp"
 
@@ -33,13 +39,16 @@ namespace {
 
 // ---- argument checks -------------------------------------------------------------------------
 
-// x and kernel: defined, on the CPU, float32/float64 and of one dtype.
+bool is_half(DType dt) { return dt == DType::float16 || dt == DType::bfloat16; }
+
+// x and kernel: defined, on one device, of one floating dtype.
 void check_operands(const char* op, const Tensor& x, const Tensor& kernel) {
   detail::check_defined(x, op);
   detail::check_defined(kernel, op);
   detail::check_same_device(x, kernel, op);
-  detail::check_cpu(x, op);
-  detail::check_float(x, op, "input");
+  if (!is_floating(x.dtype()))
+    throw DTypeError(fmt::format("{}: input must be float16, bfloat16, float32 or float64, got {} {}", op,
+                                 name(x.dtype()), x.shape().to_string()));
   if (kernel.dtype() != x.dtype())
     throw DTypeError(fmt::format("{}: input and kernel dtypes differ: input {} {}, kernel {} {}", op,
                                  name(x.dtype()), x.shape().to_string(), name(kernel.dtype()),
@@ -129,15 +138,22 @@ struct ConvFamily {
   void (*forward)(DType, const WindowGeom&, const void* x, const void* kernel, void* y);
   void (*backward_input)(DType, const WindowGeom&, const void* dy, const void* kernel, void* dx);
   void (*backward_filter)(DType, const WindowGeom&, const void* x, const void* dy, void* dkernel);
+  // The same kernels on a GPU (the last argument is the device index).
+  void (*cuda_forward)(DType, const WindowGeom&, const void* x, const void* kernel, void* y, int);
+  void (*cuda_backward_input)(DType, const WindowGeom&, const void* dy, const void* kernel, void* dx, int);
+  void (*cuda_backward_filter)(DType, const WindowGeom&, const void* x, const void* dy, void* dkernel, int);
   Shape (*filter_shape)(const WindowGeom&);
 };
 
 const ConvFamily kConv2d{"conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", cpu::conv2d_forward,
-                         cpu::conv2d_backward_input, cpu::conv2d_backward_filter,
+                         cpu::conv2d_backward_input, cpu::conv2d_backward_filter, cuda::conv2d_forward,
+                         cuda::conv2d_backward_input, cuda::conv2d_backward_filter,
                          [](const WindowGeom& g) { return Shape{g.kh, g.kw, g.c, g.o}; }};
 const ConvFamily kDepthwise{"depthwise_conv2d", "depthwise_conv2d_backprop_input",
                             "depthwise_conv2d_backprop_filter", cpu::depthwise_forward,
                             cpu::depthwise_backward_input, cpu::depthwise_backward_filter,
+                            cuda::depthwise_forward, cuda::depthwise_backward_input,
+                            cuda::depthwise_backward_filter,
                             [](const WindowGeom& g) { return Shape{g.kh, g.kw, g.c, g.c == 0 ? 0 : g.o / g.c}; }};
 
 Tensor conv_backprop_input(const ConvFamily& f, const Tensor& dy, const Tensor& k, const WindowGeom& g);
@@ -146,7 +162,10 @@ Tensor conv_backprop_filter(const ConvFamily& f, const Tensor& x, const Tensor& 
 Tensor conv_forward(const ConvFamily& f, const Tensor& x, const Tensor& k, const WindowGeom& g) {
   const Tensor xc = x.contiguous(), kc = k.contiguous();
   Tensor y = detail::empty_tensor(output_shape(g), x.dtype(), x.device());
-  f.forward(x.dtype(), g, xc.raw_data(), kc.raw_data(), y.raw_data());
+  if (x.device().is_cuda())
+    f.cuda_forward(x.dtype(), g, xc.raw_data(), kc.raw_data(), y.raw_data(), x.device().index());
+  else
+    f.forward(x.dtype(), g, xc.raw_data(), kc.raw_data(), y.raw_data());
   if (autograd::recording())
     autograd::record(f.name, {x, k}, {y}, [&f, x, k, g](const Grads& gr, const Needs& need) {
       return Grads{need[0] ? conv_backprop_input(f, gr[0], k, g) : Tensor(),
@@ -158,7 +177,10 @@ Tensor conv_forward(const ConvFamily& f, const Tensor& x, const Tensor& k, const
 Tensor conv_backprop_input(const ConvFamily& f, const Tensor& dy, const Tensor& k, const WindowGeom& g) {
   const Tensor dyc = dy.contiguous(), kc = k.contiguous();
   Tensor dx = detail::empty_tensor(input_shape(g), dy.dtype(), dy.device());
-  f.backward_input(dy.dtype(), g, dyc.raw_data(), kc.raw_data(), dx.raw_data());
+  if (dy.device().is_cuda())
+    f.cuda_backward_input(dy.dtype(), g, dyc.raw_data(), kc.raw_data(), dx.raw_data(), dy.device().index());
+  else
+    f.backward_input(dy.dtype(), g, dyc.raw_data(), kc.raw_data(), dx.raw_data());
   if (autograd::recording())
     autograd::record(f.input_name, {dy, k}, {dx}, [&f, dy, k, g](const Grads& gr, const Needs& need) {
       return Grads{need[0] ? conv_forward(f, gr[0], k, g) : Tensor(),
@@ -170,7 +192,10 @@ Tensor conv_backprop_input(const ConvFamily& f, const Tensor& dy, const Tensor& 
 Tensor conv_backprop_filter(const ConvFamily& f, const Tensor& x, const Tensor& dy, const WindowGeom& g) {
   const Tensor xc = x.contiguous(), dyc = dy.contiguous();
   Tensor dk = detail::empty_tensor(f.filter_shape(g), x.dtype(), x.device());
-  f.backward_filter(x.dtype(), g, xc.raw_data(), dyc.raw_data(), dk.raw_data());
+  if (x.device().is_cuda())
+    f.cuda_backward_filter(x.dtype(), g, xc.raw_data(), dyc.raw_data(), dk.raw_data(), x.device().index());
+  else
+    f.backward_filter(x.dtype(), g, xc.raw_data(), dyc.raw_data(), dk.raw_data());
   if (autograd::recording())
     autograd::record(f.filter_name, {x, dy}, {dk}, [&f, x, dy, g](const Grads& gr, const Needs& need) {
       return Grads{need[0] ? conv_backprop_input(f, dy, gr[0], g) : Tensor(),
@@ -195,6 +220,9 @@ Tensor conv2d(const Tensor& x, const Tensor& kernel, std::array<int, 2> strides,
               std::array<int, 2> dilation) {
   WindowGeom g = image_conv_geometry("conv2d", x, kernel, "[height, width, in_channels, out_channels]", strides,
                                      padding, dilation);
+  if (is_half(x.dtype()))
+    return cast(conv2d(cast(x, DType::float32), cast(kernel, DType::float32), strides, padding, dilation),
+                x.dtype());
   g.o = kernel.shape()[3];
   return conv_forward(kConv2d, x, kernel, g);
 }
@@ -212,6 +240,9 @@ Tensor conv1d(const Tensor& x, const Tensor& kernel, int stride, std::string pad
   if (stride <= 0) throw ValueError(fmt::format("{}: stride must be positive, got {}", op, stride));
   if (dilation <= 0) throw ValueError(fmt::format("{}: dilation must be positive, got {}", op, dilation));
   const cpu::Padding pad = cpu::parse_padding(padding, op, /*allow_causal=*/true);
+  if (is_half(x.dtype()))
+    return cast(conv1d(cast(x, DType::float32), cast(kernel, DType::float32), stride, padding, dilation),
+                x.dtype());
   const std::int64_t n = x.shape()[0], w = x.shape()[1], c = x.shape()[2];
   const std::int64_t kw = kernel.shape()[0], o = kernel.shape()[2];
   const std::int64_t k_eff = (kw - 1) * dilation + 1;
@@ -243,6 +274,9 @@ Tensor depthwise_conv2d(const Tensor& x, const Tensor& kernel, std::array<int, 2
                         std::string padding, std::array<int, 2> dilation) {
   WindowGeom g = image_conv_geometry("depthwise_conv2d", x, kernel, "[height, width, in_channels, channel_multiplier]",
                                      strides, padding, dilation);
+  if (is_half(x.dtype()))
+    return cast(depthwise_conv2d(cast(x, DType::float32), cast(kernel, DType::float32), strides, padding, dilation),
+                x.dtype());
   g.o = x.shape()[3] * kernel.shape()[3];
   return conv_forward(kDepthwise, x, kernel, g);
 }
@@ -298,6 +332,10 @@ Tensor conv2d_transpose(const Tensor& x, const Tensor& kernel, std::array<int, 2
                                  "does not map back to the input's {}x{}",
                                  op, g.h, g.w, x.shape().to_string(), kernel.shape().to_string(), g.sh, g.sw,
                                  padding, g.ho, g.wo));
+  if (is_half(x.dtype()))
+    return cast(conv2d_transpose(cast(x, DType::float32), cast(kernel, DType::float32), strides, padding,
+                                 output_padding, dilation),
+                x.dtype());
   g.pad_top = ah.pad_before;
   g.pad_left = aw.pad_before;
   return conv_backprop_input(kConv2d, x, kernel, g);

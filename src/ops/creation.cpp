@@ -1,5 +1,5 @@
-// Factories: constants, filled tensors, ranges. They allocate on default_device(); only the CPU
-// can be written from here today, so a CUDA default device is reported instead of half-working.
+// Factories: constants, filled tensors, ranges, on default_device(). Filled tensors are filled
+// where they live; the others are computed on the host and copied (see place_on_default).
 // (namespace random lives in random.cpp.)
 #include "keel/ops/creation.hpp"
 
@@ -10,6 +10,7 @@
 
 #include <fmt/core.h>
 
+#include "core/cuda_view.hpp"
 #include "core/dispatch.hpp"
 #include "core/tensor_util.hpp"
 
@@ -19,6 +20,10 @@ namespace {
 
 void fill(Tensor& t, double value, const char* op) {
   const std::int64_t n = t.size();
+  if (t.device().is_cuda()) {
+    if (n > 0) cuda::fill(detail::cuda_view(t), value);
+    return;
+  }
   if (value == 0.0 && !std::signbit(value)) {
     // Zero is all-zero bits in every dtype keel has.
     std::memset(t.raw_data(), 0, static_cast<std::size_t>(n) * itemsize(t.dtype()));
@@ -55,14 +60,14 @@ Tensor constant(const std::vector<T>& values, Shape shape, DType dtype) {
     // std::vector<bool> has no contiguous data(); every other T can be copied as bytes.
     if (dtype == dtype_of<T>) {
       if (n > 0) std::memcpy(out.raw_data(), values.data(), static_cast<std::size_t>(n) * sizeof(T));
-      return out;
+      return detail::place_on_default(out);
     }
   }
   detail::dispatch_all(dtype, "constant", [&]<class U>() {
     U* p = static_cast<U*>(out.raw_data());
     for (std::int64_t i = 0; i < n; ++i) p[i] = detail::convert<U>(static_cast<T>(values[static_cast<std::size_t>(i)]));
   });
-  return out;
+  return detail::place_on_default(out);
 }
 
 template Tensor constant<float>(const std::vector<float>&, Shape, DType);
@@ -72,36 +77,30 @@ template Tensor constant<std::int64_t>(const std::vector<std::int64_t>&, Shape, 
 template Tensor constant<std::uint8_t>(const std::vector<std::uint8_t>&, Shape, DType);
 template Tensor constant<bool>(const std::vector<bool>&, Shape, DType);
 
-Tensor constant(double scalar, DType dtype) {
-  Tensor out = detail::factory_output(Shape{}, dtype, "constant");
-  fill(out, scalar, "constant");
+namespace {
+// A tensor on the default device, filled there.
+Tensor filled(const Shape& shape, DType dtype, double value, const char* op) {
+  detail::check_dims(shape, op);
+  Tensor out = detail::empty_tensor(shape, dtype, default_device());
+  fill(out, value, op);
   return out;
 }
+}  // namespace
 
-Tensor empty(Shape shape, DType dtype) { return detail::factory_output(shape, dtype, "empty"); }
+Tensor constant(double scalar, DType dtype) { return filled(Shape{}, dtype, scalar, "constant"); }
 
-Tensor zeros(Shape shape, DType dtype) {
-  Tensor out = detail::factory_output(shape, dtype, "zeros");
-  fill(out, 0.0, "zeros");
-  return out;
+Tensor empty(Shape shape, DType dtype) {
+  detail::check_dims(shape, "empty");
+  return detail::empty_tensor(shape, dtype, default_device());
 }
 
-Tensor ones(Shape shape, DType dtype) {
-  Tensor out = detail::factory_output(shape, dtype, "ones");
-  fill(out, 1.0, "ones");
-  return out;
-}
-
-Tensor full(Shape shape, double value, DType dtype) {
-  Tensor out = detail::factory_output(shape, dtype, "full");
-  fill(out, value, "full");
-  return out;
-}
+Tensor zeros(Shape shape, DType dtype) { return filled(shape, dtype, 0.0, "zeros"); }
+Tensor ones(Shape shape, DType dtype) { return filled(shape, dtype, 1.0, "ones"); }
+Tensor full(Shape shape, double value, DType dtype) { return filled(shape, dtype, value, "full"); }
 
 namespace {
 Tensor filled_like(const Tensor& x, double value, const char* op) {
   detail::check_defined(x, op);
-  detail::check_fillable(x.device(), op);
   Tensor out = detail::empty_tensor(x.shape(), x.dtype(), x.device());
   fill(out, value, op);
   return out;
@@ -142,7 +141,7 @@ Tensor arange(double start, double stop, double step, DType dtype) {
   } else {
     generate(out, "arange", [&](std::int64_t i) { return start + static_cast<double>(i) * step; });
   }
-  return out;
+  return detail::place_on_default(out);
 }
 
 Tensor linspace(double start, double stop, std::int64_t num, DType dtype) {
@@ -155,7 +154,7 @@ Tensor linspace(double start, double stop, std::int64_t num, DType dtype) {
   generate(out, "linspace", [&](std::int64_t i) {
     return i == num - 1 && num > 1 ? stop : start + static_cast<double>(i) * step;
   });
-  return out;
+  return detail::place_on_default(out);
 }
 
 Tensor eye(std::int64_t n, DType dtype) {
@@ -167,7 +166,7 @@ Tensor eye(std::int64_t n, DType dtype) {
     const U one = detail::convert<U>(1.0);
     for (std::int64_t i = 0; i < n; ++i) p[i * n + i] = one;
   });
-  return out;
+  return detail::place_on_default(out);
 }
 
 }  // namespace keel

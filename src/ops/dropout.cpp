@@ -5,6 +5,8 @@
 // (seed, i); without, of fresh counter space drawn from the global generator with
 // random::reserve, so that set_seed makes unseeded dropout reproducible too. Because every
 // element's word depends only on its index, the mask does not depend on the thread count.
+// On a CUDA device a kernel computes the same words (cuda/random.cu), so a seed, or the global
+// generator's state, drops the same elements on either device.
 #include "keel/ops/nn.hpp"
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include "core/dispatch.hpp"
 #include "core/tensor_util.hpp"
 #include "cpu/strided.hpp"
+#include "cuda/indexing.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
 
@@ -95,7 +98,7 @@ Tensor dropout(const Tensor& x, double rate, std::optional<std::uint64_t> seed) 
   detail::check_defined(x, "dropout");
   if (!(rate >= 0 && rate < 1))  // also rejects NaN
     throw ValueError(fmt::format("dropout: rate must be in [0, 1), got {}", rate));
-  detail::check_float_cpu(x, "dropout", "x");
+  detail::check_float(x, "dropout", "x");
   if (rate == 0) return x;
 
   const std::int64_t n = x.size();
@@ -126,42 +129,49 @@ Tensor dropout(const Tensor& x, double rate, std::optional<std::uint64_t> seed) 
   Tensor mask;
   const bool keep_mask = autograd::recording();
   if (keep_mask) mask = detail::empty_tensor(x.shape(), x.dtype(), x.device());
-  detail::dispatch_float(x.dtype(), "dropout", [&]<class T>() {
-    using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;  // T's bits
-    const T scale = static_cast<T>(1.0 / (1.0 - rate));
-    const T* xp = xc.data<T>();
-    T* yp = static_cast<T*>(y.raw_data());
-    T* mp = keep_mask ? static_cast<T*>(mask.raw_data()) : nullptr;
-    cpu::parallel_for(blocks, cpu::kParallelGrain / 4, [&](std::int64_t b0, std::int64_t b1) {
-      std::uint32_t words[4 * kLanes];
-      for (std::int64_t b = b0; b < b1; b += kLanes) {
-        // Blocks past b1 in the last group are computed and ignored (each is a pure function
-        // of its index, so this changes nothing).
-        philox_blocks(state.key, state.counter + static_cast<std::uint64_t>(b), stream, words);
-        const std::int64_t first = 4 * b;
-        const std::int64_t count = std::min(4 * std::min(kLanes, b1 - b), n - first);
-        const T* xs = xp + first;
-        T* ys = yp + first;
-        // Branch-free selects on the bits (the mask is random, so a branch would mispredict
-        // half the time, and GCC will not vectorise a floating-point ?: under trapping math):
-        // all-ones keeps the value, zero gives +0.0 -- also for a dropped NaN or Inf, as with
-        // tf.where rather than x * mask.
-#pragma omp simd
-        for (std::int64_t k = 0; k < count; ++k) {
-          const U keep = U(0) - static_cast<U>(words[k] >= threshold);
-          ys[k] = std::bit_cast<T>(std::bit_cast<U>(xs[k] * scale) & keep);
-        }
-        if (mp) {
-          T* ms = mp + first;
+  if (detail::on_cuda(x)) {
+    // The same Philox words from the same {key, counter, stream} (cuda/philox.cuh): the same
+    // elements are dropped on either device.
+    cuda::dropout(x.dtype(), xc.raw_data(), n, cuda::PhiloxDraw{state.key, state.counter, stream}, threshold,
+                  1.0 / (1.0 - rate), y.raw_data(), keep_mask ? mask.raw_data() : nullptr, x.device().index());
+  } else {
+    detail::dispatch_float(x.dtype(), "dropout", [&]<class T>() {
+      using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;  // T's bits
+      const T scale = static_cast<T>(1.0 / (1.0 - rate));
+      const T* xp = xc.data<T>();
+      T* yp = static_cast<T*>(y.raw_data());
+      T* mp = keep_mask ? static_cast<T*>(mask.raw_data()) : nullptr;
+      cpu::parallel_for(blocks, cpu::kParallelGrain / 4, [&](std::int64_t b0, std::int64_t b1) {
+        std::uint32_t words[4 * kLanes];
+        for (std::int64_t b = b0; b < b1; b += kLanes) {
+          // Blocks past b1 in the last group are computed and ignored (each is a pure function
+          // of its index, so this changes nothing).
+          philox_blocks(state.key, state.counter + static_cast<std::uint64_t>(b), stream, words);
+          const std::int64_t first = 4 * b;
+          const std::int64_t count = std::min(4 * std::min(kLanes, b1 - b), n - first);
+          const T* xs = xp + first;
+          T* ys = yp + first;
+          // Branch-free selects on the bits (the mask is random, so a branch would mispredict
+          // half the time, and GCC will not vectorise a floating-point ?: under trapping math):
+          // all-ones keeps the value, zero gives +0.0 -- also for a dropped NaN or Inf, as with
+          // tf.where rather than x * mask.
 #pragma omp simd
           for (std::int64_t k = 0; k < count; ++k) {
             const U keep = U(0) - static_cast<U>(words[k] >= threshold);
-            ms[k] = std::bit_cast<T>(std::bit_cast<U>(scale) & keep);
+            ys[k] = std::bit_cast<T>(std::bit_cast<U>(xs[k] * scale) & keep);
+          }
+          if (mp) {
+            T* ms = mp + first;
+#pragma omp simd
+            for (std::int64_t k = 0; k < count; ++k) {
+              const U keep = U(0) - static_cast<U>(words[k] >= threshold);
+              ms[k] = std::bit_cast<T>(std::bit_cast<U>(scale) & keep);
+            }
           }
         }
-      }
+      });
     });
-  });
+  }
 
   if (keep_mask)
     autograd::record("dropout", {x}, {y}, [mask](const Grads& g, const Needs&) {

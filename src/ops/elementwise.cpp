@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "autograd/record.hpp"
+#include "core/cuda_view.hpp"
 #include "core/tensor_util.hpp"
 #include "cpu/copy.hpp"
 #include "cpu/elementwise.hpp"
@@ -28,11 +29,32 @@ bool integer_ok(UnaryOp op) {
          op == UnaryOp::relu;
 }
 
+bool is_half(DType dt) { return dt == DType::float16 || dt == DType::bfloat16; }
+
+// float16/bfloat16 on the CPU: the op runs in float32 and the result is rounded once, as a GPU
+// kernel does it. Not recorded: the op that called this records its own node.
+template <class F>
+Tensor via_float32(DType half, F&& f) {
+  autograd::NoRecordScope no_record;
+  return cast(f(DType::float32), half);
+}
+
 Tensor unary_op(const char* name, UnaryOp op, const Tensor& x, double alpha = 0) {
   detail::check_defined(x, name);
-  detail::check_cpu(x, name);
-  if (integer_ok(op)) detail::check_numeric(x, name); else detail::check_float(x, name);
+  if (!is_half(x.dtype())) {
+    if (integer_ok(op)) detail::check_numeric(x, name); else detail::check_float(x, name);
+  } else if (x.device().is_cpu()) {
+    return via_float32(x.dtype(), [&](DType f32) { return unary_op(name, op, cast(x, f32), alpha); });
+  }
   Tensor y = detail::empty_tensor(x.shape(), x.dtype(), x.device());
+  if (x.device().is_cuda()) {
+    if (x.size() > 0) {
+      cuda::View xv = detail::cuda_view(x), yv = detail::cuda_view(y);
+      detail::merge_dims({&xv, &yv}, name);
+      cuda::unary(op, xv, yv, alpha);
+    }
+    return y;
+  }
   cpu::unary(op, x, y, alpha);
   return y;
 }
@@ -41,15 +63,33 @@ Shape check_binary(const Tensor& x, const Tensor& y, const char* op) {
   detail::check_defined(x, op);
   detail::check_defined(y, op);
   detail::check_same_device(x, y, op);
-  detail::check_cpu(x, op);
   detail::check_same_dtype(x, y, op);
   return broadcast_shapes(x.shape(), y.shape(), op);
 }
 
+// Views of x and y broadcast to `shape` and of the contiguous output z, with merged axes.
+void cuda_views(const Tensor& x, const Tensor& y, const Tensor& z, const char* op, cuda::View& xv,
+                cuda::View& yv, cuda::View& zv) {
+  xv = detail::cuda_view(x, z.shape());
+  yv = detail::cuda_view(y, z.shape());
+  zv = detail::cuda_view(z);
+  detail::merge_dims({&xv, &yv, &zv}, op);
+}
+
 Tensor binary_op(const char* name, BinaryOp op, const Tensor& x, const Tensor& y) {
   const Shape shape = check_binary(x, y, name);
-  detail::check_numeric(x, name);
+  if (is_half(x.dtype()) && x.device().is_cpu())
+    return via_float32(x.dtype(), [&](DType f32) { return binary_op(name, op, cast(x, f32), cast(y, f32)); });
+  if (!is_half(x.dtype())) detail::check_numeric(x, name);
   Tensor z = detail::empty_tensor(shape, x.dtype(), x.device());
+  if (x.device().is_cuda()) {
+    if (z.size() > 0) {
+      cuda::View xv, yv, zv;
+      cuda_views(x, y, z, name, xv, yv, zv);
+      cuda::binary(op, xv, yv, zv);
+    }
+    return z;
+  }
   cpu::binary(op, x, y, z);
   return z;
 }
@@ -341,7 +381,16 @@ Tensor where(const Tensor& condition, const Tensor& x, const Tensor& y) {
   detail::check_same_device(condition, x, "where");
   const Shape shape = broadcast_shapes(condition.shape(), xy, "where");
   Tensor z = detail::empty_tensor(shape, x.dtype(), x.device());
-  cpu::where(condition, x, y, z);
+  if (x.device().is_cuda()) {
+    if (z.size() > 0) {
+      cuda::View cv = detail::cuda_view(condition, shape), xv = detail::cuda_view(x, shape),
+                 yv = detail::cuda_view(y, shape), zv = detail::cuda_view(z);
+      detail::merge_dims({&cv, &xv, &yv, &zv}, "where");
+      cuda::where(cv, xv, yv, zv);
+    }
+  } else {
+    cpu::where(condition, x, y, z);
+  }
   if (autograd::recording())
     autograd::record("where", {condition, x, y}, {z},
                      [condition, sx = x.shape(), sy = y.shape()](const Grads& g, const Needs& n) {
@@ -366,10 +415,13 @@ Tensor clip_by_value(const Tensor& x, const Tensor& clip_min, const Tensor& clip
 Tensor cast(const Tensor& x, DType dtype) {
   detail::check_defined(x, "cast");
   if (x.dtype() == dtype) return x;
-  detail::check_cpu(x, "cast");
-  const Tensor src = x.contiguous();
   Tensor y = detail::empty_tensor(x.shape(), dtype, x.device());
-  cpu::convert(src.dtype(), src.raw_data(), dtype, y.raw_data(), src.size());
+  if (x.device().is_cuda()) {
+    detail::copy_into(x, y, "cast");
+  } else {
+    const Tensor src = x.contiguous();
+    cpu::convert(src.dtype(), src.raw_data(), dtype, y.raw_data(), src.size());
+  }
   if (autograd::recording() && is_floating(x.dtype()) && is_floating(dtype))
     autograd::record("cast", {x}, {y}, [from = x.dtype()](const Grads& g, const Needs&) {
       return Grads{cast(g[0], from)};
@@ -382,9 +434,19 @@ Tensor cast(const Tensor& x, DType dtype) {
 namespace {
 Tensor compare_op(const char* name, cpu::CompareOp op, const Tensor& x, const Tensor& y) {
   const Shape shape = check_binary(x, y, name);
-  if (x.dtype() == DType::float16 || x.dtype() == DType::bfloat16)
-    throw DTypeError(fmt::format("{}: {} is a storage type; cast to float32 first", name, keel::name(x.dtype())));
+  if (is_half(x.dtype()) && x.device().is_cpu()) {
+    autograd::NoRecordScope no_record;
+    return compare_op(name, op, cast(x, DType::float32), cast(y, DType::float32));
+  }
   Tensor z = detail::empty_tensor(shape, DType::bool_, x.device());
+  if (x.device().is_cuda()) {
+    if (z.size() > 0) {
+      cuda::View xv, yv, zv;
+      cuda_views(x, y, z, name, xv, yv, zv);
+      cuda::compare(static_cast<int>(op), xv, yv, zv);
+    }
+    return z;
+  }
   cpu::compare(op, x, y, z);
   return z;
 }
@@ -395,6 +457,14 @@ Tensor logical_op(const char* name, cpu::LogicalOp op, const Tensor& x, const Te
     throw DTypeError(fmt::format("{}: expected bool tensors, got {} {}", name, keel::name(x.dtype()),
                                  x.shape().to_string()));
   Tensor z = detail::empty_tensor(shape, DType::bool_, x.device());
+  if (x.device().is_cuda()) {
+    if (z.size() > 0) {
+      cuda::View xv, yv, zv;
+      cuda_views(x, y, z, name, xv, yv, zv);
+      cuda::logical(op == cpu::LogicalOp::and_, xv, yv, zv);
+    }
+    return z;
+  }
   cpu::logical(op, x, y, z);
   return z;
 }
@@ -413,11 +483,14 @@ Tensor logical_or(const Tensor& x, const Tensor& y) { return logical_op("logical
 
 Tensor logical_not(const Tensor& x) {
   detail::check_defined(x, "logical_not");
-  detail::check_cpu(x, "logical_not");
   if (x.dtype() != DType::bool_)
     throw DTypeError(fmt::format("logical_not: expected a bool tensor, got {} {}", name(x.dtype()),
                                  x.shape().to_string()));
   Tensor z = detail::empty_tensor(x.shape(), DType::bool_, x.device());
+  if (x.device().is_cuda()) {
+    if (z.size() > 0) cuda::logical_not(detail::cuda_view(x), detail::cuda_view(z));
+    return z;
+  }
   cpu::logical_not(x, z);
   return z;
 }
@@ -426,9 +499,16 @@ namespace {
 // One kernel answers both: `nan` picks which test it applies.
 Tensor float_test(const char* name, const Tensor& x, bool nan) {
   detail::check_defined(x, name);
-  detail::check_cpu(x, name);
+  if (is_half(x.dtype())) {
+    autograd::NoRecordScope no_record;
+    return float_test(name, cast(x, DType::float32), nan);  // every half value is exact in float32
+  }
   detail::check_float(x, name);
   Tensor z = detail::empty_tensor(x.shape(), DType::bool_, x.device());
+  if (x.device().is_cuda()) {
+    if (z.size() > 0) cuda::is_finite(detail::cuda_view(x), detail::cuda_view(z), nan);
+    return z;
+  }
   cpu::is_finite(x, z, nan);
   return z;
 }

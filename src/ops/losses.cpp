@@ -114,10 +114,15 @@ Tensor embedding_lookup(const Tensor& params, const Tensor& ids) {
 
 Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits, int axis) {
   constexpr const char* op = "softmax_cross_entropy_with_logits";
-  detail::check_float_cpu(logits, op, "logits");
-  detail::check_float_cpu(labels, op, "labels");
+  detail::check_float(logits, op, "logits");
+  detail::check_float(labels, op, "labels");
   detail::check_same_dtype(labels, logits, op);
   check_same_shape(labels, logits, op, "labels", "logits");
+  detail::check_same_device(labels, logits, op);
+  if (logits.device().is_cuda()) {
+    // Composite on the GPU: logsumexp(x) - sum(z * x), stable through reduce_logsumexp's shift.
+    return sub(reduce_logsumexp(logits, {axis}), reduce_sum(mul(labels, logits), {axis}));
+  }
   const int a = detail::normalize_axis(axis, logits.rank(), op);
 
   // loss = sum_j labels_j * (lse - logits_j) per row, rows along `axis`.
@@ -166,9 +171,11 @@ Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
 
 Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
   constexpr const char* op = "sparse_softmax_cross_entropy_with_logits";
-  detail::check_float_cpu(logits, op, "logits");
+  detail::check_float(logits, op, "logits");
   check_index_dtype(labels, op, "labels");
   detail::check_same_device(labels, logits, op);
+  if (logits.device().is_cuda())
+    return sparse_softmax_cross_entropy_with_logits(detail::host(labels), detail::host(logits)).to(logits.device());
   if (logits.rank() < 1)
     throw ShapeError(fmt::format("{}: logits must have rank >= 1 (a class axis), got shape {}", op,
                                  logits.shape().to_string()));
@@ -211,11 +218,16 @@ Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tens
 
 Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
   constexpr const char* op = "sigmoid_cross_entropy_with_logits";
-  detail::check_float_cpu(logits, op, "logits");
-  detail::check_float_cpu(labels, op, "labels");
+  detail::check_float(logits, op, "logits");
+  detail::check_float(labels, op, "labels");
   detail::check_same_dtype(labels, logits, op);
   detail::check_same_device(labels, logits, op);
   check_same_shape(labels, logits, op, "labels", "logits");
+  if (logits.device().is_cuda()) {
+    // Composite on the GPU, TensorFlow's stable form: max(x, 0) - x z + log1p(exp(-|x|)).
+    const Tensor zero = scalar_like(logits, 0.0);
+    return add(sub(maximum(logits, zero), mul(logits, labels)), log1p(exp(neg(abs(logits)))));
+  }
 
   const Tensor xc = logits.contiguous();
   const Tensor zc = labels.contiguous();
@@ -269,7 +281,7 @@ Tensor c(const Tensor& like, double v) { return scalar_like(like, v); }
 // y_pred must be floating point; y_true is converted to its dtype, as Keras'
 // convert_to_tensor(y_true, dtype=y_pred.dtype).
 Tensor true_as_pred(const Tensor& y_true, const Tensor& y_pred, const char* op) {
-  detail::check_float_cpu(y_pred, op, "y_pred");
+  detail::check_float(y_pred, op, "y_pred");
   detail::check_defined(y_true, op);
   return cast(y_true, y_pred.dtype());
 }
@@ -323,7 +335,7 @@ Tensor huber(const Tensor& y_true, const Tensor& y_pred, double delta) {
 Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits,
                                        int axis) {
   constexpr const char* op = "sparse_categorical_crossentropy";
-  detail::check_float_cpu(y_pred, op, "y_pred");
+  detail::check_float(y_pred, op, "y_pred");
   detail::check_defined(y_true, op);
   if (y_pred.rank() < 1)
     throw ShapeError(fmt::format("{}: y_pred must have rank >= 1, got shape {}", op, y_pred.shape().to_string()));

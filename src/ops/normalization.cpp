@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 #include <fmt/core.h>
@@ -338,7 +339,7 @@ Grads bn_inference_backward(const Tensor& x, const Tensor& gamma, const Tensor& 
 // ---- moments -----------------------------------------------------------------------------------
 
 std::pair<Tensor, Tensor> moments(const Tensor& x, std::vector<int> axes, bool keepdims) {
-  detail::check_float_cpu(x, "moments", "x");
+  detail::check_float(x, "moments", "x");
   const std::vector<int> ax = detail::normalize_axes(axes, x.rank(), "moments");
   const Tensor mean = reduce_mean(x, ax, true);
   // Biased variance, as tf.nn.moments. No stop_gradient on the mean (TensorFlow has one): the
@@ -350,11 +351,46 @@ std::pair<Tensor, Tensor> moments(const Tensor& x, std::vector<int> axes, bool k
 
 // ---- batch norm ----------------------------------------------------------------------------------
 
+namespace {
+// Batch norm written with ops, for the GPU: the moments are two reductions per channel and the
+// normalisation one broadcasting kernel per op; the gradients come from the ops. The same
+// formulas as the fused CPU kernel below (biased batch variance, Keras' momentum rule).
+BatchNormResult batch_norm_composite(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                     const Tensor& moving_mean, const Tensor& moving_variance, bool training,
+                                     double momentum, double epsilon) {
+  std::vector<int> batch_axes;
+  for (int d = 0; d + 1 < x.rank(); ++d) batch_axes.push_back(d);
+  BatchNormResult result;
+  Tensor center, var;
+  if (training) {
+    std::tie(center, var) = moments(x, batch_axes);
+    autograd::NoRecordScope no_record;  // the moving statistics carry no gradient
+    const auto update = [&](const Tensor& moving, const Tensor& batch) {
+      if (!moving.defined()) return Tensor();
+      return add(mul(moving, scalar_like(moving, momentum)), mul(batch, scalar_like(batch, 1 - momentum)));
+    };
+    result.moving_mean = update(moving_mean, center);
+    result.moving_variance = update(moving_variance, var);
+  } else {
+    center = moving_mean.defined() ? moving_mean : Tensor();
+    var = moving_variance;
+    result.moving_mean = moving_mean;
+    result.moving_variance = moving_variance;
+  }
+  Tensor scale = rsqrt(add(var, scalar_like(var, epsilon)));
+  if (gamma.defined()) scale = mul(scale, gamma);
+  Tensor y = mul(center.defined() ? sub(x, center) : x, scale);
+  if (beta.defined()) y = add(y, beta);
+  result.y = y;
+  return result;
+}
+}  // namespace
+
 BatchNormResult batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                            const Tensor& moving_mean, const Tensor& moving_variance, bool training,
                            double momentum, double epsilon) {
   constexpr const char* op = "batch_norm";
-  detail::check_float_cpu(x, op, "x");
+  detail::check_float(x, op, "x");
   if (x.rank() < 2)
     throw ValueError(fmt::format("batch_norm: x must have rank >= 2 (batch..., channels), got shape {}",
                                  x.shape().to_string()));
@@ -371,6 +407,9 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& b
   if (training && M == 0)
     throw ValueError(fmt::format("batch_norm: no batch statistics for an empty batch: x has shape {}",
                                  x.shape().to_string()));
+
+  if (x.device().is_cuda())
+    return batch_norm_composite(x, gamma, beta, moving_mean, moving_variance, training, momentum, epsilon);
 
   const Tensor xc = x.contiguous();
   Tensor y = detail::empty_tensor(x.shape(), x.dtype(), x.device());
@@ -575,7 +614,7 @@ void check_ln_param(const Tensor& p, const Tensor& x, const Shape& param, const 
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, std::vector<int> axes,
                   double epsilon) {
   constexpr const char* op = "layer_norm";
-  detail::check_float_cpu(x, op, "x");
+  detail::check_float(x, op, "x");
   const std::vector<int> ax = detail::normalize_axes(axes, x.rank(), op, false);
   if (ax.empty()) throw ValueError("layer_norm: axes must name at least one axis");
   check_epsilon(epsilon, op);
@@ -597,8 +636,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, std:
 
   const auto lead_count = static_cast<std::int64_t>(x.rank()) - static_cast<std::int64_t>(ax.size());
   const bool trailing = ax.front() == lead_count;  // sorted and unique, so a trailing block
-  if (!trailing) {
-    // Normalised axes in the middle: a composite of differentiable ops.
+  if (!trailing || x.device().is_cuda()) {
+    // Normalised axes in the middle, or on a GPU: a composite of differentiable ops (there, the
+    // moments are reductions and the rest one elementwise kernel per op).
     const auto [mean, var] = moments(x, ax, true);
     Tensor y = mul(sub(x, mean), rsqrt(add(var, scalar_like(var, epsilon))));
     if (gamma.defined()) y = mul(y, reshape(gamma, bshape));

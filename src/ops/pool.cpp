@@ -10,6 +10,10 @@
 // more pass over the window but keeps nothing alive but x, which the tape holds anyway.
 //   avg_pool2d(x)           -> dx = avg_pool_grad(g): g / count spread over each window
 //   avg_pool_grad(dy)       -> d(dy) = avg_pool2d(g)     (the two are adjoint linear maps)
+//
+// The kernels run where x is (src/cpu/conv.cpp or cuda/pool.cu), in float32 or float64;
+// float16 and bfloat16 round trip through float32 on either device (recorded casts carry the
+// gradient).
 #include <fmt/core.h>
 
 #include <array>
@@ -18,7 +22,9 @@
 #include "autograd/record.hpp"
 #include "core/tensor_util.hpp"
 #include "cpu/conv.hpp"
+#include "cuda/backend.hpp"
 #include "keel/ops/creation.hpp"
+#include "keel/ops/elementwise.hpp"
 #include "keel/ops/nn.hpp"
 #include "keel/ops/reduce.hpp"
 
@@ -33,8 +39,9 @@ namespace {
 WindowGeom pool_geometry(const char* op, const Tensor& x, std::array<int, 2> pool,
                          std::array<int, 2> strides, const std::string& padding) {
   detail::check_defined(x, op);
-  detail::check_cpu(x, op);
-  detail::check_float(x, op, "input");
+  if (!is_floating(x.dtype()))
+    throw DTypeError(fmt::format("{}: input must be float16, bfloat16, float32 or float64, got {} {}", op,
+                                 name(x.dtype()), x.shape().to_string()));
   if (x.rank() != 4)
     throw ShapeError(fmt::format("{}: input must have rank 4 (NHWC [batch, height, width, channels]), "
                                  "got rank {} shape {}",
@@ -61,6 +68,8 @@ WindowGeom pool_geometry(const char* op, const Tensor& x, std::array<int, 2> poo
   return g;
 }
 
+bool is_half(DType dt) { return dt == DType::float16 || dt == DType::bfloat16; }
+
 Shape input_shape(const WindowGeom& g) { return Shape{g.n, g.h, g.w, g.c}; }
 Shape output_shape(const WindowGeom& g) { return Shape{g.n, g.ho, g.wo, g.c}; }
 
@@ -72,7 +81,10 @@ Tensor max_pool_gather(const Tensor& x, const Tensor& dx, const WindowGeom& g);
 Tensor max_pool_forward(const Tensor& x, const WindowGeom& g) {
   const Tensor xc = x.contiguous();
   Tensor y = detail::empty_tensor(output_shape(g), x.dtype(), x.device());
-  cpu::max_pool_forward(x.dtype(), g, xc.raw_data(), y.raw_data());
+  if (x.device().is_cuda())
+    cuda::max_pool_forward(x.dtype(), g, xc.raw_data(), y.raw_data(), x.device().index());
+  else
+    cpu::max_pool_forward(x.dtype(), g, xc.raw_data(), y.raw_data());
   if (autograd::recording())
     autograd::record("max_pool2d", {x}, {y}, [x, g](const Grads& gr, const Needs&) {
       return Grads{max_pool_grad(x, gr[0], g)};
@@ -83,7 +95,10 @@ Tensor max_pool_forward(const Tensor& x, const WindowGeom& g) {
 Tensor max_pool_grad(const Tensor& x, const Tensor& dy, const WindowGeom& g) {
   const Tensor xc = x.contiguous(), dyc = dy.contiguous();
   Tensor dx = detail::empty_tensor(input_shape(g), x.dtype(), x.device());
-  cpu::max_pool_backward(x.dtype(), g, xc.raw_data(), dyc.raw_data(), dx.raw_data());
+  if (x.device().is_cuda())
+    cuda::max_pool_backward(x.dtype(), g, xc.raw_data(), dyc.raw_data(), dx.raw_data(), x.device().index());
+  else
+    cpu::max_pool_backward(x.dtype(), g, xc.raw_data(), dyc.raw_data(), dx.raw_data());
   if (autograd::recording())
     autograd::record("max_pool2d_grad", {x, dy}, {dx}, [x, g](const Grads& gr, const Needs& need) {
       return Grads{need[0] ? zeros_like(x) : Tensor(), need[1] ? max_pool_gather(x, gr[0], g) : Tensor()};
@@ -94,7 +109,10 @@ Tensor max_pool_grad(const Tensor& x, const Tensor& dy, const WindowGeom& g) {
 Tensor max_pool_gather(const Tensor& x, const Tensor& dx, const WindowGeom& g) {
   const Tensor xc = x.contiguous(), dxc = dx.contiguous();
   Tensor out = detail::empty_tensor(output_shape(g), x.dtype(), x.device());
-  cpu::max_pool_gather(x.dtype(), g, xc.raw_data(), dxc.raw_data(), out.raw_data());
+  if (x.device().is_cuda())
+    cuda::max_pool_gather(x.dtype(), g, xc.raw_data(), dxc.raw_data(), out.raw_data(), x.device().index());
+  else
+    cpu::max_pool_gather(x.dtype(), g, xc.raw_data(), dxc.raw_data(), out.raw_data());
   if (autograd::recording())
     autograd::record("max_pool2d_grad_grad", {x, dx}, {out}, [x, g](const Grads& gr, const Needs& need) {
       return Grads{need[0] ? zeros_like(x) : Tensor(), need[1] ? max_pool_grad(x, gr[0], g) : Tensor()};
@@ -109,7 +127,10 @@ Tensor avg_pool_grad(const Tensor& dy, const WindowGeom& g);
 Tensor avg_pool_forward(const Tensor& x, const WindowGeom& g) {
   const Tensor xc = x.contiguous();
   Tensor y = detail::empty_tensor(output_shape(g), x.dtype(), x.device());
-  cpu::avg_pool_forward(x.dtype(), g, xc.raw_data(), y.raw_data());
+  if (x.device().is_cuda())
+    cuda::avg_pool_forward(x.dtype(), g, xc.raw_data(), y.raw_data(), x.device().index());
+  else
+    cpu::avg_pool_forward(x.dtype(), g, xc.raw_data(), y.raw_data());
   if (autograd::recording())
     autograd::record("avg_pool2d", {x}, {y}, [g](const Grads& gr, const Needs&) {
       return Grads{avg_pool_grad(gr[0], g)};
@@ -120,7 +141,10 @@ Tensor avg_pool_forward(const Tensor& x, const WindowGeom& g) {
 Tensor avg_pool_grad(const Tensor& dy, const WindowGeom& g) {
   const Tensor dyc = dy.contiguous();
   Tensor dx = detail::empty_tensor(input_shape(g), dy.dtype(), dy.device());
-  cpu::avg_pool_backward(dy.dtype(), g, dyc.raw_data(), dx.raw_data());
+  if (dy.device().is_cuda())
+    cuda::avg_pool_backward(dy.dtype(), g, dyc.raw_data(), dx.raw_data(), dy.device().index());
+  else
+    cpu::avg_pool_backward(dy.dtype(), g, dyc.raw_data(), dx.raw_data());
   if (autograd::recording())
     autograd::record("avg_pool2d_grad", {dy}, {dx}, [g](const Grads& gr, const Needs&) {
       return Grads{avg_pool_forward(gr[0], g)};
@@ -140,22 +164,28 @@ void check_global(const char* op, const Tensor& x) {
 
 Tensor max_pool2d(const Tensor& x, std::array<int, 2> pool, std::array<int, 2> strides,
                   std::string padding) {
-  return max_pool_forward(x, pool_geometry("max_pool2d", x, pool, strides, padding));
+  const WindowGeom g = pool_geometry("max_pool2d", x, pool, strides, padding);
+  if (is_half(x.dtype())) return cast(max_pool_forward(cast(x, DType::float32), g), x.dtype());
+  return max_pool_forward(x, g);
 }
 
 Tensor avg_pool2d(const Tensor& x, std::array<int, 2> pool, std::array<int, 2> strides,
                   std::string padding) {
-  return avg_pool_forward(x, pool_geometry("avg_pool2d", x, pool, strides, padding));
+  const WindowGeom g = pool_geometry("avg_pool2d", x, pool, strides, padding);
+  if (is_half(x.dtype())) return cast(avg_pool_forward(cast(x, DType::float32), g), x.dtype());
+  return avg_pool_forward(x, g);
 }
 
 // The global pools are reductions over the spatial axes; their gradients come with the reductions.
 Tensor global_avg_pool2d(const Tensor& x, bool keepdims) {
   check_global("global_avg_pool2d", x);
+  if (is_half(x.dtype())) return cast(global_avg_pool2d(cast(x, DType::float32), keepdims), x.dtype());
   return reduce_mean(x, {1, 2}, keepdims);
 }
 
 Tensor global_max_pool2d(const Tensor& x, bool keepdims) {
   check_global("global_max_pool2d", x);
+  if (is_half(x.dtype())) return cast(global_max_pool2d(cast(x, DType::float32), keepdims), x.dtype());
   return reduce_max(x, {1, 2}, keepdims);
 }
 

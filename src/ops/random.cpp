@@ -164,7 +164,7 @@ Tensor uniform(Shape shape, double minval, double maxval, DType dtype) {
       }
     });
   });
-  return out;
+  return detail::place_on_default(out);
 }
 
 namespace {
@@ -193,7 +193,7 @@ Tensor scaled_normals(const char* op, const Shape& shape, double mean, double st
       }
     });
   });
-  return out;
+  return detail::place_on_default(out);
 }
 }  // namespace
 
@@ -255,7 +255,7 @@ Tensor uniform_int(Shape shape, std::int64_t minval, std::int64_t maxval, DType 
       }
     });
   });
-  return out;
+  return detail::place_on_default(out);
 }
 
 }  // namespace keel::random

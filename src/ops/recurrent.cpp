@@ -50,16 +50,19 @@ struct Arg {
   const Tensor* t;  // may point at an undefined tensor for optional arguments
 };
 
-// Every defined argument: float32/float64, one dtype, on the CPU.
+// Every defined argument: float32/float64, one dtype, one device.
 void check_dtypes_devices(const char* op, std::initializer_list<Arg> args) {
   const Tensor* first = nullptr;
   const char* first_name = "";
   for (const Arg& a : args) {
     if (!a.t->defined()) continue;
-    detail::check_float_cpu(*a.t, op, a.name);
+    detail::check_float(*a.t, op, a.name);
     if (first == nullptr) {
       first = a.t;
       first_name = a.name;
+    } else if (a.t->device() != first->device()) {
+      throw DeviceError(fmt::format("{}: {} is on {} but {} is on {}", op, a.name, a.t->device().to_string(),
+                                    first_name, first->device().to_string()));
     } else if (a.t->dtype() != first->dtype()) {
       throw DTypeError(fmt::format("{}: {} is {} but {} is {}", op, a.name, name(a.t->dtype()),
                                    first_name, name(first->dtype())));
@@ -379,8 +382,33 @@ LSTMState lstm_node(const char* op, const Tensor& x, const Tensor& h, const Tens
   return {h_new, c_new};
 }
 
+// On CUDA the cells are written with ops (matmuls on cuBLAS, gates as elementwise kernels), so
+// their gradients come from those ops. Gate order and formulas are the fused CPU nodes'.
+LSTMState lstm_composite(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& kernel,
+                         const Tensor& recurrent_kernel, const Tensor& bias) {
+  Tensor z = add(kernel.defined() ? matmul(x, kernel) : x, matmul(h, recurrent_kernel));
+  if (bias.defined()) z = add(z, bias);
+  const std::vector<Tensor> gates = split(z, 4, 1);  // i, f, g, o
+  const Tensor c_new = add(mul(sigmoid(gates[1]), c), mul(sigmoid(gates[0]), tanh(gates[2])));
+  return {mul(sigmoid(gates[3]), tanh(c_new)), c_new};
+}
+
+Tensor gru_composite(const Tensor& x, const Tensor& h, const Tensor& kernel, const Tensor& recurrent_kernel,
+                     const Tensor& b_in, const Tensor& b_rec) {
+  Tensor xp = kernel.defined() ? matmul(x, kernel) : x;
+  if (b_in.defined()) xp = add(xp, b_in);
+  Tensor inner = matmul(h, recurrent_kernel);
+  if (b_rec.defined()) inner = add(inner, b_rec);
+  const std::vector<Tensor> xs = split(xp, 3, 1), is = split(inner, 3, 1);  // z, r, h blocks
+  const Tensor zg = sigmoid(add(xs[0], is[0]));
+  const Tensor r = sigmoid(add(xs[1], is[1]));
+  const Tensor hh = tanh(add(xs[2], mul(r, is[2])));
+  return add(mul(zg, h), mul(sub(scalar_like(zg, 1.0), zg), hh));
+}
+
 LSTMState lstm_dispatch(const char* op, const Tensor& x, const Tensor& h, const Tensor& c,
                         const Tensor& kernel, const Tensor& recurrent_kernel, const Tensor& bias) {
+  if (h.device().is_cuda()) return lstm_composite(x, h, c, kernel, recurrent_kernel, bias);
   return detail::dispatch_float(h.dtype(), op, [&]<class T>() {
     return lstm_node<T>(op, x, h, c, kernel, recurrent_kernel, bias);
   });
@@ -500,6 +528,7 @@ Tensor gru_node(const char* op, const Tensor& x, const Tensor& h, const Tensor& 
 
 Tensor gru_dispatch(const char* op, const Tensor& x, const Tensor& h, const Tensor& kernel,
                     const Tensor& recurrent_kernel, const Tensor& b_in, const Tensor& b_rec) {
+  if (h.device().is_cuda()) return gru_composite(x, h, kernel, recurrent_kernel, b_in, b_rec);
   return detail::dispatch_float(h.dtype(), op, [&]<class T>() {
     return gru_node<T>(op, x, h, kernel, recurrent_kernel, b_in, b_rec);
   });
@@ -539,6 +568,11 @@ std::vector<Tensor> project_steps(const Tensor& x, const Tensor& kernel, const T
   const std::int64_t batch = x.shape()[0], time = x.shape()[1], features = x.shape()[2];
   const std::int64_t width = kernel.shape()[1];
   const Tensor x2 = reshape(x, Shape{batch * time, features});
+  if (x.device().is_cuda()) {
+    Tensor xz = matmul(x2, kernel);
+    if (bias.defined()) xz = add(xz, bias);
+    return unstack(reshape(xz, Shape{batch, time, width}), 1);
+  }
   const Tensor xz = detail::dispatch_float(x.dtype(), "recurrent_input_projection", [&]<class T>() {
     return projection_node<T>(x2, kernel, bias);
   });

@@ -2,9 +2,12 @@
 // composites of the others and get their gradients from them.
 #include "keel/ops/reduce.hpp"
 
+#include <algorithm>
+
 #include <fmt/core.h>
 
 #include "autograd/record.hpp"
+#include "core/cuda_view.hpp"
 #include "core/tensor_util.hpp"
 #include "cpu/reduce.hpp"
 #include "keel/autograd/tape.hpp"
@@ -27,7 +30,6 @@ struct ReducedShapes {
 
 ReducedShapes reduced_shapes(const Tensor& x, const std::vector<int>& axes, bool keepdims, const char* op) {
   detail::check_defined(x, op);
-  detail::check_cpu(x, op);
   ReducedShapes r;
   r.axes = detail::normalize_axes(axes, x.rank(), op);
   std::vector<std::int64_t> kept = x.shape().dims(), out;
@@ -39,11 +41,67 @@ ReducedShapes reduced_shapes(const Tensor& x, const std::vector<int>& axes, bool
   return r;
 }
 
+bool is_half(DType dt) { return dt == DType::float16 || dt == DType::bfloat16; }
+
+// x's CUDA view with the kept axes first and the `axes` after them, each group merged on its
+// own; `kept` receives the number of kept axes left after merging.
+cuda::View grouped_view(const Tensor& x, const std::vector<int>& axes, int& kept) {
+  const cuda::View full = detail::cuda_view(x);
+  cuda::View k = full, red = full;
+  k.rank = red.rank = 0;
+  for (int d = 0; d < full.rank; ++d) {
+    cuda::View& to = std::binary_search(axes.begin(), axes.end(), d) ? red : k;
+    to.shape[to.rank] = full.shape[d];
+    to.strides[to.rank] = full.strides[d];
+    ++to.rank;
+  }
+  detail::merge_dims({&k}, "reduce");
+  detail::merge_dims({&red}, "reduce");
+  cuda::View v = full;
+  v.rank = k.rank + red.rank;
+  for (int i = 0; i < k.rank; ++i) {
+    v.shape[i] = k.shape[i];
+    v.strides[i] = k.strides[i];
+  }
+  for (int i = 0; i < red.rank; ++i) {
+    v.shape[k.rank + i] = red.shape[i];
+    v.strides[k.rank + i] = red.strides[i];
+  }
+  kept = k.rank;
+  return v;
+}
+
+// The contiguous output of a reduction seen with the kept axes of `in` (its first `kept`).
+cuda::View output_view(const Tensor& y, const cuda::View& in, int kept) {
+  cuda::View v = detail::cuda_view(y);
+  v.rank = kept;
+  std::int64_t stride = 1;
+  for (int i = kept - 1; i >= 0; --i) {
+    v.shape[i] = in.shape[i];
+    v.strides[i] = stride;
+    stride *= in.shape[i];
+  }
+  return v;
+}
+
 Tensor reduce_forward(cpu::ReduceOp op, const Tensor& x, const ReducedShapes& r, const char* name) {
-  detail::check_numeric(x, name);
+  if (!is_half(x.dtype())) detail::check_numeric(x, name);
   if ((op == cpu::ReduceOp::max || op == cpu::ReduceOp::min) && x.size() == 0)
     throw ValueError(fmt::format("{}: cannot reduce an empty tensor of shape {}", name, x.shape().to_string()));
+  if (is_half(x.dtype()) && x.device().is_cpu()) {
+    // float16/bfloat16 on the CPU: accumulate in float32 and round once, as the GPU does.
+    autograd::NoRecordScope no_record;
+    return cast(reduce_forward(op, cast(x, DType::float32), r, name), x.dtype());
+  }
   Tensor y = detail::empty_tensor(r.out, x.dtype(), x.device());
+  if (x.device().is_cuda()) {
+    if (y.size() > 0) {
+      int kept = 0;
+      const cuda::View xv = grouped_view(x, r.axes, kept);
+      cuda::reduce(op, xv, kept, output_view(y, xv, kept));
+    }
+    return y;
+  }
   cpu::reduce(op, x, r.axes, y);
   return y;
 }
@@ -186,11 +244,30 @@ Tensor arg_extremum(bool is_max, const Tensor& x, int axis) {
   const int a = detail::normalize_axis(axis, x.rank(), name);
   if (x.shape()[a] == 0)
     throw ValueError(fmt::format("{}: axis {} of shape {} is empty", name, axis, x.shape().to_string()));
+  if (is_half(x.dtype())) {
+    autograd::NoRecordScope no_record;
+    return arg_extremum(is_max, cast(x, DType::float32), axis);  // exact: halves widen losslessly
+  }
   detail::check_numeric(x, name);
   std::vector<std::int64_t> out;
   for (std::int64_t d = 0; d < x.rank(); ++d)
     if (d != a) out.push_back(x.shape()[d]);
   Tensor y = detail::empty_tensor(Shape(out), DType::int64, x.device());
+  if (x.device().is_cuda()) {
+    if (y.size() > 0) {
+      // Kept axes merged, the reduced axis last and alone (its index is what is returned).
+      int kept = 0;
+      const cuda::View xv = grouped_view(x, {a}, kept);
+      cuda::View v = xv;
+      if (xv.rank == kept) {  // the axis had size 1 and merged away: argmax is 0 everywhere
+        v.rank = kept + 1;
+        v.shape[kept] = 1;
+        v.strides[kept] = 0;
+      }
+      cuda::arg_reduce(is_max, v, output_view(y, v, kept));
+    }
+    return y;
+  }
   cpu::arg_reduce(is_max, x, a, y);
   return y;
 }

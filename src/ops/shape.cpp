@@ -14,8 +14,10 @@
 
 #include "autograd/record.hpp"
 #include "core/dispatch.hpp"
+#include "core/cuda_view.hpp"
 #include "core/tensor_util.hpp"
 #include "cpu/copy.hpp"
+#include "cuda/indexing.hpp"
 #include "keel/core/config.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/reduce.hpp"
@@ -50,9 +52,14 @@ constexpr std::int64_t kParallelCopyBytes = std::int64_t{1} << 22;
 
 // Copies a `shape`-shaped block between two strided layouts (strides in elements); a stride
 // of 0 in the source broadcasts. The shared CPU copier merges contiguous axes into memcpy runs.
-void strided_copy(void* dst, const std::vector<std::int64_t>& dst_strides, const void* src,
+// `like` says where the memory is and what its elements are.
+void strided_copy(const Tensor& like, void* dst, const std::vector<std::int64_t>& dst_strides, const void* src,
                   const std::vector<std::int64_t>& src_strides,
                   const std::vector<std::int64_t>& shape, std::size_t item) {
+  if (like.device().is_cuda()) {
+    detail::cuda_copy_strided(like.dtype(), like.device().index(), shape, src_strides, src, dst_strides, dst);
+    return;
+  }
   cpu::copy_strided(shape, src_strides, static_cast<const char*>(src), dst_strides,
                     static_cast<char*>(dst), item);
 }
@@ -312,7 +319,6 @@ Tensor concat(const std::vector<Tensor>& values, int axis) {
     out_dims[static_cast<std::size_t>(ax)] += v.shape()[ax];
   }
   if (values.size() == 1) return first;
-  for (const auto& v : values) detail::check_cpu(v, "concat");
 
   const Shape out_shape(out_dims);
   Tensor out = detail::empty_tensor(out_shape, first.dtype(), first.device());
@@ -322,7 +328,7 @@ Tensor concat(const std::vector<Tensor>& values, int axis) {
   const std::int64_t step = out_strides[static_cast<std::size_t>(ax)] * static_cast<std::int64_t>(item);
   std::int64_t pos = 0;
   for (const auto& v : values) {
-    strided_copy(dst + pos * step, out_strides, v.raw_data(), v.strides(), v.shape().dims(), item);
+    strided_copy(out, dst + pos * step, out_strides, v.raw_data(), v.strides(), v.shape().dims(), item);
     pos += v.shape()[ax];
   }
   if (autograd::recording())
@@ -446,7 +452,6 @@ Tensor tile(const Tensor& x, const std::vector<std::int64_t>& multiples) {
     if (m < 0)
       throw ValueError(fmt::format("tile: multiples {} must be >= 0", list_str(multiples)));
   if (r == 0) return x;
-  detail::check_cpu(x, "tile");
   // Seen as [m0, d0, m1, d1, ...], the output is x broadcast along the multiple axes.
   std::vector<std::int64_t> out_dims(static_cast<std::size_t>(r)), split_dims, src_strides;
   for (std::size_t i = 0; i < out_dims.size(); ++i) {
@@ -456,7 +461,7 @@ Tensor tile(const Tensor& x, const std::vector<std::int64_t>& multiples) {
     src_strides.insert(src_strides.end(), {0, x.strides()[i]});
   }
   Tensor out = detail::empty_tensor(Shape(out_dims), x.dtype(), x.device());
-  strided_copy(out.raw_data(), contiguous_strides(Shape(split_dims)), x.raw_data(), src_strides,
+  strided_copy(out, out.raw_data(), contiguous_strides(Shape(split_dims)), x.raw_data(), src_strides,
                split_dims, itemsize(x.dtype()));
   if (autograd::recording())
     autograd::record("tile", {x}, {out}, [split_dims, r](const Grads& g, const Needs& n) {
@@ -476,36 +481,48 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
     throw ShapeError("gather: params must have rank >= 1, got shape []");
   const int ax = detail::normalize_axis(axis, params.rank(), "gather");
   detail::check_same_device(params, indices, "gather");
-  detail::check_cpu(params, "gather");
-  const auto idx = detail::read_indices(indices, "gather");
   const auto& pd = params.shape().dims();
   const std::int64_t dim = pd[static_cast<std::size_t>(ax)];
-  for (std::size_t j = 0; j < idx.size(); ++j)
-    if (idx[j] < 0 || idx[j] >= dim)
-      throw ValueError(fmt::format(
-          "gather: index {} out of range [0, {}) at position {} of indices {} (params {}, axis {})",
-          idx[j], dim, j, detail::shape_str(indices), detail::shape_str(params), ax));
-
+  auto out_of_range = [&](std::int64_t index, std::int64_t position) {
+    return ValueError(fmt::format(
+        "gather: index {} out of range [0, {}) at position {} of indices {} (params {}, axis {})",
+        index, dim, position, detail::shape_str(indices), detail::shape_str(params), ax));
+  };
   std::vector<std::int64_t> out_dims(pd.begin(), pd.begin() + ax);
   out_dims.insert(out_dims.end(), indices.shape().dims().begin(), indices.shape().dims().end());
   out_dims.insert(out_dims.end(), pd.begin() + ax + 1, pd.end());
-  Tensor out = detail::empty_tensor(Shape(out_dims), params.dtype(), params.device());
-
-  const Tensor src = params.contiguous();
   const std::int64_t outer = product(pd, 0, static_cast<std::size_t>(ax));
   const auto row = static_cast<std::size_t>(product(pd, static_cast<std::size_t>(ax) + 1, pd.size())) *
                    itemsize(params.dtype());
-  const auto n = static_cast<std::int64_t>(idx.size());
-  const char* s = static_cast<const char*>(src.raw_data());
-  char* d = static_cast<char*>(out.raw_data());
-  const std::int64_t total = outer * n;
-  [[maybe_unused]] const int nt = threads();
-  [[maybe_unused]] const bool par = nt > 1 && total * static_cast<std::int64_t>(row) >= kParallelCopyBytes;
+
+  Tensor out;
+  if (params.device().is_cuda()) {
+    // The kernel checks the indices on the device; the first bad one comes back for the message.
+    detail::dispatch_index(indices.dtype(), "gather", []<class I>() {});
+    out = detail::empty_tensor(Shape(out_dims), params.dtype(), params.device());
+    const Tensor src = params.contiguous(), ids = indices.contiguous();
+    const cuda::BadIndex bad = cuda::gather_rows(src.raw_data(), outer, dim, row, ids.raw_data(), ids.dtype(),
+                                                 ids.size(), out.raw_data(), params.device().index());
+    if (bad.position >= 0) throw out_of_range(bad.value, bad.position);
+  } else {
+    const auto idx = detail::read_indices(indices, "gather");
+    for (std::size_t j = 0; j < idx.size(); ++j)
+      if (idx[j] < 0 || idx[j] >= dim) throw out_of_range(idx[j], static_cast<std::int64_t>(j));
+
+    out = detail::empty_tensor(Shape(out_dims), params.dtype(), params.device());
+    const Tensor src = params.contiguous();
+    const auto n = static_cast<std::int64_t>(idx.size());
+    const char* s = static_cast<const char*>(src.raw_data());
+    char* d = static_cast<char*>(out.raw_data());
+    const std::int64_t total = outer * n;
+    [[maybe_unused]] const int nt = threads();
+    [[maybe_unused]] const bool par = nt > 1 && total * static_cast<std::int64_t>(row) >= kParallelCopyBytes;
 #pragma omp parallel for num_threads(nt) schedule(static) if (par)
-  for (std::int64_t t = 0; t < total; ++t) {
-    const std::int64_t o = t / n, j = t % n;
-    std::memcpy(d + t * static_cast<std::int64_t>(row),
-                s + (o * dim + idx[static_cast<std::size_t>(j)]) * static_cast<std::int64_t>(row), row);
+    for (std::int64_t t = 0; t < total; ++t) {
+      const std::int64_t o = t / n, j = t % n;
+      std::memcpy(d + t * static_cast<std::int64_t>(row),
+                  s + (o * dim + idx[static_cast<std::size_t>(j)]) * static_cast<std::int64_t>(row), row);
+    }
   }
 
   if (autograd::recording())
@@ -549,43 +566,57 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
     throw ShapeError(fmt::format("unsorted_segment_sum: segment_ids shape {} must be a prefix of data shape {}",
                                  detail::shape_str(segment_ids), detail::shape_str(data)));
   detail::check_same_device(data, segment_ids, "unsorted_segment_sum");
-  detail::check_cpu(data, "unsorted_segment_sum");
-  const auto ids = detail::read_indices(segment_ids, "unsorted_segment_sum");
-  bool has_negative = false;
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    // Negative ids are dropped, like TensorFlow; too-large ones are an error.
-    if (ids[i] < 0) has_negative = true;
-    if (ids[i] >= num_segments)
-      throw ValueError(fmt::format(
-          "unsorted_segment_sum: segment id {} out of range [0, {}) at position {} of segment_ids {}",
-          ids[i], num_segments, i, detail::shape_str(segment_ids)));
-  }
+  auto too_large = [&](std::int64_t id, std::int64_t position) {
+    return ValueError(fmt::format(
+        "unsorted_segment_sum: segment id {} out of range [0, {}) at position {} of segment_ids {}", id,
+        num_segments, position, detail::shape_str(segment_ids)));
+  };
   std::vector<std::int64_t> out_dims{num_segments};
   out_dims.insert(out_dims.end(), dd.begin() + static_cast<std::ptrdiff_t>(sd.size()), dd.end());
   const std::int64_t inner = product(dd, sd.size(), dd.size());
-  Tensor out = detail::empty_tensor(Shape(out_dims), data.dtype(), data.device());
-  const Tensor src = data.contiguous();
-  detail::dispatch_numeric(data.dtype(), "unsorted_segment_sum", [&]<class T>() {
-    T* o = static_cast<T*>(out.raw_data());
-    const T* s = src.data<T>();
-    std::fill_n(o, num_segments * inner, T(0));
-    // Threads own disjoint column ranges, so the sum order (and result) does not depend on the
-    // thread count and no atomics are needed.
-    const auto n = static_cast<std::int64_t>(ids.size());
-    const int nt = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(threads(), inner / 64)));
-    [[maybe_unused]] const bool par = nt > 1 && n * inner >= (std::int64_t{1} << 16);
-#pragma omp parallel for num_threads(nt) schedule(static) if (par)
-    for (int c = 0; c < nt; ++c) {
-      const std::int64_t lo = inner * c / nt, hi = inner * (c + 1) / nt;
-      for (std::int64_t i = 0; i < n; ++i) {
-        const std::int64_t id = ids[static_cast<std::size_t>(i)];
-        if (id < 0) continue;
-        T* orow = o + id * inner;
-        const T* srow = s + i * inner;
-        for (std::int64_t k = lo; k < hi; ++k) orow[k] += srow[k];
-      }
+  bool has_negative = false;
+  Tensor out;
+  if (data.device().is_cuda()) {
+    // Atomic adds on the device; the ids are checked there and the first too-large one comes back.
+    detail::dispatch_index(segment_ids.dtype(), "unsorted_segment_sum", []<class I>() {});
+    detail::dispatch_numeric(data.dtype(), "unsorted_segment_sum", []<class T>() {});
+    out = detail::empty_tensor(Shape(out_dims), data.dtype(), data.device());
+    const Tensor src = data.contiguous(), ids = segment_ids.contiguous();
+    const cuda::SegmentIds r = cuda::segment_sum(data.dtype(), src.raw_data(), ids.size(), inner, ids.raw_data(),
+                                                 ids.dtype(), num_segments, out.raw_data(), data.device().index());
+    if (r.bad.position >= 0) throw too_large(r.bad.value, r.bad.position);
+    has_negative = r.has_negative;
+  } else {
+    const auto ids = detail::read_indices(segment_ids, "unsorted_segment_sum");
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      // Negative ids are dropped, like TensorFlow; too-large ones are an error.
+      if (ids[i] < 0) has_negative = true;
+      if (ids[i] >= num_segments) throw too_large(ids[i], static_cast<std::int64_t>(i));
     }
-  });
+    out = detail::empty_tensor(Shape(out_dims), data.dtype(), data.device());
+    const Tensor src = data.contiguous();
+    detail::dispatch_numeric(data.dtype(), "unsorted_segment_sum", [&]<class T>() {
+      T* o = static_cast<T*>(out.raw_data());
+      const T* s = src.data<T>();
+      std::fill_n(o, num_segments * inner, T(0));
+      // Threads own disjoint column ranges, so the sum order (and result) does not depend on the
+      // thread count and no atomics are needed.
+      const auto n = static_cast<std::int64_t>(ids.size());
+      const int nt = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(threads(), inner / 64)));
+      [[maybe_unused]] const bool par = nt > 1 && n * inner >= (std::int64_t{1} << 16);
+#pragma omp parallel for num_threads(nt) schedule(static) if (par)
+      for (int c = 0; c < nt; ++c) {
+        const std::int64_t lo = inner * c / nt, hi = inner * (c + 1) / nt;
+        for (std::int64_t i = 0; i < n; ++i) {
+          const std::int64_t id = ids[static_cast<std::size_t>(i)];
+          if (id < 0) continue;
+          T* orow = o + id * inner;
+          const T* srow = s + i * inner;
+          for (std::int64_t k = lo; k < hi; ++k) orow[k] += srow[k];
+        }
+      }
+    });
+  }
   if (autograd::recording())
     autograd::record(
         "unsorted_segment_sum", {data}, {out},
@@ -593,6 +624,12 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
           if (!need[0]) return Grads{Tensor()};
           if (!has_negative) return Grads{gather(g[0], segment_ids, 0)};
           // Dropped (negative) ids get zero gradient: gather row 0 for them, then mask it out.
+          auto mdims = segment_ids.shape().dims();
+          mdims.resize(dshape.dims().size(), 1);
+          if (segment_ids.device().is_cuda()) {  // the same with ops, never reading the ids here
+            const Tensor keep = cast(reshape(segment_ids >= 0.0, Shape(mdims)), g[0].dtype());
+            return Grads{gather(g[0], maximum(segment_ids, 0.0), 0) * keep};
+          }
           const auto ids = detail::read_indices(segment_ids, "unsorted_segment_sum");
           std::vector<std::int64_t> clamped(ids.size());
           std::vector<double> mask(ids.size());
@@ -600,8 +637,6 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
             clamped[i] = std::max<std::int64_t>(ids[i], 0);
             mask[i] = ids[i] < 0 ? 0.0 : 1.0;
           }
-          auto mdims = segment_ids.shape().dims();
-          mdims.resize(dshape.dims().size(), 1);
           Tensor idx_t = detail::empty_tensor(segment_ids.shape(), DType::int64, Device::cpu());
           std::copy(clamped.begin(), clamped.end(), static_cast<std::int64_t*>(idx_t.raw_data()));
           Tensor mask_t = detail::empty_tensor(Shape(mdims), g[0].dtype(), Device::cpu());
@@ -617,7 +652,23 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
 Tensor one_hot(const Tensor& indices, int depth, double on_value, double off_value, DType dtype) {
   detail::check_defined(indices, "one_hot");
   if (depth < 0) throw ValueError(fmt::format("one_hot: depth must be >= 0, got {}", depth));
-  detail::check_cpu(indices, "one_hot");
+  if (indices.device().is_cuda()) {
+    if (indices.dtype() != DType::uint8) detail::dispatch_index(indices.dtype(), "one_hot", []<class I>() {});
+    auto dims = indices.shape().dims();
+    dims.push_back(depth);
+    Tensor out = detail::empty_tensor(Shape(dims), dtype, indices.device());
+    // The encoded values travel in the low bytes of a 64-bit word.
+    unsigned char on[8] = {}, off[8] = {};
+    encode_scalar(on_value, dtype, on);
+    encode_scalar(off_value, dtype, off);
+    std::uint64_t on_bits = 0, off_bits = 0;
+    std::memcpy(&on_bits, on, sizeof on_bits);
+    std::memcpy(&off_bits, off, sizeof off_bits);
+    const Tensor ids = indices.contiguous();
+    cuda::one_hot(ids.raw_data(), ids.dtype(), ids.size(), depth, on_bits, off_bits, itemsize(dtype), out.raw_data(),
+                  indices.device().index());
+    return out;
+  }
   std::vector<std::int64_t> idx;
   if (indices.dtype() == DType::uint8) {
     const Tensor c = indices.contiguous();
@@ -659,20 +710,23 @@ Tensor pad(const Tensor& x, const std::vector<std::array<std::int64_t, 2>>& padd
     if (p[0] < 0 || p[1] < 0)
       throw ValueError(fmt::format("pad: paddings {} must be >= 0 (shape {})", pads_str(),
                                    detail::shape_str(x)));
-  detail::check_cpu(x, "pad");
   std::vector<std::int64_t> dims(static_cast<std::size_t>(r));
   for (std::size_t i = 0; i < dims.size(); ++i)
     dims[i] = x.shape().dims()[i] + paddings[i][0] + paddings[i][1];
   const Shape out_shape(dims);
   Tensor out = detail::empty_tensor(out_shape, x.dtype(), x.device());
   const std::size_t item = itemsize(x.dtype());
-  unsigned char fill[8];
-  encode_scalar(value, x.dtype(), fill);
-  fill_bytes(out.raw_data(), out_shape.num_elements(), fill, item);
+  if (out.device().is_cuda()) {
+    if (out.size() > 0) cuda::fill(detail::cuda_view(out), value);
+  } else {
+    unsigned char fill[8];
+    encode_scalar(value, x.dtype(), fill);
+    fill_bytes(out.raw_data(), out_shape.num_elements(), fill, item);
+  }
   const auto strides = contiguous_strides(out_shape);
   std::int64_t start = 0;
   for (std::size_t i = 0; i < dims.size(); ++i) start += paddings[i][0] * strides[i];
-  strided_copy(static_cast<char*>(out.raw_data()) + start * static_cast<std::int64_t>(item), strides,
+  strided_copy(out, static_cast<char*>(out.raw_data()) + start * static_cast<std::int64_t>(item), strides,
                x.raw_data(), x.strides(), x.shape().dims(), item);
   if (autograd::recording()) {
     std::vector<std::int64_t> begin(static_cast<std::size_t>(r));

@@ -273,6 +273,10 @@ void Optimizer::apply(const std::vector<Tensor>& grads) {
   apply(grads, state_->built_variables);
 }
 
+Tensor Optimizer::scale_loss(const Tensor& loss) const {
+  return common_.loss_scale_factor ? loss * *common_.loss_scale_factor : loss;
+}
+
 Tensor Optimizer::prepare_gradient(const Tensor& grad, Variable& variable, const StepContext& ctx) {
   Tensor g = grad;
   if (ctx.grad_scale != 1) g = g * ctx.grad_scale;

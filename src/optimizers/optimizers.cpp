@@ -1,9 +1,12 @@
 // SGD, Adam, AdamW, RMSprop, Adagrad and Nadam: Keras 3's update rules. Each rule is written
-// twice: a fused loop over contiguous float32 CPU data (one pass that reads each element of the
-// gradient, weight and slots once: the training step of small models is dominated by per-op
-// overhead), and the same rule with keel ops for every other case (float64, CUDA, ...). The
-// tests check both against hand-computed numbers (float32 and float64 variables).
+// three times: a fused loop over contiguous float32 CPU data (one pass that reads each element of
+// the gradient, weight and slots once: the training step of small models is dominated by per-op
+// overhead), one fused kernel launch for float32 and float64 variables on a GPU
+// (cuda/optimizers.cu, the same arithmetic), and the same rule with keel ops for every other
+// case (CPU float64, float16, non-contiguous weights, ...). The tests check the CPU paths against
+// hand-computed numbers (float32 and float64 variables) and the GPU against the CPU.
 #include "keel/optimizers/optimizer.hpp"
+#include "keel/optimizers/loss_scale_optimizer.hpp"
 
 #include <algorithm>
 #include <array>
@@ -17,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cpu/strided.hpp"
+#include "cuda/optimizers.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
 
@@ -101,6 +105,38 @@ bool fused_update(const Tensor& grad, Variable& variable, const std::array<Varia
   return true;
 }
 
+// The fused update of a variable on a GPU: one kernel launch (cuda::optimizer_update) for the
+// rule of `params` when the weight is float32 or float64 and contiguous on a CUDA device, and
+// the gradient and the slots are of its dtype on the same device (the slots contiguous too).
+// slots[k] is the rule's slot k or nullptr (see cuda/optimizers.hpp). Fills in StepContext's
+// scale, clamp and decay, which the kernel applies as fused_update does. Returns false, doing
+// nothing, otherwise (the op-based rule runs then).
+bool cuda_fused_update(const Tensor& grad, Variable& variable, const std::array<Variable*, 3>& slots,
+                       const StepContext& ctx, cuda::OptimizerParams params) {
+  const Tensor& w = variable.peek();
+  const Device device = w.device();
+  if (!device.is_cuda() || (w.dtype() != DType::float32 && w.dtype() != DType::float64) || !w.is_contiguous())
+    return false;
+  if (grad.device() != device || grad.dtype() != w.dtype() || grad.shape() != w.shape()) return false;
+  std::array<void*, 3> sp{};
+  for (std::size_t k = 0; k < slots.size(); ++k) {
+    if (!slots[k]) continue;
+    const Tensor& s = slots[k]->peek();
+    if (s.device() != device || s.dtype() != w.dtype() || s.shape() != w.shape() || !s.is_contiguous()) return false;
+    sp[k] = s.raw_data();
+  }
+  const Tensor g = grad.contiguous();  // a copy for a strided gradient; freed in stream order
+  params.grad_scale = ctx.grad_scale;
+  params.clipvalue = ctx.clipvalue;
+  params.decay = ctx.decay;
+  cuda::optimizer_update(w.dtype(), params, w.size(), w.raw_data(), g.raw_data(), sp.data(), device.index());
+  // In-place writes: tapes that saved these tensors must see that they changed.
+  w.impl()->storage->bump_version();
+  for (auto* s : slots)
+    if (s) s->peek().impl()->storage->bump_version();
+  return true;
+}
+
 // Keras' optional arguments in a config: absent or null means unset.
 std::optional<double> opt_double(const nlohmann::json& c, const char* key) {
   if (!c.contains(key) || c[key].is_null()) return std::nullopt;
@@ -125,6 +161,15 @@ std::vector<Optimizer::SlotSpec> SGD::slot_specs() const {
 
 void SGD::update_step(const Tensor& grad, Variable& variable, Slots& slots, const StepContext& ctx) {
   const double lr = ctx.learning_rate, mom = options_.momentum;
+  {
+    cuda::OptimizerParams p;
+    p.rule = slots.empty() ? cuda::OptimizerRule::sgd : cuda::OptimizerRule::sgd_momentum;
+    p.nesterov = options_.nesterov;
+    p.lr = lr;
+    p.momentum = mom;
+    if (cuda_fused_update(grad, variable, {slots.empty() ? nullptr : slots[0].get(), nullptr, nullptr}, ctx, p))
+      return;
+  }
   const FB flr(static_cast<float>(lr)), fmom(static_cast<float>(mom));
   if (slots.empty()) {
     if (fused_update<0>(grad, variable, {}, ctx, [&](FB& w, FB g, std::array<FB, 0>&) { w -= g * flr; })) return;
@@ -175,6 +220,16 @@ void Adam::update_step(const Tensor& grad, Variable& variable, Slots& slots, con
   const double alpha = ctx.learning_rate * std::sqrt(1 - std::pow(b2, t)) / (1 - std::pow(b1, t));
   Variable& m = *slots[0];
   Variable& v = *slots[1];
+  {
+    cuda::OptimizerParams p;
+    p.rule = cuda::OptimizerRule::adam;
+    p.amsgrad = options_.amsgrad;
+    p.one_minus_b1 = 1 - b1;
+    p.one_minus_b2 = 1 - b2;
+    p.alpha = alpha;
+    p.epsilon = eps;
+    if (cuda_fused_update(grad, variable, {&m, &v, options_.amsgrad ? slots[2].get() : nullptr}, ctx, p)) return;
+  }
   const FB c1(static_cast<float>(1 - b1)), c2(static_cast<float>(1 - b2)), fa(static_cast<float>(alpha)),
       fe(static_cast<float>(eps));
   if (options_.amsgrad) {
@@ -254,6 +309,18 @@ void RMSprop::update_step(const Tensor& grad, Variable& variable, Slots& slots, 
   Variable& vel = *slots[0];
   Variable* mo = has_mom ? slots[1].get() : nullptr;
   Variable* avg = centered ? slots[has_mom ? 2 : 1].get() : nullptr;
+  {
+    cuda::OptimizerParams p;
+    p.rule = cuda::OptimizerRule::rmsprop;
+    p.has_momentum = has_mom;
+    p.centered = centered;
+    p.rho = rho;
+    p.one_minus_rho = 1 - rho;
+    p.momentum = mom;
+    p.epsilon = eps;
+    p.lr = lr;
+    if (cuda_fused_update(grad, variable, {&vel, mo, avg}, ctx, p)) return;
+  }
   const FB frho(static_cast<float>(rho)), crho(static_cast<float>(1 - rho)), fmom(static_cast<float>(mom)),
       fe(static_cast<float>(eps)), flr(static_cast<float>(lr));
   // The rule on batches of the velocity and, when present, the momentum and the mean gradient
@@ -327,6 +394,13 @@ std::vector<Optimizer::SlotSpec> Adagrad::slot_specs() const {
 void Adagrad::update_step(const Tensor& grad, Variable& variable, Slots& slots, const StepContext& ctx) {
   const double lr = ctx.learning_rate, eps = options_.epsilon;
   Variable& acc = *slots[0];
+  {
+    cuda::OptimizerParams p;
+    p.rule = cuda::OptimizerRule::adagrad;
+    p.lr = lr;
+    p.epsilon = eps;
+    if (cuda_fused_update(grad, variable, {&acc, nullptr, nullptr}, ctx, p)) return;
+  }
   const FB flr(static_cast<float>(lr)), fe(static_cast<float>(eps));
   if (fused_update<1>(grad, variable, {&acc}, ctx, [&](FB& w, FB g, std::array<FB, 1>& s) {
         s[0] += g * g;
@@ -373,6 +447,18 @@ void Nadam::update_step(const Tensor& grad, Variable& variable, Slots& slots, co
   const double cm = u_t_1 / (1 - u_product_t_1), cg = (1 - u_t) / (1 - u_product_t), cv = 1 - beta_2_power;
   Variable& m = *slots[0];
   Variable& v = *slots[1];
+  {
+    cuda::OptimizerParams p;
+    p.rule = cuda::OptimizerRule::nadam;
+    p.one_minus_b1 = 1 - b1;
+    p.one_minus_b2 = 1 - b2;
+    p.cm = cm;
+    p.cg = cg;
+    p.cv = cv;
+    p.lr = lr;
+    p.epsilon = eps;
+    if (cuda_fused_update(grad, variable, {&m, &v, nullptr}, ctx, p)) return;
+  }
   const FB c1(static_cast<float>(1 - b1)), c2(static_cast<float>(1 - b2)), fcm(static_cast<float>(cm)),
       fcg(static_cast<float>(cg)), fcv(static_cast<float>(cv)), flr(static_cast<float>(lr)),
       fe(static_cast<float>(eps));
@@ -463,6 +549,7 @@ std::shared_ptr<Optimizer> from_config(const std::string& class_name, const nloh
       o.epsilon = config.value("epsilon", 1e-7);
     };
     const std::string cls = lower(class_name);
+    if (cls == "lossscaleoptimizer") return LossScaleOptimizer::from_config(config);
     if (cls == "sgd") {
       SGDOptions o;
       fill(o);

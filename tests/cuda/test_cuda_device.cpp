@@ -76,3 +76,26 @@ TEST_CASE("ops on tensors on different devices throw DeviceError", "[cuda]") {
   CHECK_THROWS_AS(add(c, g), DeviceError);
   CHECK_THROWS_WITH(add(c, g), Catch::Contains("add"));
 }
+
+TEST_CASE("Tensor::to is differentiable: the gradient flows back to the CPU source", "[cuda]") {
+  DeviceScope on_cpu(Device::cpu());
+  const Tensor x = constant({1.f, -2.f, 3.f}, {3});
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = reduce_sum(square(x.to(Device::cuda(0))));  // computed on the GPU
+  CHECK(y.device() == Device::cuda(0));
+  const Tensor g = tape.gradient(y, x);
+  REQUIRE(g.defined());
+  CHECK(g.device() == Device::cpu());
+  CHECK(g.to_vector<float>() == std::vector<float>{2.f, -4.f, 6.f});
+}
+
+TEST_CASE("a transposed view copied to cuda:0 keeps its logical element order", "[cuda]") {
+  DeviceScope on_cpu(Device::cpu());
+  const Tensor x = constant({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}, {2, 3});
+  const Tensor t = transpose(x);  // [[1,4],[2,5],[3,6]], not contiguous
+  const Tensor g = t.to(Device::cuda(0));
+  CHECK(g.shape() == Shape{3, 2});
+  CHECK(g.to_vector<float>() == std::vector<float>{1, 4, 2, 5, 3, 6});
+  CHECK(transpose(g).to_vector<float>() == x.to_vector<float>());  // a view of GPU memory
+}

@@ -14,7 +14,9 @@ class Variable {
   // A float32 scalar variable, as tf.Variable(5.0).
   explicit Variable(double initial, std::string name = "", bool trainable = true);
 
-  const Tensor& value() const;                         // the live value; tapes watch the read
+  // The live value; tapes watch the read. Inside the call() of a layer under a mixed-precision
+  // policy, a float32 variable reads as its cast to the compute dtype (Keras' autocast).
+  const Tensor& value() const;
   operator const Tensor&() const { return value(); }  // NOLINT: usable wherever a Tensor is
 
   // In-place writes: shapes and dtypes must match. Each bumps the storage version.

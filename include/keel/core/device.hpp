@@ -22,7 +22,9 @@ struct Device {
   bool operator!=(const Device& o) const { return !(*this == o); }
 };
 
-// The device factories use; cpu unless a DeviceScope says otherwise.
+// The device factories use: cuda:0 when keel was built with CUDA and a GPU is present, else cpu
+// (the environment variable KEEL_DEFAULT_DEVICE=cpu|cuda|cuda:N overrides this for a process);
+// a DeviceScope changes it for the calling thread.
 Device default_device();
 
 // RAII: factories called while it lives create tensors on `device`. Scopes nest per thread.
@@ -39,5 +41,9 @@ class DeviceScope {
 
 // Number of usable CUDA devices; 0 when keel was built without CUDA or no GPU is present.
 int cuda_device_count();
+
+// Waits until the work queued on every CUDA device has finished (no-op without CUDA). Reading a
+// tensor's values (item, to_vector, to(Device::cpu())) synchronises by itself; this is for timing.
+void cuda_synchronize();
 
 }  // namespace keel

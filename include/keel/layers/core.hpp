@@ -32,6 +32,7 @@ struct DenseOptions {
   regularizers::Regularizer bias_regularizer{};
   regularizers::Regularizer activity_regularizer{};  // on the output, added to losses() per call
   std::string name{};
+  std::string dtype{};  // a dtype policy name ("float32", "mixed_float16", ...); empty: the global one
 };
 
 // activation(inputs . kernel + bias) on the last axis of inputs of any rank >= 2:
@@ -63,6 +64,9 @@ class Dense : public Layer {
 
 struct ActivationOptions {
   std::string name{};
+  // A dtype policy name; "float32" gives float32 outputs in a mixed-precision model (Keras'
+  // Activation("softmax", dtype="float32") at the end). Empty: the global policy.
+  std::string dtype{};
 };
 
 // Applies an activation function by Keras name ("relu", "softmax", ...) or a callable.
@@ -125,6 +129,7 @@ class LeakyReLU : public Layer {
 struct SoftmaxOptions {
   int axis = -1;
   std::string name{};
+  std::string dtype{};  // a dtype policy name; empty: the global policy
 };
 
 // softmax along `axis`. A mask riding on the input with the input's rank (true = keep) pushes the
@@ -138,6 +143,9 @@ class Softmax : public Layer {
   void check_input_shape(const Shape&) const override {}
   nlohmann::json get_config() const override;
   const SoftmaxOptions& options() const { return options_; }
+
+ protected:
+  Autocast autocast() const override { return Autocast::float32; }  // softmax in float32
 
  private:
   SoftmaxOptions options_;
@@ -226,6 +234,9 @@ class Dropout : public Layer {
   nlohmann::json get_config() const override;
   double rate() const { return rate_; }
   const DropoutOptions& options() const { return options_; }
+
+ protected:
+  Autocast autocast() const override { return Autocast::float32; }  // the mask in float32
 
  private:
   double rate_;
@@ -339,6 +350,11 @@ class Embedding : public Layer {
   int output_dim() const { return output_dim_; }
   const EmbeddingOptions& options() const { return options_; }
   Variable& embeddings();  // ValueError before the layer is built
+
+ protected:
+  // Under a mixed-precision policy the ids stay as given and the float32 rows looked up are cast
+  // to the compute dtype (Keras reads the table without autocast).
+  Autocast autocast() const override { return Autocast::none; }
 
  private:
   int input_dim_, output_dim_;

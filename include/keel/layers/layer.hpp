@@ -13,6 +13,7 @@
 #include "keel/autograd/variable.hpp"
 #include "keel/core/tensor.hpp"
 #include "keel/layers/initializers.hpp"
+#include "keel/mixed_precision/policy.hpp"
 
 namespace keel::layers {
 
@@ -74,6 +75,16 @@ class Layer : public std::enable_shared_from_this<Layer> {
   // layer on zeros with a batch of one.
   virtual Shape compute_output_shape(const Shape& input_shape);
 
+  // Keras' dtype policy (keel/mixed_precision/policy.hpp): the global policy when the layer was
+  // made, or the one set here (or by the options' `dtype` of the layers that have it). Weights
+  // are created in variable_dtype(); operator() casts floating inputs to compute_dtype() and
+  // call() reads float32 weights in it.
+  const mixed_precision::Policy& dtype_policy() const { return policy_; }
+  void set_dtype_policy(const mixed_precision::Policy& policy) { policy_ = policy; }
+  void set_dtype_policy(const std::string& name) { policy_ = mixed_precision::Policy(name); }
+  DType compute_dtype() const { return policy_.compute_dtype(); }
+  DType variable_dtype() const { return policy_.variable_dtype(); }
+
   // Moves a temporary layer (Dense(8) in `Dense(8)(x)` or Sequential{Dense(8)}) to the heap,
   // where a graph or a model can own it. KEEL_LAYER_BOILERPLATE defines it for a class.
   virtual std::shared_ptr<Layer> move_to_heap();
@@ -81,6 +92,20 @@ class Layer : public std::enable_shared_from_this<Layer> {
  protected:
   // Marks the layer built without calling build() (layers whose weights come from elsewhere).
   void set_built(const Shape& shape) { built_ = true; built_shape_ = shape; }
+
+  // How operator() applies a mixed-precision policy around call():
+  //   compute:   floating inputs cast to the compute dtype, float32 weights read in it (the
+  //              default). A leaf layer whose ops refuse that dtype (a DTypeError) runs as
+  //              `float32` from then on.
+  //   float32:   ops that need float32 (normalisation, dropout, recurrent layers, softmax):
+  //              inputs cast to float32, weights read in float32, floating outputs cast to the
+  //              compute dtype, as Keras' BatchNormalization does.
+  //   variables: inputs as given, float32 weights read in the compute dtype (models: each of
+  //              their layers casts its own inputs).
+  //   none:      the layer applies the policy itself (Embedding: ids stay as given, the table
+  //              is read in float32 and the looked-up rows are cast).
+  enum class Autocast { compute, float32, variables, none };
+  virtual Autocast autocast() const { return Autocast::compute; }
 
  private:
   struct Weight {
@@ -96,6 +121,8 @@ class Layer : public std::enable_shared_from_this<Layer> {
   std::vector<Weight> weights_;
   std::vector<std::shared_ptr<Layer>> sublayers_;
   std::vector<Tensor> call_losses_;
+  mixed_precision::Policy policy_;
+  bool float32_fallback_ = false;  // the compute dtype was refused by this layer's ops
 };
 
 // A unique Keras-style name for a new layer of a class: "dense", "dense_1", ...
@@ -138,6 +165,9 @@ class InputLayer : public Layer {
   std::string class_name() const override { return "InputLayer"; }
   std::shared_ptr<Layer> move_to_heap() override { return std::make_shared<InputLayer>(std::move(*this)); }
   nlohmann::json get_config() const override;
+
+ protected:
+  Autocast autocast() const override { return Autocast::none; }  // hands its inputs on as they are
 
  private:
   Shape shape_;

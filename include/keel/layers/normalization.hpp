@@ -50,6 +50,10 @@ class BatchNormalization : public Layer {
   Variable& moving_mean() const;
   Variable& moving_variance() const;
 
+ protected:
+  // Computes in float32 under a mixed-precision policy (see Layer::Autocast).
+  Autocast autocast() const override { return Autocast::float32; }
+
  private:
   BatchNormalizationOptions options_;
   int axis_ = -1;  // normalised to [0, rank) by build()
@@ -95,6 +99,10 @@ class LayerNormalization : public Layer {
   const LayerNormalizationOptions& options() const { return options_; }
   Variable& gamma() const;
   Variable& beta() const;
+
+ protected:
+  // Computes in float32 under a mixed-precision policy (see Layer::Autocast).
+  Autocast autocast() const override { return Autocast::float32; }
 
  private:
   LayerNormalizationOptions options_;

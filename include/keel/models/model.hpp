@@ -145,6 +145,9 @@ class Model : public layers::Layer {
   std::shared_ptr<layers::Layer> move_to_heap() override;
 
  protected:
+  // Under a mixed-precision policy each layer casts its own inputs (as Keras' Functional does
+  // not convert them); variables a subclassed call() reads are autocast.
+  Autocast autocast() const override { return Autocast::variables; }
   struct Graph;
   std::shared_ptr<Graph> graph_;
   std::shared_ptr<optimizers::Optimizer> optimizer_;

@@ -101,41 +101,48 @@ class Optimizer {
   // optimizer), as Keras does; an empty list does nothing; a list where every gradient is
   // undefined is a ValueError (Keras' "No gradients provided for any variable"). Gradients of
   // another dtype are cast to the variable's. Not recorded by gradient tapes.
+  // The public methods below are virtual so that a wrapper (LossScaleOptimizer) can forward
+  // them to the optimizer it wraps.
   void apply_gradients(const std::vector<std::pair<Tensor, Variable*>>& grads_and_vars);
-  void apply(const std::vector<Tensor>& grads, const std::vector<Variable*>& variables);
+  virtual void apply(const std::vector<Tensor>& grads, const std::vector<Variable*>& variables);
   // The variables given to build() (Keras' apply(grads) without trainable_variables).
-  void apply(const std::vector<Tensor>& grads);
+  virtual void apply(const std::vector<Tensor>& grads);
   // Creates the slot variables of `variables` now (apply does it for variables it has not seen).
-  void build(const std::vector<Variable*>& variables);
-  bool built() const;
+  virtual void build(const std::vector<Variable*>& variables);
+  virtual bool built() const;
+
+  // Keras' scale_loss: what a training step multiplies the loss by before taking gradients
+  // (apply divides the gradients again): loss_scale_factor when set, the dynamic loss scale of
+  // a LossScaleOptimizer; the loss itself otherwise.
+  virtual Tensor scale_loss(const Tensor& loss) const;
 
   // The current learning rate: the schedule evaluated at iterations(), or the constant (kept in
   // float32, like Keras' learning_rate variable).
-  double learning_rate() const;
+  virtual double learning_rate() const;
   // ValueError when the optimizer was created with a schedule (Keras' TypeError there).
-  void set_learning_rate(double learning_rate);
+  virtual void set_learning_rate(double learning_rate);
   // Replaces the learning rate by a schedule or a constant.
-  void set_learning_rate(const LearningRate& learning_rate);
-  const LearningRate& learning_rate_spec() const;
+  virtual void set_learning_rate(const LearningRate& learning_rate);
+  virtual const LearningRate& learning_rate_spec() const;
 
-  std::int64_t iterations() const;
-  void set_iterations(std::int64_t iterations);  // for restoring a checkpoint
+  virtual std::int64_t iterations() const;
+  virtual void set_iterations(std::int64_t iterations);  // for restoring a checkpoint
 
   // The optimizer state, as Keras lists it: "iteration" (int64 scalar), "learning_rate" (float32
   // scalar, when it is not a schedule), optimizer-wide state ("u_product" of Nadam), then for
   // each variable in the order first seen its slots, named "<variable name>/<slot>" (for a weight
   // "dense/kernel": "dense/kernel/momentum", "dense/kernel/velocity"; "/average" with use_ema).
   // Assigning to these restores the state.
-  std::vector<std::pair<std::string, Variable*>> variables();
+  virtual std::vector<std::pair<std::string, Variable*>> variables();
   // The slot `slot` of `variable` ("momentum", ...); nullptr when it has none (yet).
-  Variable* get_slot(const Variable& variable, const std::string& slot);
+  virtual Variable* get_slot(const Variable& variable, const std::string& slot);
 
   // Keras' exclude_from_weight_decay: these variables, and those whose name matches one of the
   // regular expressions (std::regex_search, as Keras' re.search), get no weight decay.
-  void exclude_from_weight_decay(const std::vector<const Variable*>& variables = {},
-                                 const std::vector<std::string>& var_names = {});
+  virtual void exclude_from_weight_decay(const std::vector<const Variable*>& variables = {},
+                                         const std::vector<std::string>& var_names = {});
   // With use_ema, overwrites the variables with their moving averages (what fit() does at the end).
-  void finalize_variable_values(const std::vector<Variable*>& variables);
+  virtual void finalize_variable_values(const std::vector<Variable*>& variables);
 
   virtual std::string class_name() const = 0;
   // Keras' optimizer config: name, learning_rate (a number or a serialized schedule), the common

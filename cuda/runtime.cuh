@@ -1,0 +1,58 @@
+#pragma once
+// What the .cu files share: the per-device stream and library handles, status checks that turn
+// every CUDA, cuBLAS and cuDNN failure into keel::DeviceError, launch geometry, and a scratch
+// buffer from the caching allocator. Included by .cu files only.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/backend.hpp"
+
+namespace keel::cuda {
+
+// Throws DeviceError "<what> on cuda:<device>: <status text>" unless the status is success.
+void check(cudaError_t status, const char* what, int device);
+void check(cublasStatus_t status, const char* what, int device);
+void check(cudnnStatus_t status, const char* what, int device);
+// After a kernel launch: reports launch-configuration errors at the launch site.
+void check_launch(const char* kernel, int device);
+
+// Makes `device` current for the calling thread (cheap when it already is).
+void use_device(int device);
+// The one stream of each device that all of keel's work is queued on (created on first use).
+cudaStream_t stream(int device);
+// Library handles bound to that stream, created on first use, one per device.
+cublasHandle_t cublas(int device);
+cudnnHandle_t cudnn(int device);
+
+// Grid-stride launch geometry: 256 threads, enough blocks to fill the GPU without exceeding
+// what n needs.
+constexpr int kThreads = 256;
+int blocks_for(std::int64_t n, int device);
+
+// Scratch device memory from the caching allocator, released when it goes out of scope (the
+// allocator's reuse is stream-ordered, so kernels queued before the release still see it).
+class Scratch {
+ public:
+  Scratch(std::size_t nbytes, int device)
+      : device_(device), ptr_(nbytes ? allocate(nbytes, device) : nullptr) {}
+  ~Scratch() {
+    if (ptr_) deallocate(ptr_, device_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  void* get() const { return ptr_; }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  int device_;
+  void* ptr_;
+};
+
+}  // namespace keel::cuda

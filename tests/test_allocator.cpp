@@ -1,0 +1,145 @@
+// The caching allocator behind CUDA tensors, driven here by a fake raw allocator with a fixed
+// capacity so that reuse, size classes, statistics and the out-of-memory path run on any machine.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <set>
+#include <vector>
+
+#include "core/caching_allocator.hpp"
+#include "keel/core/error.hpp"
+
+using keel::detail::CachingAllocator;
+
+namespace {
+
+// A "device" of `capacity` bytes: counts raw calls and refuses what does not fit.
+struct FakeDevice {
+  std::size_t capacity;
+  std::size_t used = 0;
+  int mallocs = 0;
+  int frees = 0;
+  std::set<void*> live;
+
+  CachingAllocator allocator() {
+    return CachingAllocator(
+        [this](std::size_t n) -> void* {
+          if (used + n > capacity) return nullptr;
+          void* p = std::malloc(n);
+          used += n;
+          ++mallocs;
+          live.insert(p);
+          sizes.push_back({p, n});
+          return p;
+        },
+        [this](void* p) {
+          for (auto& [q, n] : sizes)
+            if (q == p) used -= n;
+          ++frees;
+          live.erase(p);
+          std::free(p);
+        },
+        "fake:0");
+  }
+  std::vector<std::pair<void*, std::size_t>> sizes;
+};
+
+}  // namespace
+
+TEST_CASE("size classes round up to quarter octaves from 512 bytes") {
+  // 2^k * {1, 1.25, 1.5, 1.75}: at most 25% slack above 512 bytes.
+  CHECK(CachingAllocator::size_class(0) == 512);
+  CHECK(CachingAllocator::size_class(1) == 512);
+  CHECK(CachingAllocator::size_class(512) == 512);
+  CHECK(CachingAllocator::size_class(513) == 640);    // octave [512, 1024): steps of 128
+  CHECK(CachingAllocator::size_class(1000) == 1024);
+  CHECK(CachingAllocator::size_class(1024) == 1024);
+  CHECK(CachingAllocator::size_class(1025) == 1280);  // octave [1024, 2048): steps of 256
+  CHECK(CachingAllocator::size_class(3u << 20) == (3u << 20));
+  CHECK(CachingAllocator::size_class((3u << 20) + 1) == (7u << 19));  // 3.5 MiB
+  for (std::size_t n : {700u, 5000u, 123457u, 9999999u}) {
+    const std::size_t c = CachingAllocator::size_class(n);
+    CHECK(c >= n);
+    CHECK(c <= n + n / 4 + 1);
+  }
+}
+
+TEST_CASE("a freed block is reused for the next request of its size class without a raw allocation") {
+  FakeDevice dev{1 << 20};
+  CachingAllocator a = dev.allocator();
+  void* p = a.allocate(1000);
+  CHECK(dev.mallocs == 1);
+  a.deallocate(p);
+  CHECK(dev.frees == 0);  // kept in the cache
+  void* q = a.allocate(900);  // same class (1024)
+  CHECK(q == p);
+  CHECK(dev.mallocs == 1);
+  const auto s = a.stats();
+  CHECK(s.cache_hits == 1);
+  CHECK(s.device_mallocs == 1);
+  CHECK(s.allocated_bytes == 1024);
+  CHECK(s.reserved_bytes == 1024);
+  CHECK(s.cached_bytes == 0);
+  a.deallocate(q);
+}
+
+TEST_CASE("statistics track allocated, peak, reserved and cached bytes") {
+  FakeDevice dev{1 << 20};
+  CachingAllocator a = dev.allocator();
+  void* p = a.allocate(512);
+  void* q = a.allocate(2048);
+  CHECK(a.stats().allocated_bytes == 2560);
+  a.deallocate(q);
+  auto s = a.stats();
+  CHECK(s.allocated_bytes == 512);
+  CHECK(s.peak_allocated_bytes == 2560);
+  CHECK(s.reserved_bytes == 2560);
+  CHECK(s.cached_bytes == 2048);
+  a.empty_cache();
+  s = a.stats();
+  CHECK(s.cached_bytes == 0);
+  CHECK(s.reserved_bytes == 512);
+  CHECK(dev.frees == 1);
+  a.deallocate(p);
+  a.empty_cache();
+  CHECK(dev.live.empty());
+}
+
+TEST_CASE("out of memory empties the cache and retries before failing") {
+  FakeDevice dev{4096};
+  CachingAllocator a = dev.allocator();
+  void* p = a.allocate(3000);  // class 3072
+  a.deallocate(p);             // cached: the fake device is now 3072 bytes full
+  void* q = a.allocate(2048);  // does not fit beside the cached block: cache released, retried
+  CHECK(q != nullptr);
+  CHECK(a.stats().oom_retries == 1);
+  CHECK(a.stats().cached_bytes == 0);
+  CHECK(dev.frees == 1);
+  a.deallocate(q);
+}
+
+TEST_CASE("an allocation that cannot fit throws a catchable DeviceError naming the device and size") {
+  FakeDevice dev{4096};
+  CachingAllocator a = dev.allocator();
+  void* p = a.allocate(1024);
+  try {
+    (void)a.allocate(1 << 20);
+    FAIL("expected DeviceError");
+  } catch (const keel::DeviceError& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("out of memory on fake:0") != std::string::npos);
+    CHECK(msg.find("1048576 bytes") != std::string::npos);
+  }
+  // The allocator still works after the failure.
+  void* q = a.allocate(1024);
+  CHECK(q != nullptr);
+  a.deallocate(p);
+  a.deallocate(q);
+}
+
+TEST_CASE("freeing a pointer the allocator did not hand out is a ValueError") {
+  FakeDevice dev{4096};
+  CachingAllocator a = dev.allocator();
+  int x = 0;
+  CHECK_THROWS_AS(a.deallocate(&x), keel::ValueError);
+}

@@ -1,0 +1,82 @@
+// float16 and bfloat16 arithmetic on the CPU: each op computes in float32 and rounds its result
+// once to the half type (what a GPU kernel does), so the expected values below are the float32
+// results of the same inputs, cast to the half type.
+#include <catch2/catch.hpp>
+
+#include <keel/keel.hpp>
+
+#include <cmath>
+#include <vector>
+
+using namespace keel;
+
+namespace {
+
+// Values that are exact in both half types (small integers and halves of them).
+Tensor halves(DType dt) { return cast(constant({-2.f, -0.5f, 0.f, 1.5f, 3.f, 8.f}, {2, 3}), dt); }
+
+void check_same_values(const Tensor& got, const Tensor& want) {
+  REQUIRE(got.dtype() == want.dtype());
+  REQUIRE(got.shape() == want.shape());
+  CHECK(got.to_vector<float>() == want.to_vector<float>());
+}
+
+}  // namespace
+
+TEST_CASE("float16 and bfloat16 unary ops equal the float32 op rounded once") {
+  DeviceScope cpu(Device::cpu());
+  for (DType dt : {DType::float16, DType::bfloat16}) {
+    const Tensor x = halves(dt);
+    const Tensor x32 = cast(x, DType::float32);
+    check_same_values(exp(x), cast(exp(x32), dt));
+    check_same_values(tanh(x), cast(tanh(x32), dt));
+    check_same_values(relu(x), cast(relu(x32), dt));
+    check_same_values(neg(x), cast(neg(x32), dt));
+  }
+}
+
+TEST_CASE("float16 binary ops broadcast and round like float32 then cast") {
+  DeviceScope cpu(Device::cpu());
+  const Tensor x = halves(DType::float16);
+  const Tensor y = cast(constant({0.25f, -1.f, 3.f}, {3}), DType::float16);
+  const Tensor x32 = cast(x, DType::float32), y32 = cast(y, DType::float32);
+  check_same_values(add(x, y), cast(add(x32, y32), DType::float16));
+  check_same_values(mul(x, y), cast(mul(x32, y32), DType::float16));
+  check_same_values(div(x, y), cast(div(x32, y32), DType::float16));
+  // 1/3 is not exact in float16: the quotient is the float32 quotient rounded once.
+  const Tensor third = div(cast(constant({1.f}, {1}), DType::float16), cast(constant({3.f}, {1}), DType::float16));
+  CHECK(third.item<float>() == half_to_float(float_to_half(1.0f / 3.0f)));
+}
+
+TEST_CASE("comparisons, is_finite and argmax accept half tensors") {
+  DeviceScope cpu(Device::cpu());
+  const Tensor x = halves(DType::bfloat16);
+  CHECK(greater(x, cast(constant(0.0), DType::bfloat16)).to_vector<bool>() ==
+        std::vector<bool>{false, false, false, true, true, true});
+  CHECK(is_finite(x).to_vector<bool>() == std::vector<bool>(6, true));
+  CHECK(argmax(x, -1).to_vector<std::int64_t>() == std::vector<std::int64_t>{2, 2});
+}
+
+TEST_CASE("half reductions accumulate in float32 and round once") {
+  DeviceScope cpu(Device::cpu());
+  // 2048 ones: a float16 running sum would stop at 2048 only after rounding steps; the float32
+  // accumulator gets it exactly, and 2048 is representable in float16.
+  const Tensor ones16 = cast(ones({2048}), DType::float16);
+  CHECK(reduce_sum(ones16).item<float>() == 2048.0f);
+  // 4097 ones: the float32 sum 4097 rounds (to even) to 4096 in float16.
+  CHECK(reduce_sum(cast(ones({4097}), DType::float16)).item<float>() == 4096.0f);
+  const Tensor x = halves(DType::float16);
+  check_same_values(reduce_mean(x, {1}), cast(reduce_mean(cast(x, DType::float32), {1}), DType::float16));
+  check_same_values(reduce_max(x, {0}), cast(reduce_max(cast(x, DType::float32), {0}), DType::float16));
+}
+
+TEST_CASE("gradients flow through half ops in the half dtype") {
+  DeviceScope cpu(Device::cpu());
+  Variable w(cast(constant({1.f, 2.f, 3.f}, {3}), DType::float16));
+  GradientTape tape;
+  // d/dw sum(w*w + 3w) = 2w + 3 = [5, 7, 9], exact in float16.
+  const Tensor loss = reduce_sum(add(mul(w, w), mul(w, cast(constant(3.0), DType::float16))));
+  const Tensor g = tape.gradient(loss, w);
+  CHECK(g.dtype() == DType::float16);
+  CHECK(g.to_vector<float>() == std::vector<float>{5.f, 7.f, 9.f});
+}
