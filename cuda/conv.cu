@@ -243,10 +243,12 @@ cudnnDataType_t cudnn_type(DType dtype) {
 }
 
 // float64 computes in double; float32 in plain FMA arithmetic unless TF32 is enabled (cuDNN's
-// default math would allow TF32 tensor cores for float32, unlike the CPU).
+// default math would allow TF32 tensor cores for float32, unlike the CPU). TF32 is asked for
+// with the default math, not CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: that one also lets cuDNN
+// convert float32 data down to float16.
 cudnnMathType_t requested_math(DType dtype) {
   if (dtype == DType::float64) return CUDNN_DEFAULT_MATH;
-  return tf32() ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION : CUDNN_FMA_MATH;
+  return tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
 }
 
 int as_int(i64 v, const char* op) {
@@ -406,16 +408,20 @@ Choice search(const Problem& p, Direction dir, const Descriptors& d, const void*
       if (results[i].status == CUDNN_STATUS_SUCCESS) {
         best.algo = static_cast<int>(results[i].algo);
         // The reported math type is the one the timing used; keep FMA when TF32 is off so that a
-        // default-math result cannot bring tensor cores back in.
-        if (requested_math(p.dtype) == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) best.math = results[i].mathType;
+        // default-math result cannot bring tensor cores back in, and never take a float16
+        // down-conversion. run() asks for the workspace of the math type finally set.
+        if (p.dtype == DType::float32 && requested_math(p.dtype) != CUDNN_FMA_MATH &&
+            results[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+          best.math = results[i].mathType;
         best.workspace = results[i].memory;
         return;
       }
   };
   // A search that supports nothing in this layout says so with NOT_SUPPORTED (no algorithm);
-  // any other failure is an error.
+  // any other failure is an error. cuDNN 9 reports NOT_SUPPORTED with sub-codes (3001
+  // ..._GRAPH_PATTERN, 3004 ..._LAYOUT, ...): compare the category.
   auto searched = [&](cudnnStatus_t status, const char* what, int dev) {
-    if (status == CUDNN_STATUS_NOT_SUPPORTED)
+    if (CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_NOT_SUPPORTED)
       returned = 0;
     else
       check(status, what, dev);
@@ -476,7 +482,29 @@ void run(const Problem& p, Direction dir, const void* in, const void* other, voi
   }
   check(cudnnSetConvolutionMathType(d.conv.d, choice.math), "cudnnSetConvolutionMathType", device);
   const cudnnHandle_t handle = cudnn(device);
-  Scratch ws(choice.workspace, device);
+  // The search reported the workspace of the math type it timed; when that differs from the one
+  // set now (FMA kept over a reported default), the algorithm may need more.
+  std::size_t workspace = 0;
+  cudnnStatus_t ws_status = CUDNN_STATUS_SUCCESS;
+  switch (dir) {
+    case Direction::forward:
+      ws_status = cudnnGetConvolutionForwardWorkspaceSize(
+          handle, d.x.d, d.f.d, d.conv.d, d.y.d, static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), &workspace);
+      break;
+    case Direction::backward_data:
+      ws_status = cudnnGetConvolutionBackwardDataWorkspaceSize(
+          handle, d.f.d, d.y.d, d.conv.d, d.x.d, static_cast<cudnnConvolutionBwdDataAlgo_t>(choice.algo),
+          &workspace);
+      break;
+    case Direction::backward_filter:
+      ws_status = cudnnGetConvolutionBackwardFilterWorkspaceSize(
+          handle, d.x.d, d.y.d, d.conv.d, d.f.d, static_cast<cudnnConvolutionBwdFilterAlgo_t>(choice.algo),
+          &workspace);
+      break;
+  }
+  // A failed query leaves the reported size; the convolution call itself then reports the error.
+  workspace = ws_status == CUDNN_STATUS_SUCCESS ? std::max(workspace, choice.workspace) : choice.workspace;
+  Scratch ws(workspace, device);
   const float one_f = 1.0f, zero_f = 0.0f;
   const double one_d = 1.0, zero_d = 0.0;
   const void* alpha = p.dtype == DType::float64 ? static_cast<const void*>(&one_d) : &one_f;
@@ -485,19 +513,19 @@ void run(const Problem& p, Direction dir, const void* in, const void* other, voi
     case Direction::forward:
       check(cudnnConvolutionForward(handle, alpha, d.x.d, in, d.f.d, other, d.conv.d,
                                     static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), ws.get(),
-                                    choice.workspace, beta, d.y.d, out),
+                                    workspace, beta, d.y.d, out),
             "cudnnConvolutionForward", device);
       break;
     case Direction::backward_data:
       check(cudnnConvolutionBackwardData(handle, alpha, d.f.d, other, d.y.d, in, d.conv.d,
                                          static_cast<cudnnConvolutionBwdDataAlgo_t>(choice.algo), ws.get(),
-                                         choice.workspace, beta, d.x.d, out),
+                                         workspace, beta, d.x.d, out),
             "cudnnConvolutionBackwardData", device);
       break;
     case Direction::backward_filter:
       check(cudnnConvolutionBackwardFilter(handle, alpha, d.x.d, in, d.y.d, other, d.conv.d,
                                            static_cast<cudnnConvolutionBwdFilterAlgo_t>(choice.algo),
-                                           ws.get(), choice.workspace, beta, d.f.d, out),
+                                           ws.get(), workspace, beta, d.f.d, out),
             "cudnnConvolutionBackwardFilter", device);
       break;
   }

@@ -46,6 +46,11 @@ __device__ __forceinline__ void taps_inside(I start, I k, I size, I& begin, I& e
   end = size - start < k ? size - start : k;
 }
 
+// a * b rounded on its own: nvcc would otherwise fuse `acc += a * b` into one FMA, which rounds
+// differently from the CPU's separate multiply and add.
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+
 // One thread per output element (n, oh, ow, c).
 //   max:    y = the window's maximum
 //   avg:    y = the mean of the taps inside the image
@@ -147,7 +152,7 @@ __global__ void gather_kernel(bool is_max, Geom<I> g, const T* __restrict__ dy,
           I i0, i1, j0, j1;
           taps_inside(ih0, g.kh, g.h, i0, i1);
           taps_inside(iw0, g.kw, g.w, j0, j1);
-          acc += dy[o] * (T(1) / static_cast<T>((i1 - i0) * (j1 - j0)));
+          acc += mul_rn(dy[o], T(1) / static_cast<T>((i1 - i0) * (j1 - j0)));
         }
       }
     }

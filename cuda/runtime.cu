@@ -1,6 +1,7 @@
 // The CUDA runtime layer of the backend: device discovery, one stream and one cuBLAS/cuDNN
 // handle per device, status checks, raw device memory for the caching allocator, and copies
 // between host and device through pinned staging buffers.
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -35,15 +36,23 @@ struct DeviceState {
   void* staging = nullptr;
   std::size_t staging_bytes = 0;
   cudaEvent_t staging_done = nullptr;
+  std::atomic<bool> started{false};  // the stream exists (set at the end of the first use)
 };
 
+DeviceState* states() {
+  static DeviceState all[kMaxDevices];
+  return all;
+}
+
 DeviceState& state(int device) {
-  static DeviceState states[kMaxDevices];
   if (device < 0 || device >= kMaxDevices || device >= device_count())
     throw DeviceError("cuda:" + std::to_string(device) + " is not available (" +
                       std::to_string(device_count()) + " CUDA devices present)");
-  DeviceState& s = states[device];
+  DeviceState& s = states()[device];
   std::call_once(s.once, [&] {
+    // Leaves `device` current (restoring the previous one could create a context on a device
+    // keel never uses); use_device asks the runtime rather than trusting a cache, so this is
+    // harmless to keel's own calls.
     check(cudaSetDevice(device), "cudaSetDevice", device);
     // Non-blocking: keel's stream does not serialise with the legacy default stream that other
     // libraries in the process may use.
@@ -51,9 +60,12 @@ DeviceState& state(int device) {
     check(cudaDeviceGetAttribute(&s.sm_count, cudaDevAttrMultiProcessorCount, device),
           "cudaDeviceGetAttribute", device);
     check(cudaEventCreateWithFlags(&s.staging_done, cudaEventDisableTiming), "cudaEventCreate", device);
+    s.started.store(true, std::memory_order_release);
   });
   return s;
 }
+
+bool started(int device) { return states()[device].started.load(std::memory_order_acquire); }
 
 constexpr std::size_t kStagingBytes = std::size_t{8} << 20;  // copies larger than this go in chunks
 
@@ -91,10 +103,13 @@ int device_count() {
 }
 
 void use_device(int device) {
-  thread_local int current = -1;
-  if (current == device) return;
+  // Asked every time rather than cached per thread: other libraries in the process (and the
+  // user) may call cudaSetDevice behind keel's back, and cudaGetDevice is a cheap host-side read.
+  int current = -1;
+  const cudaError_t status = cudaGetDevice(&current);
+  if (status == cudaSuccess && current == device) return;
+  if (status != cudaSuccess) cudaGetLastError();
   check(cudaSetDevice(device), "cudaSetDevice", device);
-  current = device;
 }
 
 cudaStream_t stream(int device) { return state(device).stream; }
@@ -143,7 +158,9 @@ void* raw_malloc(std::size_t nbytes, int device) {
 void raw_free(void* ptr, int device) {
   if (!ptr) return;
   use_device(device);
-  // The block may still be used by queued kernels: cudaFree synchronises the device itself.
+  // The block may still be used by kernels queued on keel's non-blocking stream: wait for them
+  // explicitly rather than rely on cudaFree's implicit synchronisation.
+  synchronize(device);
   check(cudaFree(ptr), "cudaFree", device);
 }
 
@@ -202,6 +219,9 @@ void copy_between(void* dst, int dst_device, const void* src, int src_device, st
 }
 
 void synchronize(int device) {
+  // A device keel never used has nothing queued: no context is created just to wait on it
+  // (keel::cuda_synchronize walks every device). Invalid indices still throw in state().
+  if (device >= 0 && device < kMaxDevices && !started(device)) return;
   DeviceState& s = state(device);
   check(cudaStreamSynchronize(s.stream), "cudaStreamSynchronize", device);
 }

@@ -8,6 +8,7 @@ packages=(
   libxsimd-dev libfmt-dev nlohmann-json3-dev
   libopenblas-openmp-dev
   catch2 libbenchmark-dev zlib1g-dev
+  ccache
   dataset-fashion-mnist
 )
 

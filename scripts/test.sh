@@ -72,6 +72,15 @@ if ! stage "setup: Debian packages (scripts/setup.sh)" bash scripts/setup.sh; th
   exit 1
 fi
 
+# Every build below goes through ccache when it is there (setup.sh installs it): the consumer
+# checks compile keel's library three more times with the Release build's flags, and those
+# compiles become cache hits. CMake reads these variables as the launchers' defaults.
+if command -v ccache > /dev/null 2>&1; then
+  export CCACHE_DIR="${CCACHE_DIR:-$ROOT/.ccache}"
+  export CMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}"
+  export CMAKE_CUDA_COMPILER_LAUNCHER="${CMAKE_CUDA_COMPILER_LAUNCHER:-ccache}"
+fi
+
 # 2. the Release build -------------------------------------------------------------------------
 if stage "configure build/ (Release, tests on)" \
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DKEEL_BUILD_TESTS=ON -DKEEL_SANITIZE=OFF; then

@@ -21,6 +21,15 @@ struct FakeDevice {
   int frees = 0;
   std::set<void*> live;
 
+  FakeDevice(std::size_t bytes) : capacity(bytes) {}
+  // The allocator keeps its cached blocks for the life of the process, as on a GPU; the fake
+  // device gives back whatever is still out when a test ends.
+  ~FakeDevice() {
+    for (void* p : live) std::free(p);
+  }
+  FakeDevice(const FakeDevice&) = delete;
+  FakeDevice& operator=(const FakeDevice&) = delete;
+
   CachingAllocator allocator() {
     return CachingAllocator(
         [this](std::size_t n) -> void* {

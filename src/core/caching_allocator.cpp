@@ -1,6 +1,7 @@
 #include "core/caching_allocator.hpp"
 
 #include <bit>
+#include <exception>
 #include <limits>
 #include <utility>
 
@@ -68,12 +69,23 @@ void CachingAllocator::deallocate(void* ptr) {
 }
 
 void CachingAllocator::release_cached() {
-  for (const auto& [cls, ptr] : cached_) {
-    raw_free_(ptr);
+  // Each block leaves the cache before it is freed: when a free fails (cudaFree also reports
+  // errors of earlier kernels), the blocks already freed must not be handed out again. The
+  // first failure is rethrown once every block has been tried.
+  std::exception_ptr failure;
+  while (!cached_.empty()) {
+    const auto it = cached_.begin();
+    const auto [cls, ptr] = *it;
+    cached_.erase(it);
+    stats_.cached_bytes -= cls;
     stats_.reserved_bytes -= cls;
+    try {
+      raw_free_(ptr);
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
   }
-  cached_.clear();
-  stats_.cached_bytes = 0;
+  if (failure) std::rethrow_exception(failure);
 }
 
 void CachingAllocator::empty_cache() {

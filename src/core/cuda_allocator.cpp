@@ -46,7 +46,14 @@ detail::CachingAllocator& allocator(int device) {
 }  // namespace
 
 void* cuda::allocate(std::size_t nbytes, int device) { return allocator(device).allocate(nbytes); }
-void cuda::deallocate(void* ptr, int device) { allocator(device).deallocate(ptr); }
+// Called from destructors only (Storage, Scratch): it must never throw, so a failure (a pointer
+// the allocator does not know, no memory for the cache's bookkeeping) leaks the block instead.
+void cuda::deallocate(void* ptr, int device) {
+  try {
+    allocator(device).deallocate(ptr);
+  } catch (...) {
+  }
+}
 
 config::CudaMemoryStats config::cuda_memory_stats(int device) {
   if (device < 0 || device >= cuda::device_count()) return {};

@@ -89,7 +89,7 @@ Storage::Storage(std::size_t nbytes, Device device) : nbytes_(nbytes), device_(d
 Storage::~Storage() {
   if (!data_) return;
   if (device_.is_cuda()) {
-    cuda::deallocate(data_, device_.index());  // back to the cache, never thrown from here
+    cuda::deallocate(data_, device_.index());  // back to the cache; never throws (see there)
     return;
   }
   const std::size_t bytes = rounded(nbytes_ == 0 ? 1 : nbytes_);

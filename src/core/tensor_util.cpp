@@ -115,7 +115,8 @@ std::vector<int> normalize_axes(const std::vector<int>& axes, std::int64_t rank,
 }
 
 std::vector<std::int64_t> read_indices(const Tensor& idx, const char* op) {
-  const Tensor c = idx.contiguous();
+  // Host reads: indices on a GPU come over first (transfer waits for the device).
+  const Tensor c = idx.device().is_cuda() ? transfer(idx, Device::cpu()) : idx.contiguous();
   std::vector<std::int64_t> out(static_cast<std::size_t>(c.size()));
   dispatch_index(c.dtype(), op, [&]<class I>() {
     const I* p = c.data<I>();
