@@ -8,92 +8,71 @@
 
 namespace keel::detail {
 
-namespace {
-
-cuda::View view_with(const Tensor& t, const Shape& shape, const std::vector<std::int64_t>& strides) {
-  if (shape.rank() > cuda::kMaxDims)
-    throw DeviceError(fmt::format("CUDA kernels take tensors of rank at most {}; got shape {}", cuda::kMaxDims,
-                                  shape.to_string()));
-  cuda::View v;
-  v.data = const_cast<void*>(t.raw_data());
-  v.dtype = t.dtype();
-  v.device = t.device().index();
-  v.rank = static_cast<int>(shape.rank());
-  for (int i = 0; i < v.rank; ++i) {
-    v.shape[i] = shape[i];
-    v.strides[i] = strides[static_cast<std::size_t>(i)];
-  }
-  return v;
-}
-
-}  // namespace
-
-cuda::View cuda_view(const Tensor& t) { return view_with(t, t.shape(), t.strides()); }
-
-cuda::View cuda_view(const Tensor& t, const Shape& shape) {
-  if (t.shape() == shape) return cuda_view(t);
-  return view_with(t, shape, cpu::broadcast_strides(t, shape));
-}
-
-void merge_dims(std::initializer_list<cuda::View*> views, const char* op) {
-  if (views.size() == 0) return;
-  const cuda::View& first = **views.begin();
-  const int rank = first.rank;
-  std::int64_t shape[cuda::kMaxDims];
-  int out = 0;
-  for (int i = 0; i < rank; ++i) {
-    const std::int64_t d = first.shape[i];
+MergedAxes merge_axes(const std::vector<std::int64_t>& shape, const std::vector<std::vector<std::int64_t>>& strides) {
+  MergedAxes m;
+  m.strides.resize(strides.size());
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    const std::int64_t d = shape[i];
     if (d == 1) continue;  // a size-1 axis moves nowhere, whatever its stride
-    bool mergeable = out > 0;
-    if (mergeable)
-      for (cuda::View* v : views)
-        if (v->strides[out - 1] != v->strides[i] * d) mergeable = false;
+    bool mergeable = !m.shape.empty();
+    for (std::size_t k = 0; mergeable && k < strides.size(); ++k)
+      mergeable = m.strides[k].back() == strides[k][i] * d;
     if (mergeable) {
-      shape[out - 1] *= d;
-      for (cuda::View* v : views) v->strides[out - 1] = v->strides[i];
+      m.shape.back() *= d;
+      for (std::size_t k = 0; k < strides.size(); ++k) m.strides[k].back() = strides[k][i];
     } else {
-      shape[out] = d;
-      for (cuda::View* v : views) v->strides[out] = v->strides[i];
-      ++out;
+      m.shape.push_back(d);
+      for (std::size_t k = 0; k < strides.size(); ++k) m.strides[k].push_back(strides[k][i]);
     }
   }
-  for (cuda::View* v : views) {
-    v->rank = out;
-    for (int i = 0; i < out; ++i) v->shape[i] = shape[i];
-  }
-  (void)op;
+  return m;
 }
+
+std::vector<cuda::View> cuda_views(const std::vector<const Tensor*>& tensors, const Shape& shape, const char* op) {
+  std::vector<std::vector<std::int64_t>> strides;
+  strides.reserve(tensors.size());
+  for (const Tensor* t : tensors)
+    strides.push_back(t->shape() == shape ? t->strides() : cpu::broadcast_strides(*t, shape));
+  const MergedAxes m = merge_axes(shape.dims(), strides);
+  if (m.shape.size() > static_cast<std::size_t>(cuda::kMaxDims))
+    throw DeviceError(fmt::format("{}: CUDA kernels take at most {} axes that do not merge; shape {} has {}", op,
+                                  cuda::kMaxDims, shape.to_string(), m.shape.size()));
+  std::vector<cuda::View> views(tensors.size());
+  for (std::size_t k = 0; k < tensors.size(); ++k) {
+    cuda::View& v = views[k];
+    v.data = const_cast<void*>(tensors[k]->raw_data());
+    v.dtype = tensors[k]->dtype();
+    v.device = tensors[k]->device().index();
+    v.rank = static_cast<int>(m.shape.size());
+    for (std::size_t i = 0; i < m.shape.size(); ++i) {
+      v.shape[i] = m.shape[i];
+      v.strides[i] = m.strides[k][i];
+    }
+  }
+  return views;
+}
+
+cuda::View cuda_view(const Tensor& t) { return cuda_views({&t}, t.shape(), "cuda")[0]; }
 
 void cuda_copy_strided(DType dtype, int device, const std::vector<std::int64_t>& shape,
                        const std::vector<std::int64_t>& src_strides, const void* src,
                        const std::vector<std::int64_t>& dst_strides, void* dst) {
-  std::vector<std::int64_t> dims, ss, ds;
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 0) return;  // nothing to copy
-    if (shape[i] == 1) continue;
-    if (!dims.empty() && ss.back() == src_strides[i] * shape[i] && ds.back() == dst_strides[i] * shape[i]) {
-      dims.back() *= shape[i];
-      ss.back() = src_strides[i];
-      ds.back() = dst_strides[i];
-    } else {
-      dims.push_back(shape[i]);
-      ss.push_back(src_strides[i]);
-      ds.push_back(dst_strides[i]);
-    }
-  }
-  if (dims.size() > static_cast<std::size_t>(cuda::kMaxDims))
-    throw DeviceError(fmt::format("copy: CUDA kernels take at most {} non-mergeable axes, got {}",
-                                  cuda::kMaxDims, dims.size()));
+  for (std::int64_t d : shape)
+    if (d == 0) return;  // nothing to copy
+  const MergedAxes m = merge_axes(shape, {src_strides, dst_strides});
+  if (m.shape.size() > static_cast<std::size_t>(cuda::kMaxDims))
+    throw DeviceError(fmt::format("copy: CUDA kernels take at most {} axes that do not merge, got {}",
+                                  cuda::kMaxDims, m.shape.size()));
   cuda::View s, d;
   s.data = const_cast<void*>(src);
   d.data = dst;
   s.dtype = d.dtype = dtype;
   s.device = d.device = device;
-  s.rank = d.rank = static_cast<int>(dims.size());
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    s.shape[i] = d.shape[i] = dims[i];
-    s.strides[i] = ss[i];
-    d.strides[i] = ds[i];
+  s.rank = d.rank = static_cast<int>(m.shape.size());
+  for (std::size_t i = 0; i < m.shape.size(); ++i) {
+    s.shape[i] = d.shape[i] = m.shape[i];
+    s.strides[i] = m.strides[0][i];
+    d.strides[i] = m.strides[1][i];
   }
   cuda::copy(s, d);
 }
@@ -109,9 +88,8 @@ void copy_into(const Tensor& src, const Tensor& dst, const char* op) {
                         dst.strides(), dst.raw_data());
       return;
     }
-    cuda::View s = cuda_view(src), d = cuda_view(dst);
-    merge_dims({&s, &d}, op);
-    cuda::copy(s, d);
+    const auto v = cuda_views({&src, &dst}, src.shape(), op);
+    cuda::copy(v[0], v[1]);
     return;
   }
   if (src.dtype() != dst.dtype()) {

@@ -8,15 +8,21 @@
 
 namespace keel::detail {
 
-// t's view; with `shape`, t broadcast to it (NumPy rules, strides 0 on broadcast axes). The
-// caller has checked that t is on a CUDA device and broadcasts to `shape`.
-cuda::View cuda_view(const Tensor& t);
-cuda::View cuda_view(const Tensor& t, const Shape& shape);
+// The axes of `shape` merged wherever every operand's strides allow it (axis i folds into the
+// axis before it when, for each operand, stride[before] == stride[i] * shape[i]), with size-1
+// axes dropped: most ops end up with one or two axes. strides[k] are operand k's strides.
+struct MergedAxes {
+  std::vector<std::int64_t> shape;
+  std::vector<std::vector<std::int64_t>> strides;
+};
+MergedAxes merge_axes(const std::vector<std::int64_t>& shape, const std::vector<std::vector<std::int64_t>>& strides);
 
-// Merges axes that are contiguous in every view and drops size-1 axes, so that most kernels see
-// one or two axes. All views share one shape. (Tensors of rank above cuda::kMaxDims are refused
-// with DeviceError by cuda_view.)
-void merge_dims(std::initializer_list<cuda::View*> views, const char* op);
+// Views of `tensors` (on one CUDA device) broadcast to `shape` (NumPy rules, strides 0 on
+// broadcast axes), their axes merged together. DeviceError naming op when more than
+// cuda::kMaxDims axes remain after merging.
+std::vector<cuda::View> cuda_views(const std::vector<const Tensor*>& tensors, const Shape& shape, const char* op);
+// One tensor's view, its axes merged.
+cuda::View cuda_view(const Tensor& t);
 
 // cpu::copy_strided's contract on a CUDA device: copies a `shape` block of dtype elements between
 // two strided layouts (a 0 source stride broadcasts). Merges axes before building the views, so

@@ -49,9 +49,8 @@ Tensor unary_op(const char* name, UnaryOp op, const Tensor& x, double alpha = 0)
   Tensor y = detail::empty_tensor(x.shape(), x.dtype(), x.device());
   if (x.device().is_cuda()) {
     if (x.size() > 0) {
-      cuda::View xv = detail::cuda_view(x), yv = detail::cuda_view(y);
-      detail::merge_dims({&xv, &yv}, name);
-      cuda::unary(op, xv, yv, alpha);
+      const auto v = detail::cuda_views({&x, &y}, x.shape(), name);
+      cuda::unary(op, v[0], v[1], alpha);
     }
     return y;
   }
@@ -67,15 +66,6 @@ Shape check_binary(const Tensor& x, const Tensor& y, const char* op) {
   return broadcast_shapes(x.shape(), y.shape(), op);
 }
 
-// Views of x and y broadcast to `shape` and of the contiguous output z, with merged axes.
-void cuda_views(const Tensor& x, const Tensor& y, const Tensor& z, const char* op, cuda::View& xv,
-                cuda::View& yv, cuda::View& zv) {
-  xv = detail::cuda_view(x, z.shape());
-  yv = detail::cuda_view(y, z.shape());
-  zv = detail::cuda_view(z);
-  detail::merge_dims({&xv, &yv, &zv}, op);
-}
-
 Tensor binary_op(const char* name, BinaryOp op, const Tensor& x, const Tensor& y) {
   const Shape shape = check_binary(x, y, name);
   if (is_half(x.dtype()) && x.device().is_cpu())
@@ -84,9 +74,8 @@ Tensor binary_op(const char* name, BinaryOp op, const Tensor& x, const Tensor& y
   Tensor z = detail::empty_tensor(shape, x.dtype(), x.device());
   if (x.device().is_cuda()) {
     if (z.size() > 0) {
-      cuda::View xv, yv, zv;
-      cuda_views(x, y, z, name, xv, yv, zv);
-      cuda::binary(op, xv, yv, zv);
+      const auto v = detail::cuda_views({&x, &y, &z}, z.shape(), name);
+      cuda::binary(op, v[0], v[1], v[2]);
     }
     return z;
   }
@@ -383,10 +372,8 @@ Tensor where(const Tensor& condition, const Tensor& x, const Tensor& y) {
   Tensor z = detail::empty_tensor(shape, x.dtype(), x.device());
   if (x.device().is_cuda()) {
     if (z.size() > 0) {
-      cuda::View cv = detail::cuda_view(condition, shape), xv = detail::cuda_view(x, shape),
-                 yv = detail::cuda_view(y, shape), zv = detail::cuda_view(z);
-      detail::merge_dims({&cv, &xv, &yv, &zv}, "where");
-      cuda::where(cv, xv, yv, zv);
+      const auto v = detail::cuda_views({&condition, &x, &y, &z}, shape, "where");
+      cuda::where(v[0], v[1], v[2], v[3]);
     }
   } else {
     cpu::where(condition, x, y, z);
@@ -441,9 +428,8 @@ Tensor compare_op(const char* name, cpu::CompareOp op, const Tensor& x, const Te
   Tensor z = detail::empty_tensor(shape, DType::bool_, x.device());
   if (x.device().is_cuda()) {
     if (z.size() > 0) {
-      cuda::View xv, yv, zv;
-      cuda_views(x, y, z, name, xv, yv, zv);
-      cuda::compare(static_cast<int>(op), xv, yv, zv);
+      const auto v = detail::cuda_views({&x, &y, &z}, z.shape(), name);
+      cuda::compare(static_cast<int>(op), v[0], v[1], v[2]);
     }
     return z;
   }
@@ -459,9 +445,8 @@ Tensor logical_op(const char* name, cpu::LogicalOp op, const Tensor& x, const Te
   Tensor z = detail::empty_tensor(shape, DType::bool_, x.device());
   if (x.device().is_cuda()) {
     if (z.size() > 0) {
-      cuda::View xv, yv, zv;
-      cuda_views(x, y, z, name, xv, yv, zv);
-      cuda::logical(op == cpu::LogicalOp::and_, xv, yv, zv);
+      const auto v = detail::cuda_views({&x, &y, &z}, z.shape(), name);
+      cuda::logical(op == cpu::LogicalOp::and_, v[0], v[1], v[2]);
     }
     return z;
   }
@@ -488,7 +473,10 @@ Tensor logical_not(const Tensor& x) {
                                  x.shape().to_string()));
   Tensor z = detail::empty_tensor(x.shape(), DType::bool_, x.device());
   if (x.device().is_cuda()) {
-    if (z.size() > 0) cuda::logical_not(detail::cuda_view(x), detail::cuda_view(z));
+    if (z.size() > 0) {
+      const auto v = detail::cuda_views({&x, &z}, x.shape(), "logical_not");
+      cuda::logical_not(v[0], v[1]);
+    }
     return z;
   }
   cpu::logical_not(x, z);
@@ -506,7 +494,10 @@ Tensor float_test(const char* name, const Tensor& x, bool nan) {
   detail::check_float(x, name);
   Tensor z = detail::empty_tensor(x.shape(), DType::bool_, x.device());
   if (x.device().is_cuda()) {
-    if (z.size() > 0) cuda::is_finite(detail::cuda_view(x), detail::cuda_view(z), nan);
+    if (z.size() > 0) {
+      const auto v = detail::cuda_views({&x, &z}, x.shape(), name);
+      cuda::is_finite(v[0], v[1], nan);
+    }
     return z;
   }
   cpu::is_finite(x, z, nan);

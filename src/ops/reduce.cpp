@@ -46,34 +46,37 @@ bool is_half(DType dt) { return dt == DType::float16 || dt == DType::bfloat16; }
 // x's CUDA view with the kept axes first and the `axes` after them, each group merged on its
 // own; `kept` receives the number of kept axes left after merging.
 cuda::View grouped_view(const Tensor& x, const std::vector<int>& axes, int& kept) {
-  const cuda::View full = detail::cuda_view(x);
-  cuda::View k = full, red = full;
-  k.rank = red.rank = 0;
-  for (int d = 0; d < full.rank; ++d) {
-    cuda::View& to = std::binary_search(axes.begin(), axes.end(), d) ? red : k;
-    to.shape[to.rank] = full.shape[d];
-    to.strides[to.rank] = full.strides[d];
-    ++to.rank;
+  std::vector<std::int64_t> ks, kst, rs, rst;
+  for (int d = 0; d < static_cast<int>(x.rank()); ++d) {
+    const bool reduced = std::binary_search(axes.begin(), axes.end(), d);
+    (reduced ? rs : ks).push_back(x.shape()[d]);
+    (reduced ? rst : kst).push_back(x.strides()[static_cast<std::size_t>(d)]);
   }
-  detail::merge_dims({&k}, "reduce");
-  detail::merge_dims({&red}, "reduce");
-  cuda::View v = full;
-  v.rank = k.rank + red.rank;
-  for (int i = 0; i < k.rank; ++i) {
-    v.shape[i] = k.shape[i];
-    v.strides[i] = k.strides[i];
-  }
-  for (int i = 0; i < red.rank; ++i) {
-    v.shape[k.rank + i] = red.shape[i];
-    v.strides[k.rank + i] = red.strides[i];
-  }
-  kept = k.rank;
+  const detail::MergedAxes k = detail::merge_axes(ks, {kst}), r = detail::merge_axes(rs, {rst});
+  if (k.shape.size() + r.shape.size() > static_cast<std::size_t>(cuda::kMaxDims))
+    throw DeviceError(fmt::format("reduce: CUDA kernels take at most {} axes that do not merge; shape {} has {}",
+                                  cuda::kMaxDims, x.shape().to_string(), k.shape.size() + r.shape.size()));
+  cuda::View v;
+  v.data = const_cast<void*>(x.raw_data());
+  v.dtype = x.dtype();
+  v.device = x.device().index();
+  v.rank = 0;
+  for (const detail::MergedAxes* g : {&k, &r})
+    for (std::size_t i = 0; i < g->shape.size(); ++i) {
+      v.shape[v.rank] = g->shape[i];
+      v.strides[v.rank] = g->strides[0][i];
+      ++v.rank;
+    }
+  kept = static_cast<int>(k.shape.size());
   return v;
 }
 
 // The contiguous output of a reduction seen with the kept axes of `in` (its first `kept`).
 cuda::View output_view(const Tensor& y, const cuda::View& in, int kept) {
-  cuda::View v = detail::cuda_view(y);
+  cuda::View v;
+  v.data = y.raw_data();
+  v.dtype = y.dtype();
+  v.device = y.device().index();
   v.rank = kept;
   std::int64_t stride = 1;
   for (int i = kept - 1; i >= 0; --i) {
