@@ -315,6 +315,14 @@ void check_out(const View& out, DType want, const char* op) {
   if (!is_contiguous(out)) throw DeviceError(std::string(op) + ": the output view must be contiguous");
 }
 
+// The two value operands of binary, compare and where: shaped like `out`, of one dtype.
+void check_pair(const View& a, const View& b, const View& out, const char* op) {
+  check_operand(a, out, op);
+  check_operand(b, out, op);
+  if (b.dtype != a.dtype)
+    throw DTypeError(std::string(op) + ": operands " + describe(a) + " and " + describe(b) + " differ in dtype");
+}
+
 }  // namespace
 
 void unary(UnaryOp op, const View& x, const View& out, double alpha) {
@@ -342,10 +350,7 @@ void unary(UnaryOp op, const View& x, const View& out, double alpha) {
 void binary(BinaryOp op, const View& a, const View& b, const View& out) {
   const char* opname = binary_name(op);
   check_out(out, a.dtype, opname);
-  check_operand(a, out, opname);
-  check_operand(b, out, opname);
-  if (b.dtype != a.dtype)
-    throw DTypeError(std::string(opname) + ": operands " + describe(a) + " and " + describe(b) + " differ in dtype");
+  check_pair(a, b, out, opname);
   const std::int64_t n = numel(out);
   if (n == 0) return;
   const View* ops[2] = {&a, &b};
@@ -369,10 +374,7 @@ void compare(int op, const View& a, const View& b, const View& out) {
   if (op < 0 || op > 5) throw ValueError("compare: unknown comparison " + std::to_string(op));
   const char* opname = names[op];
   check_out(out, DType::bool_, opname);
-  check_operand(a, out, opname);
-  check_operand(b, out, opname);
-  if (b.dtype != a.dtype)
-    throw DTypeError(std::string(opname) + ": operands " + describe(a) + " and " + describe(b) + " differ in dtype");
+  check_pair(a, b, out, opname);
   const std::int64_t n = numel(out);
   if (n == 0) return;
   const View* ops[2] = {&a, &b};
@@ -427,11 +429,8 @@ void logical_not(const View& x, const View& out) {
 void where(const View& cond, const View& a, const View& b, const View& out) {
   check_out(out, a.dtype, "where");
   check_operand(cond, out, "where");
-  check_operand(a, out, "where");
-  check_operand(b, out, "where");
+  check_pair(a, b, out, "where");
   if (cond.dtype != DType::bool_) unsupported("where", cond, "a bool condition");
-  if (b.dtype != a.dtype)
-    throw DTypeError("where: operands " + describe(a) + " and " + describe(b) + " differ in dtype");
   const std::int64_t n = numel(out);
   if (n == 0) return;
   const View* ops[3] = {&cond, &a, &b};

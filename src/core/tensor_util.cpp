@@ -145,17 +145,6 @@ void check_defined(const Tensor& x, const char* op, const char* what) {
   if (!x.defined()) throw ValueError(fmt::format("{}: {} is undefined", op, what));
 }
 
-namespace {
-[[noreturn]] void throw_no_kernel(const Tensor& x, const char* op, const char* what) {
-  throw DeviceError(fmt::format("{}: no kernel for device {} yet{}", op, x.device().to_string(),
-                                what ? fmt::format(" ({})", what) : std::string()));
-}
-}  // namespace
-
-void check_cpu(const Tensor& x, const char* op) {
-  if (!x.device().is_cpu()) throw_no_kernel(x, op, nullptr);
-}
-
 void check_float(const Tensor& x, const char* op, const char* what) {
   check_defined(x, op, what);
   if (x.dtype() != DType::float32 && x.dtype() != DType::float64)
@@ -163,11 +152,6 @@ void check_float(const Tensor& x, const char* op, const char* what) {
                                  x.shape().to_string(),
                                  is_floating(x.dtype()) ? " (float16/bfloat16 are storage types: astype(float32) first)"
                                                         : ""));
-}
-
-void check_float_cpu(const Tensor& x, const char* op, const char* what) {
-  check_float(x, op, what);
-  if (!x.device().is_cpu()) throw_no_kernel(x, op, what);
 }
 
 void check_numeric(const Tensor& x, const char* op) {

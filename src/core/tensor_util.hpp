@@ -45,20 +45,10 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
 // The same wording in every op, so that a message names the op, the argument (`what`) and what
 // was wrong. ValueError when x is undefined.
 void check_defined(const Tensor& x, const char* op, const char* what);
-// DeviceError unless x is on the CPU: most ops have no CUDA kernel yet.
-void check_cpu(const Tensor& x, const char* op);
 // Defined and float32/float64, else ValueError/DTypeError (float16/bfloat16 are storage only).
 void check_float(const Tensor& x, const char* op, const char* what = "x");
-// check_float, then on the CPU (the DeviceError names `what` too).
-void check_float_cpu(const Tensor& x, const char* op, const char* what);
 // DTypeError for the dtypes without arithmetic: bool and the half storage types.
 void check_numeric(const Tensor& x, const char* op);
-
-// Ops without a CUDA kernel of their own run on the host for CUDA inputs: host() moves a tensor
-// with the differentiable Tensor::to (undefined stays undefined), so gradients reach the device
-// tensors, and the caller moves the result back with .to(device).
-inline bool on_cuda(const Tensor& t) { return t.defined() && t.device().is_cuda(); }
-inline Tensor host(const Tensor& t) { return t.defined() ? t.to(Device::cpu()) : t; }
 
 inline std::string shape_str(const Tensor& t) { return t.shape().to_string(); }
 

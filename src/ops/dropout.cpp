@@ -129,7 +129,7 @@ Tensor dropout(const Tensor& x, double rate, std::optional<std::uint64_t> seed) 
   Tensor mask;
   const bool keep_mask = autograd::recording();
   if (keep_mask) mask = detail::empty_tensor(x.shape(), x.dtype(), x.device());
-  if (detail::on_cuda(x)) {
+  if (x.device().is_cuda()) {
     // The same Philox words from the same {key, counter, stream} (cuda/philox.cuh): the same
     // elements are dropped on either device.
     cuda::dropout(x.dtype(), xc.raw_data(), n, cuda::PhiloxDraw{state.key, state.counter, stream}, threshold,

@@ -175,7 +175,9 @@ Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tens
   check_index_dtype(labels, op, "labels");
   detail::check_same_device(labels, logits, op);
   if (logits.device().is_cuda())
-    return sparse_softmax_cross_entropy_with_logits(detail::host(labels), detail::host(logits)).to(logits.device());
+    // On the host (through the differentiable Tensor::to, so the gradient reaches the GPU logits).
+    return sparse_softmax_cross_entropy_with_logits(labels.to(Device::cpu()), logits.to(Device::cpu()))
+        .to(logits.device());
   if (logits.rank() < 1)
     throw ShapeError(fmt::format("{}: logits must have rank >= 1 (a class axis), got shape {}", op,
                                  logits.shape().to_string()));
