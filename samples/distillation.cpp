@@ -110,12 +110,14 @@ class Distiller : public models::Model {
   std::map<std::string, double> train_step(const Tensor& x, const Tensor& y, const Tensor&) override {
     // The teacher runs in inference mode and outside the tape: it is a fixed target.
     const Tensor teacher_predictions = (*teacher_)(x, false);
-    const auto vars = student_->trainable_weights();
     Tensor student_predictions, student_loss, distillation_loss, loss;
     std::vector<Tensor> grads;
+    std::vector<Variable*> vars;
     {
       GradientTape tape;
       student_predictions = (*student_)(x, true);
+      // After the forward pass: an unbuilt student creates its weights in its first call.
+      vars = student_->trainable_weights();
       student_loss = (*student_loss_fn_)(y, student_predictions);
       // KL(teacher || student) between the temperature-softened distributions. Its gradients
       // shrink as 1/T^2, so it is scaled by T^2 to keep its weight independent of T (Hinton et

@@ -749,3 +749,87 @@ TEST_CASE("a user-written residual layer tracks its Dense sublayers in Sequentia
     CHECK(grads[i].defined());
   }
 }
+
+// ---- Keras 3's build rules, compute_output_shape, Masking, Constant ----------------------------
+
+namespace {
+// A custom layer as users write one: weights in build(), no guard against a second build.
+class Scale : public layers::Layer {
+ public:
+  KEEL_LAYER_BOILERPLATE(Scale)
+  int builds = 0;
+  void build(const Shape& s) override {
+    ++builds;
+    w_ = &add_weight("w", Shape{s[s.rank() - 1]}, "ones");
+  }
+  Tensor call(const Tensor& x, bool) override { return x * w_->value(); }
+
+ private:
+  Variable* w_ = nullptr;
+};
+}  // namespace
+
+TEST_CASE("a direct build() call marks the layer built, so the first call does not build again", "[layers]") {
+  Scale custom;
+  custom.build(Shape{2, 3});
+  CHECK(custom.built());
+  custom(ones({2, 3}));
+  CHECK(custom.builds == 1);
+  CHECK(custom.weights().size() == 1);  // not two "w"s
+  // built-in layers follow the same rule
+  layers::Conv2D conv(4, {3, 3});
+  conv.build(Shape{1, 5, 5, 2});
+  CHECK(conv.built());
+  const Tensor y = conv(ones({1, 5, 5, 2}));
+  CHECK(conv.weights().size() == 2);  // kernel and bias, once
+  CHECK(y.shape() == Shape{1, 3, 3, 4});
+  layers::BatchNormalization bn;
+  bn.build(Shape{2, 3});
+  bn(ones({2, 3}));
+  CHECK(bn.weights().size() == 4);
+}
+
+TEST_CASE("the default compute_output_shape keeps the batch of the shape asked about", "[layers]") {
+  layers::TimeDistributed td(layers::Dense(4));
+  CHECK(td.compute_output_shape(Shape{32, 10, 8}) == Shape{32, 10, 4});
+  layers::Flatten flatten;
+  CHECK(flatten.compute_output_shape(Shape{7, 2, 3}) == Shape{7, 6});
+  CHECK(flatten.compute_output_shape(Shape{-1, 2, 3}) == Shape{-1, 6});  // None stays None
+}
+
+TEST_CASE("Masking masks the steps whose features all equal mask_value and zeroes them", "[layers][masking]") {
+  // steps: [5, 5] (all equal 5: masked), [1, 5] and [2, 3] (kept)
+  const Tensor x = constant({5.f, 5.f, 1.f, 5.f, 2.f, 3.f}, {1, 3, 2});
+  layers::Masking masking(5.0);
+  const Tensor y = masking(x);
+  check_values(y, {0, 0, 1, 5, 2, 3});
+  const Tensor mask = layers::get_mask(y);
+  REQUIRE(mask.defined());
+  CHECK(mask.shape() == Shape{1, 3});
+  CHECK(mask.to_vector<bool>() == std::vector<bool>{false, true, true});
+  CHECK(masking.get_config()["mask_value"].get<double>() == 5.0);
+  CHECK(layers::deserialize(layers::serialize(masking))->class_name() == "Masking");
+  // the mask reaches a mask-aware layer: an LSTM over [masked, a, b] ends where it would on [a, b]
+  random::set_seed(3);
+  auto lstm = std::make_shared<layers::LSTM>(3);
+  models::Sequential with_masking{layers::Masking(5.0), layers::LayerRef(lstm)};
+  const Tensor full_out = with_masking(x);
+  const Tensor short_out = (*lstm)(constant({1.f, 5.f, 2.f, 3.f}, {1, 2, 2}));
+  const auto a = full_out.to_vector<double>(), b = short_out.to_vector<double>();
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).margin(1e-6));
+}
+
+TEST_CASE("initializers::Constant fills every element and round-trips through the config", "[layers][initializers]") {
+  layers::Dense dense(2, {.kernel_initializer = initializers::Constant(0.5), .bias_initializer = initializers::Constant(-1)});
+  const Tensor y = dense(ones({1, 3}));
+  // each output: 3 inputs of 1 times 0.5, plus -1 = 0.5
+  check_values(y, {0.5, 0.5});
+  const auto config = dense.get_config();
+  CHECK(config["kernel_initializer"]["class_name"] == "Constant");
+  CHECK(config["kernel_initializer"]["config"]["value"].get<double>() == 0.5);
+  auto copy = layers::deserialize(layers::serialize(dense));
+  CHECK(copy->get_config()["bias_initializer"]["config"]["value"].get<double>() == -1.0);
+  check_values((*copy)(ones({1, 3})), {0.5, 0.5});
+  CHECK(initializers::Constant()(Shape{2}).to_vector<float>() == std::vector<float>{0.f, 0.f});  // Keras' default 0
+}

@@ -301,3 +301,39 @@ TEST_CASE("a functional CNN with BatchNormalization trains under a GradientTape 
   CHECK(std::any_of(mean.begin(), mean.end(), [](double v) { return v != 0; }));
   CHECK(model(x).shape() == Shape{16, 1});
 }
+
+TEST_CASE("BatchNormalization computes its batch statistics over unmasked steps only", "[layers][masking]") {
+  // x = [1, 2, 100] over three steps of one feature; the step holding 100 is masked.
+  // Keras 3's masked moments: mean = (1 + 2) / (2 + 1e-7) = 1.5 (to 1e-7),
+  // var = ((1 - 1.5)^2 + (2 - 1.5)^2) / 2 = 0.25. Every entry is normalised with them
+  // (epsilon 1e-3): (x - 1.5) / sqrt(0.251) = -0.998004, 0.998004, 196.6073.
+  // moving_mean = 0.99 * 0 + 0.01 * 1.5 = 0.015, moving_variance = 0.99 * 1 + 0.01 * 0.25 = 0.9925.
+  const Tensor x = layers::with_mask(constant({1.f, 2.f, 100.f}, {1, 3, 1}), constant({true, true, false}, {1, 3}));
+  layers::BatchNormalization bn;
+  const Tensor y = bn(x, true);
+  const double s = std::sqrt(0.251);
+  check_values(y, {-0.5 / s, 0.5 / s, 98.5 / s}, 1e-3);
+  check_values(bn.moving_mean().value(), {0.015}, 1e-6);
+  check_values(bn.moving_variance().value(), {0.9925}, 1e-6);
+  CHECK(layers::get_mask(y).defined());  // the mask passes on
+  // without the mask the statistics would include 100: mean 34.33
+  layers::BatchNormalization plain;
+  plain(constant({1.f, 2.f, 100.f}, {1, 3, 1}), true);
+  CHECK(plain.moving_mean().value().item<double>() == Approx(0.01 * 103.0 / 3));
+  // inference ignores the mask: the moving statistics normalise every entry
+  const Tensor inf = bn(x, false);
+  check_values(inf, {(1 - 0.015) / std::sqrt(0.9925 + 1e-3), (2 - 0.015) / std::sqrt(0.9925 + 1e-3),
+                     (100 - 0.015) / std::sqrt(0.9925 + 1e-3)}, 1e-3);
+  // a mask that is not one dimension less than the inputs is a ValueError
+  CHECK_THROWS_AS(bn(layers::with_mask(constant({1.f, 2.f, 3.f}, {1, 3, 1}), constant({true, true, false}, {1, 3, 1})), true),
+                  ValueError);
+}
+
+TEST_CASE("masked BatchNormalization has finite-difference gradients", "[layers][masking][grad]") {
+  // composite ops (means, squares, rsqrt) under the mask: checked end to end in float64
+  layers::BatchNormalization bn;
+  const Tensor mask = constant({true, false, true, true, true, false}, {2, 3});
+  const Tensor x0 = random::normal({2, 3, 2}, 0, 1, DType::float64);
+  check_gradients([&](const std::vector<Tensor>& in) { return bn(layers::with_mask(in[0], mask), true); }, {x0}, 1e-6,
+                  1e-5);
+}

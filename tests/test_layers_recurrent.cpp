@@ -979,3 +979,21 @@ TEST_CASE("recurrent layers reject bad arguments and shapes with clear errors", 
   // A mask of the wrong shape.
   CHECK_THROWS_AS(gru(L::with_mask(zeros(Shape{2, 4, 5}), constant<bool>({true, false}, Shape{2, 1}))), ShapeError);
 }
+
+TEST_CASE("TimeDistributed hands each step's mask to the wrapped layer", "[layers][masking]") {
+  // inputs [batch 1, time 3, features 1] = 1, 2, 100 with the last step masked: the inner
+  // BatchNormalization sees [3, 1] with the mask [3] and takes its statistics over 1 and 2 only
+  // (mean 1.5, variance 0.25; see the BatchNormalization mask test), so its moving mean becomes
+  // 0.01 * 1.5 = 0.015 rather than 0.01 * 103 / 3.
+  auto bn = std::make_shared<layers::BatchNormalization>();
+  layers::TimeDistributed td{layers::LayerRef(bn)};
+  const Tensor x = layers::with_mask(constant({1.f, 2.f, 100.f}, {1, 3, 1}), constant({true, true, false}, {1, 3}));
+  const Tensor y = td(x, true);
+  CHECK(bn->moving_mean().value().item<double>() == Approx(0.015).margin(1e-7));
+  CHECK(y.to_vector<double>()[0] == Approx(-0.5 / std::sqrt(0.251)).epsilon(1e-4));
+  REQUIRE(layers::get_mask(y).defined());
+  CHECK(layers::get_mask(y).shape() == Shape{1, 3});
+  // a mask that does not start with (batch, time) is a ValueError, as in current Keras
+  const Tensor bad = layers::with_mask(constant({1.f, 2.f, 100.f}, {1, 3, 1}), constant({true, true}, {1, 2}));
+  CHECK_THROWS_AS(td(bad, true), ValueError);
+}

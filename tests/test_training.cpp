@@ -4,6 +4,8 @@
 
 #include <keel/keel.hpp>
 
+#include "training_fixtures.hpp"
+
 #include <unistd.h>
 
 #include <cmath>
@@ -13,25 +15,11 @@
 #include <sstream>
 
 using namespace keel;
+using keel_test::kX;
+using keel_test::kY;
+using keel_test::linear_model;
+using keel_test::temp_path;
 using Catch::Matchers::Contains;
-
-namespace {
-
-std::string temp_path(const std::string& name) {
-  return std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/keel_train_" +
-         std::to_string(::getpid()) + "_" + name;
-}
-
-// y = w x + b with w = 1, b = 0 to start.
-models::Sequential linear_model() {
-  return models::Sequential{layers::InputLayer({1}),
-                            layers::Dense(1, {.kernel_initializer = "ones", .bias_initializer = "zeros"})};
-}
-
-const Tensor kX = constant({1.f, 2.f}, {2, 1});
-const Tensor kY = constant({2.f, 4.f}, {2, 1});
-
-}  // namespace
 
 TEST_CASE("one fit step matches the hand-computed SGD update", "[training]") {
   auto model = linear_model();
@@ -267,9 +255,10 @@ TEST_CASE("CSVLogger writes one row per epoch and LambdaCallback sees every hook
   std::getline(in, header);
   std::getline(in, row0);
   std::getline(in, row1);
-  CHECK(header == "epoch,loss");
-  CHECK(row0 == "0,2.5");
-  CHECK(row1 == "1,2.5");
+  // no validation: Keras still writes the val_ columns, with NA
+  CHECK(header == "epoch,loss,val_loss");
+  CHECK(row0 == "0,2.5,NA");
+  CHECK(row1 == "1,2.5,NA");
   std::remove(path.c_str());
 }
 
@@ -327,4 +316,29 @@ TEST_CASE("fit and evaluate take a data::Dataset of batches", "[training][data]"
   // after the step: y_pred = [1.8, 3.3]; mse = (0.2^2 + 0.7^2) / 2 = 0.265
   CHECK(model.evaluate(ds, {.verbose = 0}).at("loss") == Approx(0.265));
   CHECK_THROWS_AS(model.fit(ds, {.verbose = 0, .validation_split = 0.5}), ValueError);
+}
+
+TEST_CASE("the first batch of a model built by its first call trains too", "[training]") {
+  // No InputLayer: the Dense creates its weights inside the first train_step. Keras already
+  // updates them on that step. x = [1, 2], y = [2, 4], w = 1, b = 0: the predictions are [1, 2],
+  // the errors [-1, -2], dL/dw = mean(2 e x) = (-2 - 8) / 2 = -5, dL/db = mean(2 e) = -3, so one
+  // SGD(0.1) step gives w = 1.5, b = 0.3.
+  models::Sequential model{layers::Dense(1, {.kernel_initializer = "ones", .bias_initializer = "zeros"})};
+  model.compile({.optimizer = optimizers::SGD(0.1), .loss = "mse"});
+  const auto h = model.fit(kX, kY, {.batch_size = 2, .epochs = 1, .verbose = 0, .shuffle = false});
+  CHECK(model.optimizer()->iterations() == 1);
+  CHECK(h.history.at("loss")[0] == Approx(2.5));
+  CHECK(model.trainable_weights()[0]->value().item<float>() == Approx(1.5f));
+  CHECK(model.trainable_weights()[1]->value().item<float>() == Approx(0.3f));
+
+  // the same for a subclassed model whose layers build in call()
+  struct Net : models::Model {
+    std::shared_ptr<layers::Dense> dense =
+        track(std::make_shared<layers::Dense>(1, layers::DenseOptions{.kernel_initializer = "ones"}));
+    Tensor call(const Tensor& x, bool training) override { return (*dense)(x, training); }
+  } net;
+  net.compile({.optimizer = optimizers::SGD(0.1), .loss = "mse"});
+  net.fit(kX, kY, {.batch_size = 2, .epochs = 1, .verbose = 0, .shuffle = false});
+  CHECK(net.optimizer()->iterations() == 1);
+  CHECK(net.trainable_weights()[0]->value().item<float>() == Approx(1.5f));
 }

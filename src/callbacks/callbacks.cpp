@@ -22,16 +22,6 @@ namespace keel::callbacks {
 
 namespace {
 
-// Keras' "auto" mode: maximise accuracy-like quantities, minimise the rest.
-bool wants_max(const std::string& mode, const std::string& monitor) {
-  if (mode == "max") return true;
-  if (mode == "min") return false;
-  if (mode != "auto") throw ValueError(fmt::format("callback: mode must be \"auto\", \"min\" or \"max\", got \"{}\"", mode));
-  for (const char* k : {"acc", "auc", "precision", "recall"})
-    if (monitor.find(k) != std::string::npos) return true;
-  return false;
-}
-
 const double* find(const Logs& logs, const std::string& key) {
   auto it = logs.find(key);
   return it == logs.end() ? nullptr : &it->second;
@@ -41,67 +31,102 @@ void require_model(const Callback& cb, const char* name) {
   if (!cb.model) throw ValueError(fmt::format("{}: not attached to a model", name));
 }
 
+void check_mode(const char* callback, const std::string& mode) {
+  if (mode != "auto" && mode != "min" && mode != "max")
+    throw ValueError(fmt::format("{}: mode must be \"auto\", \"min\" or \"max\", got \"{}\"", callback, mode));
+}
+
+std::string keys_of(const Logs& logs) {
+  std::string out;
+  for (const auto& [k, v] : logs) out += (out.empty() ? "" : ", ") + k;
+  return out.empty() ? "none" : out;
+}
+
 }  // namespace
+
+void Callback::set_log(const Logs& logs, const std::string& key, double value) {
+  // The map fit() passes is its own (not const): writing it is what Keras' shared logs allow.
+  const_cast<Logs&>(logs)[key] = value;
+}
+
+bool monitor_maximizes(const std::string& callback, const std::string& mode, const std::string& monitor,
+                       models::Model* model, const Logs& logs) {
+  if (mode == "max") return true;
+  if (mode == "min") return false;
+  const std::string name = monitor.rfind("val_", 0) == 0 ? monitor.substr(4) : monitor;
+  if (name == "loss") return false;
+  if (model)
+    for (const auto& m : model->metrics())
+      if (m->name() == name && !m->direction().empty()) return m->direction() == "up";
+  if (!logs.count(monitor))
+    throw ValueError(fmt::format("{}: the monitored quantity '{}' is not in the logs (they hold: {}); monitor one of "
+                                 "them, or pass mode \"min\" or \"max\"", callback, monitor, keys_of(logs)));
+  throw ValueError(fmt::format("{} received monitor={}, but cannot tell whether it should be maximized or minimized; "
+                               "pass mode \"max\" or \"min\"", callback, monitor));
+}
 
 // ---- EarlyStopping ----
 
 EarlyStopping::EarlyStopping(EarlyStoppingOptions options) : o_(std::move(options)) {
-  maximize_ = wants_max(o_.mode, o_.monitor);
+  check_mode("EarlyStopping", o_.mode);
   if (o_.patience < 0) throw ValueError(fmt::format("EarlyStopping: patience must be >= 0, got {}", o_.patience));
 }
 
-bool EarlyStopping::improved(double value, double reference) const {
+bool EarlyStopping::improved(double value, std::optional<double> reference) const {
+  if (!reference) return true;
   const double delta = std::abs(o_.min_delta);
-  return maximize_ ? value - delta > reference : value + delta < reference;
+  return *maximize_ ? value - delta > *reference : value + delta < *reference;
 }
 
 void EarlyStopping::on_train_begin(const Logs&) {
   wait_ = 0;
   stopped_epoch_ = 0;
   best_epoch_ = 0;
-  have_best_ = false;
+  best_.reset();
   best_weights_.clear();
 }
 
 void EarlyStopping::on_epoch_end(int epoch, const Logs& logs) {
   require_model(*this, "EarlyStopping");
+  if (!maximize_) maximize_ = monitor_maximizes("EarlyStopping", o_.mode, o_.monitor, model, logs);
   const double* v = find(logs, o_.monitor);
   if (!v) {
-    std::cerr << "EarlyStopping: metric '" << o_.monitor << "' is not in the logs; available: ";
-    for (const auto& [k, x] : logs) std::cerr << k << " ";
-    std::cerr << "\n";
+    std::cerr << "EarlyStopping: conditioned on metric '" << o_.monitor << "', which is not available; available: "
+              << keys_of(logs) << "\n";
     return;
   }
   if (epoch < o_.start_from_epoch) return;
-  ++wait_;
-  const double reference = have_best_ ? best_ : (o_.baseline ? *o_.baseline : (maximize_ ? -INFINITY : INFINITY));
-  if (improved(*v, reference)) {
-    best_ = *v;
-    have_best_ = true;
+  // Copies, not views: training keeps writing into the variables.
+  const auto snapshot = [&] {
+    best_weights_.clear();
+    for (Variable* w : model->weights()) best_weights_.push_back(w->peek() * 1.0);
+  };
+  if (o_.restore_best_weights && best_weights_.empty()) {
+    snapshot();  // never set: the current weights are the best so far
     best_epoch_ = epoch;
-    if (o_.restore_best_weights) {
-      best_weights_.clear();
-      // Copies, not views: training keeps writing into the variables.
-      for (Variable* w : model->weights()) best_weights_.push_back(w->peek() * 1.0);
-    }
-    // Keras only resets the wait when there is no baseline or the baseline is beaten.
-    if (!o_.baseline || improved(*v, *o_.baseline)) wait_ = 0;
+  }
+  ++wait_;
+  if (improved(*v, best_)) {
+    best_ = *v;
+    best_epoch_ = epoch;
+    if (o_.restore_best_weights) snapshot();
+    // The wait starts again only when the baseline is beaten too.
+    if (!o_.baseline || improved(*v, o_.baseline)) wait_ = 0;
     return;
   }
   if (wait_ >= o_.patience && epoch > 0) {
     stopped_epoch_ = epoch;
     model->stop_training = true;
-    // As Keras: the best weights come back only when training is actually stopped early.
-    if (o_.restore_best_weights && !best_weights_.empty()) {
-      const auto ws = model->weights();
-      for (std::size_t i = 0; i < ws.size() && i < best_weights_.size(); ++i) ws[i]->assign(best_weights_[i]);
-      if (o_.verbose) std::cout << "Restoring model weights from the end of the best epoch: " << best_epoch_ + 1 << ".\n";
-    }
   }
 }
 
 void EarlyStopping::on_train_end(const Logs&) {
   if (stopped_epoch_ > 0 && o_.verbose) std::cout << "Epoch " << stopped_epoch_ + 1 << ": early stopping\n";
+  if (o_.restore_best_weights && !best_weights_.empty() && model) {
+    if (o_.verbose) std::cout << "Restoring model weights from the end of the best epoch: " << best_epoch_ + 1 << ".\n";
+    const auto ws = model->weights();
+    for (std::size_t i = 0; i < ws.size() && i < best_weights_.size(); ++i) ws[i]->assign(best_weights_[i]);
+  }
 }
 
 // ---- ModelCheckpoint ----
@@ -109,7 +134,7 @@ void EarlyStopping::on_train_end(const Logs&) {
 ModelCheckpoint::ModelCheckpoint(std::string filepath, ModelCheckpointOptions options)
     : filepath_(std::move(filepath)), o_(std::move(options)) {
   if (filepath_.empty()) throw ValueError("ModelCheckpoint: filepath is empty");
-  maximize_ = wants_max(o_.mode, o_.monitor);
+  check_mode("ModelCheckpoint", o_.mode);
   if (o_.initial_value_threshold) best_ = o_.initial_value_threshold;
 }
 
@@ -157,12 +182,13 @@ void ModelCheckpoint::on_epoch_end(int epoch, const Logs& logs) {
   require_model(*this, "ModelCheckpoint");
   if (o_.save_freq != "epoch") return;
   if (o_.save_best_only) {
+    if (!maximize_) maximize_ = monitor_maximizes("ModelCheckpoint", o_.mode, o_.monitor, model, logs);
     const double* v = find(logs, o_.monitor);
     if (!v) {
       std::cerr << "ModelCheckpoint: can save best model only with " << o_.monitor << " available, skipping.\n";
       return;
     }
-    const bool better = !best_ || (maximize_ ? *v > *best_ : *v < *best_);
+    const bool better = !best_ || (*maximize_ ? *v > *best_ : *v < *best_);
     if (!better) {
       if (o_.verbose) std::cout << fmt::format("\nEpoch {}: {} did not improve from {:.5f}\n", epoch + 1, o_.monitor, *best_);
       return;
@@ -180,7 +206,7 @@ void ModelCheckpoint::on_epoch_end(int epoch, const Logs& logs) {
 
 ReduceLROnPlateau::ReduceLROnPlateau(ReduceLROnPlateauOptions options) : o_(std::move(options)) {
   if (o_.factor >= 1.0) throw ValueError(fmt::format("ReduceLROnPlateau: factor must be < 1, got {}", o_.factor));
-  maximize_ = wants_max(o_.mode, o_.monitor);
+  check_mode("ReduceLROnPlateau", o_.mode);
 }
 
 void ReduceLROnPlateau::on_train_begin(const Logs&) {
@@ -191,13 +217,19 @@ void ReduceLROnPlateau::on_train_begin(const Logs&) {
 
 void ReduceLROnPlateau::on_epoch_end(int epoch, const Logs& logs) {
   require_model(*this, "ReduceLROnPlateau");
+  set_log(logs, "learning_rate", model->optimizer()->learning_rate());  // Keras 3 logs it too
+  if (!maximize_) maximize_ = monitor_maximizes("ReduceLROnPlateau", o_.mode, o_.monitor, model, logs);
   const double* v = find(logs, o_.monitor);
-  if (!v) return;
+  if (!v) {
+    std::cerr << "ReduceLROnPlateau: conditioned on metric '" << o_.monitor << "', which is not available; available: "
+              << keys_of(logs) << "\n";
+    return;
+  }
   if (cooldown_counter_ > 0) {
     --cooldown_counter_;
     wait_ = 0;
   }
-  const bool better = !best_ || (maximize_ ? *v > *best_ + o_.min_delta : *v < *best_ - o_.min_delta);
+  const bool better = !best_ || (*maximize_ ? *v > *best_ + o_.min_delta : *v < *best_ - o_.min_delta);
   if (better) {
     best_ = *v;
     wait_ = 0;
@@ -234,6 +266,11 @@ void LearningRateScheduler::on_epoch_begin(int epoch, const Logs&) {
   if (verbose_) std::cout << fmt::format("\nEpoch {}: LearningRateScheduler setting learning rate to {}.\n", epoch + 1, lr);
 }
 
+void LearningRateScheduler::on_epoch_end(int, const Logs& logs) {
+  require_model(*this, "LearningRateScheduler");
+  set_log(logs, "learning_rate", model->optimizer()->learning_rate());
+}
+
 // ---- CSVLogger ----
 
 CSVLogger::CSVLogger(std::string filename, CSVLoggerOptions options) : filename_(std::move(filename)), o_(std::move(options)) {}
@@ -253,8 +290,16 @@ void CSVLogger::on_train_begin(const Logs&) {
 void CSVLogger::on_epoch_end(int epoch, const Logs& logs) {
   std::ofstream out(filename_, std::ios::app);
   if (!out) throw IOError(fmt::format("CSVLogger: cannot write {}", filename_));
-  if (keys_.empty())
-    for (const auto& [k, v] : logs) keys_.push_back(k);
+  if (keys_.empty()) {
+    for (const auto& [k, v] : logs) keys_.push_back(k);  // a std::map: sorted, as Keras sorts them
+    bool has_val = false;
+    for (const auto& k : keys_) has_val = has_val || k.rfind("val_", 0) == 0;
+    // Keras: validation may come later (validation_freq > 1), so its columns are there from the start.
+    if (!has_val) {
+      const std::size_t n = keys_.size();
+      for (std::size_t i = 0; i < n; ++i) keys_.push_back("val_" + keys_[i]);
+    }
+  }
   if (!header_written_) {
     out << "epoch";
     for (const auto& k : keys_) out << o_.separator << k;
@@ -275,6 +320,9 @@ void CSVLogger::on_epoch_end(int epoch, const Logs& logs) {
 void TerminateOnNaN::on_train_batch_end(std::int64_t batch, const Logs& logs) {
   const double* loss = find(logs, "loss");
   if (loss && !std::isfinite(*loss)) {
+    if (raise_error_)
+      throw RuntimeError(fmt::format("TerminateOnNaN: NaN or Inf loss encountered at batch {}. Loss value: {}. "
+                                     "Terminating training immediately.", batch, *loss));
     std::cout << fmt::format("Batch {}: Invalid loss, terminating training\n", batch);
     if (model) model->stop_training = true;
   }
@@ -409,5 +457,13 @@ void LambdaCallback::on_train_batch_begin(std::int64_t b, const Logs& l) { if (o
 void LambdaCallback::on_train_batch_end(std::int64_t b, const Logs& l) { if (o_.on_train_batch_end) o_.on_train_batch_end(b, l); }
 void LambdaCallback::on_train_begin(const Logs& l) { if (o_.on_train_begin) o_.on_train_begin(l); }
 void LambdaCallback::on_train_end(const Logs& l) { if (o_.on_train_end) o_.on_train_end(l); }
+void LambdaCallback::on_test_begin(const Logs& l) { if (o_.on_test_begin) o_.on_test_begin(l); }
+void LambdaCallback::on_test_end(const Logs& l) { if (o_.on_test_end) o_.on_test_end(l); }
+void LambdaCallback::on_test_batch_begin(std::int64_t b, const Logs& l) { if (o_.on_test_batch_begin) o_.on_test_batch_begin(b, l); }
+void LambdaCallback::on_test_batch_end(std::int64_t b, const Logs& l) { if (o_.on_test_batch_end) o_.on_test_batch_end(b, l); }
+void LambdaCallback::on_predict_begin(const Logs& l) { if (o_.on_predict_begin) o_.on_predict_begin(l); }
+void LambdaCallback::on_predict_end(const Logs& l) { if (o_.on_predict_end) o_.on_predict_end(l); }
+void LambdaCallback::on_predict_batch_begin(std::int64_t b, const Logs& l) { if (o_.on_predict_batch_begin) o_.on_predict_batch_begin(b, l); }
+void LambdaCallback::on_predict_batch_end(std::int64_t b, const Logs& l) { if (o_.on_predict_batch_end) o_.on_predict_batch_end(b, l); }
 
 }  // namespace keel::callbacks

@@ -279,8 +279,8 @@ nlohmann::json MultiHeadAttention::get_config() const {
                                                          : nlohmann::json(options_.output_shape);
   config["attention_axes"] = options_.attention_axes.empty() ? nlohmann::json(nullptr)
                                                              : nlohmann::json(options_.attention_axes);
-  config["kernel_initializer"] = options_.kernel_initializer.name();
-  config["bias_initializer"] = options_.bias_initializer.name();
+  config["kernel_initializer"] = detail::initializer_json(options_.kernel_initializer);
+  config["bias_initializer"] = detail::initializer_json(options_.bias_initializer);
   config["kernel_regularizer"] = detail::regularizer_config(options_.kernel_regularizer);
   config["bias_regularizer"] = detail::regularizer_config(options_.bias_regularizer);
   config["activity_regularizer"] = detail::regularizer_config(options_.activity_regularizer);

@@ -22,6 +22,7 @@ namespace keel::layers {
 using detail::checked_data_format;
 using detail::compute_input;
 using detail::in_layer;
+using detail::initializer_json;
 using detail::like;
 using detail::lowercase;
 using detail::regularizer_json;
@@ -81,7 +82,6 @@ Tensor to_channels_first(const Tensor& x) {
 nlohmann::json pair_json(std::array<int, 2> v) { return nlohmann::json::array({v[0], v[1]}); }
 
 // Keras accepts an initializer or activation by name in a config, which is what we keep.
-nlohmann::json initializer_json(const initializers::Initializer& i) { return i.name(); }
 
 void add_activity_loss(Layer& layer, const regularizers::Regularizer& r, const Tensor& y) {
   if (r.active()) layer.add_loss(r(y));

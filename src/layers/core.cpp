@@ -15,6 +15,7 @@
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/linalg.hpp"
 #include "keel/ops/nn.hpp"
+#include "keel/ops/reduce.hpp"
 #include "keel/ops/shape.hpp"
 #include "layers/layer_util.hpp"
 
@@ -173,8 +174,8 @@ nlohmann::json Dense::get_config() const {
   c["units"] = units_;
   c["activation"] = options_.activation.name();
   c["use_bias"] = options_.use_bias;
-  c["kernel_initializer"] = options_.kernel_initializer.name();
-  c["bias_initializer"] = options_.bias_initializer.name();
+  c["kernel_initializer"] = detail::initializer_json(options_.kernel_initializer);
+  c["bias_initializer"] = detail::initializer_json(options_.bias_initializer);
   c["kernel_regularizer"] = regularizer_config(options_.kernel_regularizer);
   c["bias_regularizer"] = regularizer_config(options_.bias_regularizer);
   c["activity_regularizer"] = regularizer_config(options_.activity_regularizer);
@@ -421,6 +422,27 @@ Tensor Dropout::call(const Tensor& inputs, bool training) {
   return pass_mask(inputs, y);
 }
 
+// ---- Masking ---------------------------------------------------------------------------------
+
+// A NaN mask_value equals no input, so nothing is masked (Keras accepts it too).
+Masking::Masking(double mask_value, MaskingOptions options) : Layer(options.name), mask_value_(mask_value) {}
+
+Tensor Masking::call(const Tensor& inputs, bool) {
+  if (inputs.rank() < 1)
+    throw ShapeError(fmt::format("{}: expects inputs with a feature axis, got shape {}", who(*this),
+                                 inputs.shape().to_string()));
+  // keep = any(inputs != mask_value) over the features; masked steps become zeros (Keras).
+  const Tensor keep = reduce_any(not_equal(inputs, scalar_like(inputs, mask_value_)), {-1}, true);
+  const Tensor y = mul(inputs, cast(keep, inputs.dtype()));
+  return with_mask(y, squeeze(keep, {-1}));
+}
+
+nlohmann::json Masking::get_config() const {
+  auto c = Layer::get_config();
+  c["mask_value"] = mask_value_;
+  return c;
+}
+
 nlohmann::json Dropout::get_config() const {
   auto c = Layer::get_config();
   c["rate"] = rate_;
@@ -558,7 +580,7 @@ nlohmann::json Embedding::get_config() const {
   auto c = Layer::get_config();
   c["input_dim"] = input_dim_;
   c["output_dim"] = output_dim_;
-  c["embeddings_initializer"] = options_.embeddings_initializer.name();
+  c["embeddings_initializer"] = detail::initializer_json(options_.embeddings_initializer);
   c["embeddings_regularizer"] = regularizer_config(options_.embeddings_regularizer);
   c["activity_regularizer"] = regularizer_config(options_.activity_regularizer);
   c["embeddings_constraint"] = nullptr;

@@ -94,6 +94,10 @@ Initializer::Initializer(std::string name) : name_(std::move(name)) {
         "truncated_normal)", n));
 }
 
+Constant::Constant(double value) : Initializer([value](const Shape& s, DType d) { return full(s, value, d); }, "constant") {
+  arguments_ = {{"value", value}};
+}
+
 Tensor Initializer::operator()(const Shape& shape, DType dtype) const {
   if (!fn_) throw ValueError("initializer: empty initializer");
   return fn_(shape, dtype);

@@ -105,6 +105,15 @@ void Layer::check_input_shape(const Shape& s) const {
                                  name(), class_name(), s.to_string(), b.to_string()));
 }
 
+// Marks the build() that operator() runs, as opposed to one the user calls directly.
+struct Layer::BuildScope {
+  Layer& layer;
+  explicit BuildScope(Layer& l) : layer(l) { layer.building_ = true; }
+  ~BuildScope() { layer.building_ = false; }
+  BuildScope(const BuildScope&) = delete;
+  BuildScope& operator=(const BuildScope&) = delete;
+};
+
 namespace detail {
 
 Tensor make_symbolic(const Tensor& value, std::shared_ptr<SymbolicNode> node) {
@@ -263,9 +272,11 @@ Tensor Layer::operator()(const Tensor& inputs, bool training) {
   const bool t = training || training_context;
   TrainingScope scope(t);
   if (!built_) {
+    BuildScope building(*this);
     build(inputs.shape());
-    built_ = true;
-    built_shape_ = inputs.shape();
+    set_built(inputs.shape());
+  } else if (build_shape_unknown_) {
+    set_built(inputs.shape());  // built by a direct build() call: its shape is this one
   } else {
     check_input_shape(inputs.shape());
   }
@@ -284,9 +295,11 @@ Tensor Layer::operator()(const std::vector<Tensor>& inputs, bool training) {
   if (!built_) {
     std::vector<Shape> shapes;
     for (const auto& x : inputs) shapes.push_back(x.shape());
+    BuildScope building(*this);
     build(shapes);
-    built_ = true;
-    built_shape_ = inputs[0].shape();
+    set_built(inputs[0].shape());
+  } else if (build_shape_unknown_) {
+    set_built(inputs[0].shape());
   }
   call_losses_.clear();
   Tensor y = LayerAccess::call(*this, inputs, t);
@@ -305,6 +318,13 @@ Variable& Layer::add_weight(std::string wname, Shape shape, const initializers::
   if (init.shape() != shape)
     throw ShapeError(fmt::format("{}.add_weight('{}'): the initializer made shape {} instead of {}", name(),
                                  wname, init.shape().to_string(), shape.to_string()));
+  // A weight made outside a build() that operator() started comes from the user's own call of
+  // build() (or from the constructor): the layer counts as built from here on, so that its first
+  // call does not build it a second time (Keras' build wrapper marks the layer built the same way).
+  if (!built_ && !building_) {
+    built_ = true;
+    build_shape_unknown_ = true;
+  }
   auto v = std::make_unique<Variable>(init, name() + "/" + wname, trainable);
   Variable& ref = *v;
   weights_.push_back({std::move(v), regularizer});
@@ -369,10 +389,23 @@ nlohmann::json Layer::get_config() const {
 }
 
 Shape Layer::compute_output_shape(const Shape& input_shape) {
+  // Traced on a batch of one (cheap), then given the batch of the shape asked about: layers map
+  // samples to samples, as Keras' symbolic trace assumes. A batch of -1 (None) stays -1.
   std::vector<std::int64_t> dims = input_shape.dims();
-  if (!dims.empty()) dims[0] = 1;
-  autograd::NoRecordScope no_record;
-  return (*this)(zeros(Shape(dims)), false).shape();
+  if (dims.empty()) {
+    autograd::NoRecordScope no_record;
+    return (*this)(zeros(input_shape), false).shape();
+  }
+  const std::int64_t batch = dims[0];
+  dims[0] = 1;
+  Shape traced;
+  {
+    autograd::NoRecordScope no_record;
+    traced = (*this)(zeros(Shape(dims)), false).shape();
+  }
+  std::vector<std::int64_t> out = traced.dims();
+  if (!out.empty() && out[0] == 1) out[0] = batch;
+  return Shape(out);
 }
 
 InputLayer::InputLayer(Shape shape, std::string name) : Layer(std::move(name)), shape_(std::move(shape)) {

@@ -58,6 +58,15 @@ nlohmann::json regularizer_config(const regularizers::Regularizer& r) {
   return {{"class_name", "L1L2"}, {"config", {{"l1", r.l1()}, {"l2", r.l2()}}}};
 }
 
+nlohmann::json initializer_json(const initializers::Initializer& i) {
+  if (i.arguments().empty()) return i.name();
+  nlohmann::json config = nlohmann::json::object();
+  for (const auto& [key, value] : i.arguments()) config[key] = value;
+  std::string cls = i.name();
+  if (!cls.empty()) cls[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(cls[0])));
+  return {{"module", "keras.initializers"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
+}
+
 nlohmann::json regularizer_json(const regularizers::Regularizer& r) {
   nlohmann::json j = regularizer_config(r);
   if (!j.is_null()) {

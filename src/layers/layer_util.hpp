@@ -60,5 +60,8 @@ nlohmann::json regularizer_config(const regularizers::Regularizer& r);
 // The same with Keras 3's "module" and "registered_name" keys.
 nlohmann::json regularizer_json(const regularizers::Regularizer& r);
 nlohmann::json seed_config(const std::optional<std::uint64_t>& seed);
+// Keras serialises a named initializer as its name and a parameterised one (Constant) as
+// {"module": "keras.initializers", "class_name": "Constant", "config": {"value": ...}}.
+nlohmann::json initializer_json(const initializers::Initializer& i);
 
 }  // namespace keel::layers::detail

@@ -15,7 +15,9 @@
 
 #include <fmt/core.h>
 
+#include "autograd/record.hpp"
 #include "keel/ops/elementwise.hpp"
+#include "keel/ops/reduce.hpp"
 #include "keel/ops/nn.hpp"
 #include "keel/ops/shape.hpp"
 #include "layers/layer_util.hpp"
@@ -44,8 +46,8 @@ template <class Options>
 void put_beta_gamma_config(nlohmann::json& c, const Options& options) {
   c["center"] = options.center;
   c["scale"] = options.scale;
-  c["beta_initializer"] = options.beta_initializer.name();
-  c["gamma_initializer"] = options.gamma_initializer.name();
+  c["beta_initializer"] = detail::initializer_json(options.beta_initializer);
+  c["gamma_initializer"] = detail::initializer_json(options.gamma_initializer);
   c["beta_regularizer"] = regularizer_json(options.beta_regularizer);
   c["gamma_regularizer"] = regularizer_json(options.gamma_regularizer);
   c["beta_constraint"] = nullptr;
@@ -91,9 +93,36 @@ void BatchNormalization::check_input_shape(const Shape& s) const {
                                  who(*this), s.to_string(), b.to_string(), b.rank(), b[axis_], axis_));
 }
 
+namespace {
+
+// Keras 3's BatchNormalization._moments with a mask: the mean and the (biased) variance over the
+// unmasked entries only, each entry weighted by its mask value, over every axis but the last:
+//   mean = sum(m x) / (sum(m) + 1e-7),  var = sum(m (m x - mean)^2) / (sum(m) + 1e-7).
+// `weights` is the mask as x's dtype with a trailing axis of 1, already in x's layout.
+std::pair<Tensor, Tensor> masked_moments(const Tensor& x, const Tensor& weights) {
+  std::vector<int> axes;
+  for (int d = 0; d + 1 < static_cast<int>(x.rank()); ++d) axes.push_back(d);
+  const Tensor w = broadcast_to(weights, Shape([&] {
+    std::vector<std::int64_t> dims = x.shape().dims();
+    dims.back() = 1;
+    return dims;
+  }()));
+  const Tensor weighted = mul(w, x);
+  const Tensor count = reduce_sum(w, axes) + 1e-7;  // [1]
+  const Tensor mean = div(reduce_sum(weighted, axes), count);
+  const Tensor var = div(reduce_sum(mul(w, square(sub(weighted, mean))), axes), count);
+  return {mean, var};
+}
+
+}  // namespace
+
 Tensor BatchNormalization::call(const Tensor& inputs, bool training) {
   Tensor x = compute_input(inputs);
   const int rank = static_cast<int>(x.rank());
+  const Tensor mask = get_mask(inputs);
+  if (mask.defined() && mask.rank() != rank - 1)
+    throw ValueError(fmt::format("{}: the mask must have one dimension less than the inputs; got mask shape {} for "
+                                 "inputs of shape {}", who(*this), mask.shape().to_string(), inputs.shape().to_string()));
   // Move the feature axis last for the op (and back afterwards).
   std::vector<int> perm, inverse(static_cast<std::size_t>(rank));
   const bool moved = axis_ != rank - 1;
@@ -110,14 +139,35 @@ Tensor BatchNormalization::call(const Tensor& inputs, bool training) {
   const Tensor beta = beta_ ? like(beta_->value(), x) : Tensor();
   const Tensor mean = like(moving_mean_->value(), x);
   const Tensor var = like(moving_variance_->value(), x);
-  BatchNormResult r = in_layer(*this, [&] {
-    return batch_norm(x, gamma, beta, mean, var, train, options_.momentum, options_.epsilon);
-  });
-  if (train) {
-    moving_mean_->assign(like(r.moving_mean, moving_mean_->peek()));
-    moving_variance_->assign(like(r.moving_variance, moving_variance_->peek()));
+  Tensor y;
+  if (train && mask.defined()) {
+    // Batch statistics over the unmasked steps only; every entry is normalised with them, and
+    // the moving averages move towards them (Keras 3).
+    Tensor w = expand_dims(cast(mask, x.dtype()), -1);
+    if (moved) w = transpose(w, perm);
+    auto [batch_mean, batch_var] = in_layer(*this, [&] { return masked_moments(x, w); });
+    y = mul(sub(x, batch_mean), rsqrt(batch_var + options_.epsilon));
+    if (gamma.defined()) y = mul(y, gamma);
+    if (beta.defined()) y = add(y, beta);
+    autograd::NoRecordScope no_record;
+    const double m = options_.momentum;
+    const Tensor& mm = moving_mean_->peek();
+    const Tensor& mv = moving_variance_->peek();
+    moving_mean_->assign(mm * m + like(batch_mean, mm) * (1 - m));
+    moving_variance_->assign(mv * m + like(batch_var, mv) * (1 - m));
+  } else {
+    BatchNormResult r = in_layer(*this, [&] {
+      return batch_norm(x, gamma, beta, mean, var, train, options_.momentum, options_.epsilon);
+    });
+    if (train) {
+      moving_mean_->assign(like(r.moving_mean, moving_mean_->peek()));
+      moving_variance_->assign(like(r.moving_variance, moving_variance_->peek()));
+    }
+    y = r.y;
   }
-  return moved ? transpose(r.y, inverse) : r.y;
+  if (moved) y = transpose(y, inverse);
+  // Keras' BatchNormalization supports masking: the mask passes on to the next layer.
+  return mask.defined() ? detail::attach_mask(y, mask) : y;
 }
 
 Variable& BatchNormalization::gamma() const { return required(*this, gamma_, "gamma", "scale"); }
@@ -133,8 +183,8 @@ nlohmann::json BatchNormalization::get_config() const {
   c["momentum"] = options_.momentum;
   c["epsilon"] = options_.epsilon;
   put_beta_gamma_config(c, options_);
-  c["moving_mean_initializer"] = options_.moving_mean_initializer.name();
-  c["moving_variance_initializer"] = options_.moving_variance_initializer.name();
+  c["moving_mean_initializer"] = detail::initializer_json(options_.moving_mean_initializer);
+  c["moving_variance_initializer"] = detail::initializer_json(options_.moving_variance_initializer);
   c["synchronized"] = false;
   return c;
 }

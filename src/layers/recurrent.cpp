@@ -94,9 +94,9 @@ template <class Options>
 void put_cell_config(nlohmann::json& config, const Options& options) {
   config["activation"] = options.activation.name();
   config["use_bias"] = options.use_bias;
-  config["kernel_initializer"] = options.kernel_initializer.name();
-  config["recurrent_initializer"] = options.recurrent_initializer.name();
-  config["bias_initializer"] = options.bias_initializer.name();
+  config["kernel_initializer"] = detail::initializer_json(options.kernel_initializer);
+  config["recurrent_initializer"] = detail::initializer_json(options.recurrent_initializer);
+  config["bias_initializer"] = detail::initializer_json(options.bias_initializer);
   config["kernel_regularizer"] = detail::regularizer_config(options.kernel_regularizer);
   config["recurrent_regularizer"] = detail::regularizer_config(options.recurrent_regularizer);
   config["bias_regularizer"] = detail::regularizer_config(options.bias_regularizer);
@@ -648,7 +648,20 @@ Tensor TimeDistributed::call(const Tensor& inputs, bool training) {
   const std::int64_t batch = s[0], time = s[1];
   std::vector<std::int64_t> inner{batch * time};
   inner.insert(inner.end(), s.dims().begin() + 2, s.dims().end());
-  const Tensor y = (*layer_)(reshape(inputs, Shape(inner)), training);
+  const Tensor mask = get_mask(inputs);
+  Tensor step_inputs = reshape(inputs, Shape(inner));
+  if (mask.defined()) {
+    // Keras: the mask is [batch, time, ...]; each step's slice of it goes to the wrapped layer
+    // with that step's inputs (here all steps at once, as [batch * time, ...]).
+    const Shape& ms = mask.shape();
+    if (ms.rank() < 2 || ms[0] != batch || ms[1] != time)
+      throw ValueError(fmt::format("{} (TimeDistributed): the mask should have shape ({}, {}, ...), got mask shape {}",
+                                   name(), batch, time, ms.to_string()));
+    std::vector<std::int64_t> inner_mask{batch * time};
+    inner_mask.insert(inner_mask.end(), ms.dims().begin() + 2, ms.dims().end());
+    step_inputs = with_mask(step_inputs, reshape(mask, Shape(inner_mask)));
+  }
+  const Tensor y = (*layer_)(step_inputs, training);
   if (y.rank() < 1 || y.shape()[0] != batch * time)
     throw ShapeError(fmt::format("{} (TimeDistributed): the wrapped layer {} turned {} into {}; it must keep the "
                                  "first dimension (batch * time = {})",
@@ -657,7 +670,6 @@ Tensor TimeDistributed::call(const Tensor& inputs, bool training) {
   std::vector<std::int64_t> out{batch, time};
   out.insert(out.end(), y.shape().dims().begin() + 1, y.shape().dims().end());
   Tensor result = reshape(y, Shape(out));
-  const Tensor mask = get_mask(inputs);
   if (mask.defined()) result = detail::attach_mask(result, mask);
   return result;
 }

@@ -56,12 +56,12 @@ std::string show(const json& j) {
 // An initializer by name; while a model is being loaded, zeros within the weight budget (see
 // LoadingScope), which also lets a model whose initializer was a function load (its weights come
 // from the file; the name is kept so the model saves the same config again).
-initializers::Initializer make_initializer(const std::string& name) {
-  if (!detail::current_scope) return initializers::Initializer(name);
+initializers::Initializer make_initializer(const initializers::Initializer& real) {
+  if (!detail::current_scope) return real;
   return initializers::Initializer(
-      [name](const Shape& shape, DType dtype) {
+      [real](const Shape& shape, DType dtype) {
         detail::LoadingScope* scope = detail::current_scope;
-        if (!scope) return initializers::Initializer(name)(shape, dtype);
+        if (!scope) return real(shape, dtype);
         const auto n = static_cast<std::uint64_t>(shape.num_elements());
         if (n > scope->remaining)
           throw IOError(fmt::format("load_model: {}: the config asks for a weight of shape {}, but the weights file "
@@ -69,7 +69,10 @@ initializers::Initializer make_initializer(const std::string& name) {
         scope->remaining -= n;
         return zeros(shape, dtype);
       },
-      name);
+      real.name(), real.arguments());
+}
+initializers::Initializer make_initializer(const std::string& name) {
+  return make_initializer(initializers::Initializer(name));
 }
 
 // Typed access to one layer config, with Keras' defaults for missing keys and null, and a
@@ -211,6 +214,12 @@ class Args {
     } else if (v->is_object() && v->contains("class_name") && (*v)["class_name"].is_string()) {
       // Keras' serialized initializers: {"class_name": "GlorotUniform", ...} is "glorot_uniform".
       name = to_snake_case((*v)["class_name"].get<std::string>());
+      if (name == "constant") {
+        double value = 0;
+        const auto cfg = v->find("config");
+        if (cfg != v->end() && cfg->is_object() && cfg->contains("value")) value = number_of(key, (*cfg)["value"]);
+        return make_initializer(initializers::Constant(value));
+      }
     } else {
       bad(key, "an initializer name or {\"class_name\": ...}", *v);
     }
@@ -308,6 +317,11 @@ std::shared_ptr<Layer> leaky_relu(const json& c) {
   // Keras 2 called the slope "alpha".
   const double slope = a.has("negative_slope") ? a.number("negative_slope", 0.3) : a.number("alpha", 0.3);
   return std::make_shared<LeakyReLU>(LeakyReLUOptions{slope, a.name()});
+}
+
+std::shared_ptr<Layer> masking(const json& c) {
+  const Args a(c, "Masking");
+  return std::make_shared<Masking>(a.number("mask_value", 0.0), MaskingOptions{a.name()});
 }
 
 std::shared_ptr<Layer> softmax(const json& c) {
@@ -638,6 +652,7 @@ std::map<std::string, Factory> builtin_factories() {
   f["Reshape"] = reshape;
   f["Permute"] = permute;
   f["Dropout"] = dropout;
+  f["Masking"] = masking;
   f["Add"] = add;
   f["Multiply"] = multiply;
   f["Concatenate"] = concatenate;

@@ -155,13 +155,16 @@ Tensor placed(const Tensor& t, Device d) { return !t.defined() || t.device() == 
 }  // namespace
 
 std::map<std::string, double> Model::train_step(const Tensor& x, const Tensor& y, const Tensor& sample_weight) {
-  const auto vars = trainable_weights();
   Tensor y_pred, loss;
   std::vector<Tensor> grads;
+  std::vector<Variable*> vars;
   {
     GradientTape tape;
     y_pred = (*this)(x, true);
     loss = compute_loss(x, y, y_pred, sample_weight);
+    // The weights are read after the forward pass: a model without an Input builds (creates its
+    // weights) in its first call, and Keras' first step already trains them.
+    vars = trainable_weights();
     // Keras' optimizer.scale_loss: the loss times the loss scale (a LossScaleOptimizer's dynamic
     // scale, or loss_scale_factor); apply() divides the gradients by it again.
     grads = tape.gradient(optimizer_->scale_loss(loss), vars);
@@ -293,10 +296,12 @@ History Model::fit_loop(const std::function<void(const BatchSink&)>& epoch_batch
       eo.steps = o.validation_steps;
       for (const auto& [k, v] : evaluate(val->first, val->second, eo)) epoch_logs["val_" + k] = v;
     }
+    // Keras runs History and the progress bar after the user's callbacks, which may add to
+    // the logs (LearningRateScheduler's "learning_rate").
+    for (auto& cb : o.callbacks) cb->on_epoch_end(epoch, epoch_logs);
     bar.update(step, epoch_logs, true);
     for (const auto& [k, v] : epoch_logs) history.history[k].push_back(v);
     history.epoch.push_back(epoch);
-    for (auto& cb : o.callbacks) cb->on_epoch_end(epoch, epoch_logs);
     if (stop_training) break;
   }
   for (auto& cb : o.callbacks) cb->on_train_end({});

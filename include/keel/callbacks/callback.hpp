@@ -37,7 +37,21 @@ class Callback {
   virtual void on_predict_batch_end(std::int64_t, const Logs&) {}
 
   models::Model* model = nullptr;
+
+ protected:
+  // Adds an entry to the logs of an epoch (as Keras' callbacks write into the shared logs dict):
+  // fit() hands on_epoch_end its own map and records History and the progress bar after every
+  // callback has run, so a value set here (LearningRateScheduler's "learning_rate") reaches
+  // them and the callbacks that follow.
+  static void set_log(const Logs& logs, const std::string& key, double value);
 };
+
+// Which way a monitored quantity improves, settled at the first epoch end as Keras does: mode
+// "min" or "max" as given; "auto" minimises "loss"/"val_loss" and follows the direction of the
+// model's metric of that name (accuracies up, errors down). ValueError when "auto" cannot tell,
+// naming the keys the logs do hold.
+bool monitor_maximizes(const std::string& callback, const std::string& mode, const std::string& monitor,
+                       models::Model* model, const Logs& logs);
 
 // ---- built-in callbacks ----
 
@@ -51,6 +65,10 @@ struct EarlyStoppingOptions {
   bool restore_best_weights = false;
   int start_from_epoch = 0;
 };
+// Keras 3's rules: `best` starts unset, so the first monitored epoch is the best so far (the
+// baseline only decides whether the wait starts again); with restore_best_weights the weights of
+// the best epoch come back at the end of training however it ends (patience, `epochs` reached,
+// or another callback stopping it).
 class EarlyStopping : public Callback {
  public:
   explicit EarlyStopping(EarlyStoppingOptions options = {});
@@ -59,14 +77,14 @@ class EarlyStopping : public Callback {
   void on_train_end(const Logs&) override;
   int stopped_epoch() const { return stopped_epoch_; }
   int best_epoch() const { return best_epoch_; }
+  std::optional<double> best() const { return best_; }
 
  private:
-  bool improved(double value, double reference) const;
+  bool improved(double value, std::optional<double> reference) const;
   EarlyStoppingOptions o_;
-  bool maximize_ = false;
+  std::optional<bool> maximize_;  // settled at the first epoch end
   int wait_ = 0, stopped_epoch_ = 0, best_epoch_ = 0;
-  double best_ = 0;
-  bool have_best_ = false;
+  std::optional<double> best_;
   std::vector<Tensor> best_weights_;
 };
 
@@ -89,7 +107,7 @@ class ModelCheckpoint : public Callback {
  private:
   std::string filepath_;
   ModelCheckpointOptions o_;
-  bool maximize_ = false;
+  std::optional<bool> maximize_;
   std::optional<double> best_;
   std::string last_saved_;
 };
@@ -112,23 +130,27 @@ class ReduceLROnPlateau : public Callback {
 
  private:
   ReduceLROnPlateauOptions o_;
-  bool maximize_ = false;
+  std::optional<bool> maximize_;
   int wait_ = 0, cooldown_counter_ = 0;
   std::optional<double> best_;
 };
 
-// schedule(epoch, current_lr) -> new learning rate, set at the start of each epoch.
+// schedule(epoch, current_lr) -> new learning rate, set at the start of each epoch; the epoch's
+// logs get "learning_rate" (so History and CSVLogger record it, as in Keras).
 class LearningRateScheduler : public Callback {
  public:
   explicit LearningRateScheduler(std::function<double(int, double)> schedule, int verbose = 0);
   void on_epoch_begin(int epoch, const Logs& logs) override;
+  void on_epoch_end(int epoch, const Logs& logs) override;
 
  private:
   std::function<double(int, double)> schedule_;
   int verbose_;
 };
 
-// Appends one row per epoch: epoch, then the logs in sorted key order (as Keras).
+// Appends one row per epoch: epoch, then the logs in sorted key order (as Keras). When the
+// first epoch has no val_ entries (validation_freq > 1, or no validation at all) the val_
+// columns are added from the start and hold "NA" where an epoch has none, as Keras writes them.
 struct CSVLoggerOptions {
   std::string separator = ",";
   bool append = false;
@@ -146,10 +168,15 @@ class CSVLogger : public Callback {
   bool header_written_ = false;
 };
 
-// Stops training when a batch loss is NaN or infinite.
+// Stops training when a batch loss is NaN or infinite: gracefully (stop_training, so every
+// callback's on_train_end runs), or with raise_error by throwing RuntimeError at once (Keras 3).
 class TerminateOnNaN : public Callback {
  public:
+  explicit TerminateOnNaN(bool raise_error = false) : raise_error_(raise_error) {}
   void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
+
+ private:
+  bool raise_error_;
 };
 
 // Writes TensorBoard event files (scalars per epoch: loss and metrics) under log_dir/train and
@@ -167,6 +194,8 @@ class TensorBoard : public Callback {
 };
 
 // Callbacks from lambdas, as keras.callbacks.LambdaCallback.
+// The fields follow Keras' keyword order (epoch, batch, train hooks), then Keras 3's test and
+// predict hooks.
 struct LambdaCallbackOptions {
   std::function<void(int, const Logs&)> on_epoch_begin;
   std::function<void(int, const Logs&)> on_epoch_end;
@@ -174,6 +203,14 @@ struct LambdaCallbackOptions {
   std::function<void(std::int64_t, const Logs&)> on_train_batch_end;
   std::function<void(const Logs&)> on_train_begin;
   std::function<void(const Logs&)> on_train_end;
+  std::function<void(const Logs&)> on_test_begin;
+  std::function<void(const Logs&)> on_test_end;
+  std::function<void(std::int64_t, const Logs&)> on_test_batch_begin;
+  std::function<void(std::int64_t, const Logs&)> on_test_batch_end;
+  std::function<void(const Logs&)> on_predict_begin;
+  std::function<void(const Logs&)> on_predict_end;
+  std::function<void(std::int64_t, const Logs&)> on_predict_batch_begin;
+  std::function<void(std::int64_t, const Logs&)> on_predict_batch_end;
 };
 class LambdaCallback : public Callback {
  public:
@@ -184,6 +221,14 @@ class LambdaCallback : public Callback {
   void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
   void on_train_begin(const Logs& logs) override;
   void on_train_end(const Logs& logs) override;
+  void on_test_begin(const Logs& logs) override;
+  void on_test_end(const Logs& logs) override;
+  void on_test_batch_begin(std::int64_t batch, const Logs& logs) override;
+  void on_test_batch_end(std::int64_t batch, const Logs& logs) override;
+  void on_predict_begin(const Logs& logs) override;
+  void on_predict_end(const Logs& logs) override;
+  void on_predict_batch_begin(std::int64_t batch, const Logs& logs) override;
+  void on_predict_batch_end(std::int64_t batch, const Logs& logs) override;
 
  private:
   LambdaCallbackOptions o_;

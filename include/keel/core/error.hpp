@@ -13,5 +13,8 @@ struct DTypeError : Error { using Error::Error; };
 struct DeviceError : Error { using Error::Error; };
 struct IOError : Error { using Error::Error; };
 struct ValueError : Error { using Error::Error; };
+// A failure at run time that is not the caller's argument (Python's RuntimeError): what
+// TerminateOnNaN(raise_error = true) throws.
+struct RuntimeError : Error { using Error::Error; };
 
 }  // namespace keel

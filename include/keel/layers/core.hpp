@@ -244,6 +244,27 @@ class Dropout : public Layer {
   std::uint64_t calls_ = 0;  // advances the seed, as Keras' SeedGenerator does
 };
 
+struct MaskingOptions {
+  std::string name{};
+};
+
+// Keras' Masking: a time step whose features all equal mask_value is masked. The output is the
+// input with those steps zeroed, carrying the mask [batch, ...] (the input's shape without the
+// last axis) that mask-aware layers downstream read (RNNs, BatchNormalization, losses).
+class Masking : public Layer {
+ public:
+  explicit Masking(double mask_value = 0.0, MaskingOptions options = {});
+  KEEL_LAYER_BOILERPLATE(Masking)
+  using Layer::call;
+  Tensor call(const Tensor& inputs, bool training) override;
+  void check_input_shape(const Shape&) const override {}
+  nlohmann::json get_config() const override;
+  double mask_value() const { return mask_value_; }
+
+ private:
+  double mask_value_;
+};
+
 // ---- merging (called on a list of tensors) ---------------------------------------------------
 
 struct AddOptions {

@@ -3,6 +3,8 @@
 // accepts "as a name or an object" takes one of these, constructible from either.
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "keel/core/tensor.hpp"
 
@@ -11,19 +13,31 @@ namespace keel {
 namespace initializers {
 // "glorot_uniform", "glorot_normal", "he_normal", "he_uniform", "lecun_normal", "lecun_uniform",
 // "zeros", "ones", "orthogonal", "random_normal", "random_uniform", "truncated_normal",
-// or a function (shape, dtype) -> Tensor.
+// Constant(value), or a function (shape, dtype) -> Tensor.
 class Initializer {
  public:
   using Fn = std::function<Tensor(const Shape&, DType)>;
   Initializer(const char* name) : Initializer(std::string(name)) {}  // NOLINT: implicit
   Initializer(std::string name);                                      // NOLINT
   Initializer(Fn fn, std::string name = "custom") : name_(std::move(name)), fn_(std::move(fn)) {}  // NOLINT
+  Initializer(Fn fn, std::string name, std::vector<std::pair<std::string, double>> arguments)
+      : name_(std::move(name)), fn_(std::move(fn)), arguments_(std::move(arguments)) {}
   Tensor operator()(const Shape& shape, DType dtype = DType::float32) const;
   const std::string& name() const { return name_; }
+  // The arguments of a parameterised initializer (Constant's "value"), as Keras' get_config
+  // lists them; empty for the named ones.
+  const std::vector<std::pair<std::string, double>>& arguments() const { return arguments_; }
 
- private:
+ protected:
   std::string name_;
   Fn fn_;
+  std::vector<std::pair<std::string, double>> arguments_;
+};
+
+// keras.initializers.Constant: every element is `value`.
+class Constant : public Initializer {
+ public:
+  explicit Constant(double value = 0.0);
 };
 // Keras' fan_in / fan_out for a weight shape (conv kernels: receptive field x channels).
 std::pair<double, double> compute_fans(const Shape& shape);

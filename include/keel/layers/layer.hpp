@@ -91,7 +91,11 @@ class Layer : public std::enable_shared_from_this<Layer> {
 
  protected:
   // Marks the layer built without calling build() (layers whose weights come from elsewhere).
-  void set_built(const Shape& shape) { built_ = true; built_shape_ = shape; }
+  void set_built(const Shape& shape) {
+    built_ = true;
+    built_shape_ = shape;
+    build_shape_unknown_ = false;
+  }
 
   // How operator() applies a mixed-precision policy around call():
   //   compute:   floating inputs cast to the compute dtype, float32 weights read in it (the
@@ -113,8 +117,11 @@ class Layer : public std::enable_shared_from_this<Layer> {
     regularizers::Regularizer regularizer;
   };
   friend class LayerAccess;
+  struct BuildScope;
   mutable std::string name_;
   bool built_ = false;
+  bool building_ = false;             // inside the build() that operator() runs
+  bool build_shape_unknown_ = false;  // built by a direct build() call; the first call sets the shape
   bool trainable_ = true;
   Shape built_shape_;
   Shape output_shape_;
