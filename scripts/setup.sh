@@ -10,6 +10,7 @@ packages=(
   catch2 libbenchmark-dev zlib1g-dev
   ccache
   dataset-fashion-mnist
+  clang libclang-rt-14-dev libomp-dev
 )
 
 missing=()

@@ -5,7 +5,8 @@
 #   3. build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer build (CPU only); ctest
 #   4. consumer checks: keel used via add_subdirectory, FetchContent and find_package
 #   5. fuzzing: the libFuzzer targets of tests/fuzz, built with clang (scripts/fuzz.sh), each run
-#      over its seed corpus for a bounded number of inputs; skipped where clang/libFuzzer is missing
+#      over its seed corpus for a bounded number of inputs (setup installs clang and libFuzzer; the
+#      stage fails when they are still missing)
 # Every stage runs even when an earlier one failed (except what depends on a failed build);
 # a summary follows, and the exit status is non-zero when anything failed.
 #
@@ -126,7 +127,9 @@ if wanted fuzz; then
   if reason="$(bash scripts/fuzz.sh --available)"; then
     stage "fuzz: libFuzzer targets over tests/fuzz/corpus (scripts/fuzz.sh)" bash scripts/fuzz.sh
   else
-    not_run "fuzz" "$reason"
+    # setup.sh installs clang and its fuzzer runtime: missing after setup is a failure, not a skip.
+    SUMMARY+=("FAIL  fuzz ($reason)")
+    FAILED=1
   fi
 else
   not_run "fuzz" "KEEL_TEST_SKIP"

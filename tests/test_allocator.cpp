@@ -127,14 +127,14 @@ TEST_CASE("out of memory empties the cache and retries before failing") {
   a.deallocate(q);
 }
 
-TEST_CASE("an allocation that cannot fit throws a catchable DeviceError naming the device and size") {
+TEST_CASE("an allocation that cannot fit throws a catchable ResourceExhaustedError naming the device and size") {
   FakeDevice dev{4096};
   CachingAllocator a = dev.allocator();
   void* p = a.allocate(1024);
   try {
     (void)a.allocate(1 << 20);
-    FAIL("expected DeviceError");
-  } catch (const keel::DeviceError& e) {
+    FAIL("expected ResourceExhaustedError");
+  } catch (const keel::ResourceExhaustedError& e) {
     const std::string msg = e.what();
     CHECK(msg.find("out of memory on fake:0") != std::string::npos);
     CHECK(msg.find("1048576 bytes") != std::string::npos);

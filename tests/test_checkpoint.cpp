@@ -4,31 +4,22 @@
 
 #include <keel/keel.hpp>
 
+#include "scratch.hpp"
+
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
+#include <vector>
 
 using namespace keel;
+using keel_test::Scratch;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct Scratch {
-  std::string dir;
-  explicit Scratch(const std::string& name) {
-    dir = (fs::temp_directory_path() / ("keel_ckpt_" + std::to_string(::getpid()) + "_" + name)).string();
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string operator/(const std::string& f) const { return dir + "/" + f; }
-};
 
 std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
 
@@ -38,7 +29,7 @@ std::vector<std::vector<float>> all_weights(models::Model& m) {
   return out;
 }
 
-// Dropout (draws from the global generator), BatchNormalization (non-trainable state) and Adam
+// Dropout (draws from the model's random stream), BatchNormalization (non-trainable state) and Adam
 // (slots and an iteration count): everything a resumed run must get back.
 std::shared_ptr<models::Sequential> make_model() {
   auto m = std::make_shared<models::Sequential>(std::vector<std::shared_ptr<layers::Layer>>{
@@ -181,9 +172,10 @@ TEST_CASE("fit resumed from a checkpoint with initial_epoch ends with the weight
   auto unlucky = make_model();
   train::Checkpoint ckpt3(*unlucky);
   ckpt3.restore(scratch / "epoch2.safetensors");
-  auto restart_rng = random::get_state();
+  // (fit draws from the model's own stream, restored with it)
+  auto restart_rng = unlucky->seed_generator().state();
   restart_rng.counter += 1;
-  random::set_state(restart_rng);
+  unlucky->seed_generator().set_state(restart_rng);
   unlucky->fit(d.x, d.y, fit_options(4, 2));
   CHECK(all_weights(*unlucky) != expected);
 }
@@ -234,4 +226,118 @@ TEST_CASE("a truncated checkpoint file is an IOError naming the file", "[checkpo
     CHECK_THROWS_AS(ckpt.restore(path), IOError);
     CHECK_THROWS_WITH(ckpt.restore(path), Contains(path));
   }
+}
+
+namespace {
+
+// A checkpoint edited as a script would: some tensors dropped or added, the metadata kept.
+void edit_checkpoint(const std::string& from, const std::string& to, const std::vector<std::string>& drop,
+                     const std::map<std::string, Tensor>& add = {}) {
+  auto tensors = io::load_safetensors(from);
+  const auto meta = io::load_safetensors_metadata(from);
+  for (const auto& key : drop) REQUIRE(tensors.erase(key) == 1);
+  for (const auto& [key, t] : add) tensors[key] = t;
+  io::save_safetensors(to, tensors, meta);
+}
+
+std::shared_ptr<models::Sequential> momentum_model() {
+  auto m = std::make_shared<models::Sequential>(std::vector<std::shared_ptr<layers::Layer>>{
+      std::make_shared<layers::InputLayer>(Shape{4}), std::make_shared<layers::Dense>(3, layers::DenseOptions{.name = "dense"})});
+  m->compile({.optimizer = optimizers::SGD(0.1, {.momentum = 0.9}), .loss = "mse"});
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint missing an optimizer slot, or holding one too many, is an IOError listing them",
+          "[checkpoint][errors]") {
+  Scratch scratch("slots");
+  random::set_seed(3);
+  auto model = momentum_model();
+  model->fit(random::normal({8, 4}), random::normal({8, 3}), fit_options(1));
+  train::Checkpoint ckpt(*model);
+  const std::string good = scratch / "good.safetensors", bad = scratch / "bad.safetensors";
+  ckpt.write(good);
+
+  auto fresh = momentum_model();
+  train::Checkpoint restored(*fresh);
+  const auto before = all_weights(*fresh);
+  edit_checkpoint(good, bad, {"optimizer/dense/kernel/momentum"});
+  CHECK_THROWS_AS(restored.restore(bad), IOError);
+  CHECK_THROWS_WITH(restored.restore(bad), Contains(bad) && Contains("optimizer/dense/kernel/momentum") &&
+                                               Contains("missing") && Contains("SGD"));
+  CHECK(all_weights(*fresh) == before);  // nothing changed
+  CHECK(fresh->optimizer()->iterations() == 0);
+
+  // Missing and extra entries, reported together.
+  edit_checkpoint(good, bad, {"optimizer/dense/bias/momentum", "optimizer/iteration"},
+                  {{"optimizer/dense/kernel/velocity", zeros({4, 3})}});
+  CHECK_THROWS_WITH(restored.restore(bad), Contains("optimizer/dense/bias/momentum") && Contains("optimizer/iteration") &&
+                                               Contains("optimizer/dense/kernel/velocity") && Contains("2 of its") &&
+                                               Contains("1 saved tensor"));
+  // Every optimizer tensor gone, while the metadata still names the optimizer.
+  edit_checkpoint(good, bad, {"optimizer/dense/bias/momentum", "optimizer/dense/kernel/momentum", "optimizer/iteration",
+                              "optimizer/learning_rate"});
+  CHECK_THROWS_WITH(restored.restore(bad), Contains("4 of its variables are missing"));
+  // A slot of the right name with the wrong shape.
+  edit_checkpoint(good, bad, {"optimizer/dense/kernel/momentum"}, {{"optimizer/dense/kernel/momentum", zeros({3, 4})}});
+  CHECK_THROWS_WITH(restored.restore(bad), Contains("optimizer/dense/kernel/momentum") && Contains("[3,4]"));
+  CHECK(all_weights(*fresh) == before);
+
+  // The intact file restores.
+  restored.restore(good);
+  CHECK(all_weights(*fresh) == all_weights(*model));
+  CHECK(fresh->optimizer()->iterations() == model->optimizer()->iterations());
+}
+
+TEST_CASE("restore with allow_partial takes what matches and leaves the rest (TF's expect_partial)", "[checkpoint]") {
+  Scratch scratch("partial");
+  random::set_seed(4);
+  auto model = momentum_model();
+  model->fit(random::normal({8, 4}), random::normal({8, 3}), fit_options(2));
+  train::Checkpoint ckpt(*model);
+  const std::string good = scratch / "good.safetensors", bad = scratch / "partial.safetensors";
+  ckpt.write(good);
+  edit_checkpoint(good, bad, {"optimizer/dense/kernel/momentum"}, {{"optimizer/other/thing", zeros({2})}});
+
+  auto fresh = momentum_model();
+  train::Checkpoint restored(*fresh);
+  restored.restore(bad, {.allow_partial = true});
+  CHECK(all_weights(*fresh) == all_weights(*model));
+  CHECK(fresh->optimizer()->iterations() == model->optimizer()->iterations());
+  const auto mine = model->trainable_weights(), theirs = fresh->trainable_weights();
+  // The bias slot came back; the kernel's, absent from the file, kept its initial zeros.
+  CHECK(values(fresh->optimizer()->get_slot(*theirs[1], "momentum")->value()) ==
+        values(model->optimizer()->get_slot(*mine[1], "momentum")->value()));
+  CHECK(values(fresh->optimizer()->get_slot(*theirs[0], "momentum")->value()) == std::vector<float>(12, 0.f));
+  // A shape that does not match is still an error.
+  edit_checkpoint(good, bad, {"optimizer/dense/bias/momentum"}, {{"optimizer/dense/bias/momentum", zeros({5})}});
+  CHECK_THROWS_WITH(restored.restore(bad, {.allow_partial = true}), Contains("optimizer/dense/bias/momentum"));
+
+  // A model without an optimizer takes the weights of a training checkpoint.
+  models::Sequential inference{layers::InputLayer(Shape{4}), layers::Dense(3, {.name = "dense"})};
+  train::Checkpoint weights_only(inference);
+  CHECK_THROWS_AS(weights_only.restore(good), IOError);
+  weights_only.restore(good, {.allow_partial = true});
+  CHECK(all_weights(inference) == all_weights(*model));
+  // And through the manager.
+  train::CheckpointManager manager(ckpt, scratch / "ckpts", 2);
+  manager.save();
+  train::CheckpointManager manager2(weights_only, scratch / "ckpts", 2);
+  CHECK(manager2.restore_latest(train::RestoreOptions{.allow_partial = true}));
+}
+
+TEST_CASE("a checkpoint written before the first training step restores without slots", "[checkpoint]") {
+  Scratch scratch("unbuilt");
+  auto model = momentum_model();
+  train::Checkpoint ckpt(*model);
+  ckpt.write(scratch / "c.safetensors");  // the optimizer has no slots yet
+  CHECK(io::load_safetensors_metadata(scratch / "c.safetensors").at("optimizer_built") == "false");
+  auto fresh = momentum_model();
+  train::Checkpoint restored(*fresh);
+  CHECK_NOTHROW(restored.restore(scratch / "c.safetensors"));
+  CHECK(all_weights(*fresh) == all_weights(*model));
+  // Its optimizer-wide state is still required.
+  edit_checkpoint(scratch / "c.safetensors", scratch / "d.safetensors", {"optimizer/iteration"});
+  CHECK_THROWS_WITH(restored.restore(scratch / "d.safetensors"), Contains("optimizer/iteration"));
 }

@@ -129,3 +129,88 @@ TEST_CASE("a tape on one thread does not record ops run on another thread",
   const Tensor here = x * x;
   CHECK(tape.gradient(here, x).item<double>() == 6.0);
 }
+
+namespace {
+
+// A model whose training draws random numbers at every step: shuffled batches and dropout.
+std::shared_ptr<models::Sequential> dropout_model() {
+  auto m = std::make_shared<models::Sequential>(std::vector<std::shared_ptr<layers::Layer>>{
+      std::make_shared<layers::InputLayer>(Shape{4}),
+      std::make_shared<layers::Dense>(16, layers::DenseOptions{.activation = "relu"}),
+      std::make_shared<layers::Dropout>(0.5), std::make_shared<layers::Dense>(1)});
+  m->compile({.optimizer = optimizers::SGD(0.05), .loss = "mse"});
+  return m;
+}
+
+std::vector<float> weights_of(models::Model& m) {
+  std::vector<float> out;
+  for (Variable* v : m.weights()) {
+    const auto w = v->value().to_vector<float>();
+    out.insert(out.end(), w.begin(), w.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("models shuffling and dropping out in two threads get the results they get alone", "[concurrency][random]") {
+  random::set_seed(11);
+  const Tensor x = random::normal({64, 4}), y = random::normal({64, 1});
+  const models::FitOptions o{.batch_size = 8, .epochs = 3, .verbose = 0, .shuffle = true};
+
+  // Alone, one after the other: each model draws from its own stream.
+  random::set_seed(7);
+  auto a1 = dropout_model(), b1 = dropout_model();
+  a1->fit(x, y, o);
+  b1->fit(x, y, o);
+
+  // The same models (same seed, same creation order) trained at the same time; the global
+  // generator is also drawn from meanwhile, which must not matter.
+  random::set_seed(7);
+  auto a2 = dropout_model(), b2 = dropout_model();
+  std::exception_ptr error;
+  std::thread ta([&] {
+    try {
+      a2->fit(x, y, o);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  std::thread tb([&] {
+    try {
+      b2->fit(x, y, o);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  for (int i = 0; i < 50; ++i) (void)random::uniform({16});
+  ta.join();
+  tb.join();
+  if (error) std::rethrow_exception(error);
+  CHECK(weights_of(*a2) == weights_of(*a1));
+  CHECK(weights_of(*b2) == weights_of(*b1));
+  CHECK(weights_of(*a1) != weights_of(*b1));  // two streams, two different runs
+}
+
+TEST_CASE("fit's seed makes a run repeat whatever the global seed", "[random]") {
+  random::set_seed(1);
+  const Tensor x = random::normal({32, 4}), y = random::normal({32, 1});
+  auto a = dropout_model();
+  random::set_seed(2);
+  auto b = dropout_model();
+  for (std::size_t i = 0; i < a->weights().size(); ++i) b->weights()[i]->assign(a->weights()[i]->value());
+  models::FitOptions o{.batch_size = 8, .epochs = 2, .verbose = 0, .shuffle = true};
+  o.seed = 5;
+  a->fit(x, y, o);
+  b->fit(x, y, o);
+  CHECK(weights_of(*a) == weights_of(*b));
+  // without it, the two streams (from seeds 1 and 2) shuffle and drop out differently
+  auto c = dropout_model();
+  for (std::size_t i = 0; i < a->weights().size(); ++i) c->weights()[i]->assign(b->weights()[i]->value());
+  auto d = dropout_model();
+  for (std::size_t i = 0; i < a->weights().size(); ++i) d->weights()[i]->assign(b->weights()[i]->value());
+  o.seed.reset();
+  c->fit(x, y, o);
+  d->fit(x, y, o);
+  CHECK(weights_of(*c) != weights_of(*d));
+}

@@ -236,3 +236,48 @@ TEST_CASE("autograd misuse throws keel::Error", "[errors][autograd]") {
   // output_gradient of the wrong shape
   CHECK_THROWS_AS(tape3.gradient(w, std::vector<Tensor>{x}, zeros({5}, DType::float64)), Error);
 }
+
+TEST_CASE("a saved tensor modified in place is a ValueError", "[errors][autograd]") {
+  Variable v(constant({1.0, 2.0}, {2}, DType::float64), "v");
+  GradientTape tape;
+  const Tensor z = reduce_sum(v * v);
+  v.assign(constant({0.0, 0.0}, {2}, DType::float64));
+  CHECK_THROWS_AS(tape.gradient(z, v), ValueError);
+}
+
+TEST_CASE("custom_gradient checks the shape and dtype of the gradients grad_fn returns", "[errors][autograd]") {
+  const Tensor x = constant({1.0, 2.0}, {2}, DType::float64);
+  const auto wrong_shape = custom_gradient([](const Tensor& t) {
+    return std::make_pair(t * 2.0, std::function<Tensor(const Tensor&)>([](const Tensor&) {
+                            return zeros({7}, DType::float64);  // [7] for a [2] input
+                          }));
+  });
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = reduce_sum(wrong_shape(x));
+  CHECK_THROWS_WITH(tape.gradient(y, x), Contains("custom_gradient") && Contains("[7]") && Contains("[2]"));
+  const auto wrong_dtype = custom_gradient([](const Tensor& t) {
+    return std::make_pair(t * 2.0, std::function<Tensor(const Tensor&)>([](const Tensor&) { return zeros({2}); }));
+  });
+  GradientTape tape2;
+  tape2.watch(x);
+  const Tensor y2 = reduce_sum(wrong_dtype(x));
+  CHECK_THROWS_AS(tape2.gradient(y2, x), DTypeError);
+  // the right gradient passes: d(2x)/dx = 2 for each element
+  const auto right = custom_gradient([](const Tensor& t) {
+    return std::make_pair(t * 2.0, std::function<Tensor(const Tensor&)>([](const Tensor& dy) { return dy * 2.0; }));
+  });
+  GradientTape tape3;
+  tape3.watch(x);
+  CHECK(tape3.gradient(reduce_sum(right(x)), x).to_vector<double>() == std::vector<double>{2, 2});
+}
+
+TEST_CASE("errors inside composite ops name the op the user called", "[errors]") {
+  // TensorFlow returns an empty softmax for an empty input instead of failing in its max
+  CHECK(softmax(zeros({5, 0})).shape() == Shape{5, 0});
+  CHECK(log_softmax(zeros({5, 0})).shape() == Shape{5, 0});
+  CHECK_THROWS_WITH(reduce_logsumexp(zeros({5, 0}), {1}), Contains("reduce_logsumexp"));
+  CHECK_THROWS_WITH(losses::mean_squared_error(zeros({2, 3}), zeros({2, 4})), Contains("mean_squared_error"));
+  CHECK_THROWS_AS(losses::mean_squared_error(zeros({2, 3}), zeros({2, 4})), ShapeError);
+  CHECK_THROWS_WITH(losses::huber(zeros({2, 3}), zeros({2, 4})), Contains("huber"));
+}

@@ -75,6 +75,49 @@ std::string gzip_stored(const std::string& data) {
   return out + le(crc32_of(data), 4) + le(data.size(), 4);
 }
 
+// A gzip member whose deflate stream is one fixed-Huffman block (RFC 1951, 3.2.6): `prefix` as
+// literals, then `zeros` zero bytes as a literal 0 and <length 258, distance 1> copies of it, 13
+// bits per 258 bytes. A gzip bomb: 64 MiB of zeros take 400 KiB. The trailer's CRC-32 is not
+// computed (0): a reader that stops at the size the data declares never gets to it.
+std::string gzip_zero_bomb(const std::string& prefix, std::uint64_t zeros) {
+  std::string out = {'\x1f', '\x8b', 8, 0, 0, 0, 0, 0, 0, 3};
+  std::uint32_t acc = 0;
+  int nbits = 0;
+  const auto bits = [&](std::uint32_t v, int n) {  // header fields: least significant bit first
+    for (int i = 0; i < n; ++i) {
+      acc |= ((v >> i) & 1u) << nbits;
+      if (++nbits == 8) {
+        out.push_back(static_cast<char>(acc));
+        acc = 0;
+        nbits = 0;
+      }
+    }
+  };
+  const auto code = [&](std::uint32_t c, int n) {  // Huffman codes: most significant bit first
+    for (int i = n - 1; i >= 0; --i) bits((c >> i) & 1u, 1);
+  };
+  const auto literal = [&](unsigned char v) {
+    if (v < 144) code(0x30 + v, 8);
+    else code(0x190 + (v - 144u), 9);
+  };
+  bits(1, 1);  // BFINAL
+  bits(1, 2);  // BTYPE 01: fixed Huffman codes
+  for (unsigned char c : prefix) literal(c);
+  std::uint64_t left = zeros;
+  if (left > 0) {
+    literal(0);
+    --left;
+  }
+  for (; left >= 258; left -= 258) {
+    code(0xC5, 8);  // length symbol 285: 258 bytes
+    code(0, 5);     // distance code 0: distance 1
+  }
+  for (; left > 0; --left) literal(0);
+  code(0, 7);  // end of block (symbol 256)
+  if (nbits) out.push_back(static_cast<char>(acc));
+  return out + le(0, 4) + le((prefix.size() + zeros) & 0xFFFFFFFFu, 4);
+}
+
 std::string idx_file(std::uint8_t type, const std::vector<std::uint32_t>& dims, const std::string& data) {
   std::string s = {0, 0, static_cast<char>(type), static_cast<char>(dims.size())};
   for (auto d : dims) s += be32(d);
@@ -248,6 +291,38 @@ TEST_CASE("load_idx rejects truncated and corrupt gzip streams", "[loaders][idx]
   corrupt[corrupt.size() - 10] ^= 0x55;  // inside the data: the CRC-32 no longer matches
   write_file(img, corrupt);
   CHECK_THROWS_WITH(data::load_idx(img, lab), Contains(img) && Contains("byte offset"));
+}
+
+TEST_CASE("a gzipped IDX file is inflated against the size its header declares, so gzip bombs are an IOError",
+          "[loaders][idx]") {
+  TempDir dir;
+  const std::string path = dir / "bomb-idx1-ubyte.gz";
+  // A labels header declaring 10 bytes, then 64 MiB of zeros from a 400 KiB file: stopped at byte
+  // 18 of the decompressed data, the first past what the header declares.
+  const std::string header = idx_file(0x08, {10}, "");
+  const std::string bomb = gzip_zero_bomb(header, std::uint64_t{64} << 20);
+  CHECK(bomb.size() < (std::size_t{1} << 20));
+  write_file(path, bomb);
+  CHECK_THROWS_AS(data::read_idx(path), IOError);
+  CHECK_THROWS_WITH(data::read_idx(path), Contains(path + " (decompressed)") && Contains("byte offset 18") &&
+                                              Contains("runs past"));
+  // The honest prefix of the same stream reads (only its trailer is fake, so it must be cut at the
+  // declared size to get here: a stream of exactly 10 zeros with a correct trailer).
+  write_file(path, gzip_stored(header + std::string(10, '\0')));
+  CHECK(data::read_idx(path).to_vector<std::int32_t>() == std::vector<std::int32_t>(10, 0));
+  // A header that declares more than its compressed bytes could ever inflate to (60 GB from a
+  // 40-byte file) allocates nothing.
+  write_file(path, gzip_stored(idx_file(0x08, {60000, 1000, 1000}, "")));
+  CHECK_THROWS_WITH(data::read_idx(path), Contains(path) && Contains("byte offset 4") && Contains("60000000000"));
+  // Images and labels alike.
+  write_file(dir / "lab", idx_labels(10));
+  write_file(dir / "img.gz", gzip_zero_bomb(idx_file(0x08, {10, 2, 2}, ""), std::uint64_t{16} << 20));
+  CHECK_THROWS_WITH(data::load_idx(dir / "img.gz", dir / "lab"), Contains("img.gz (decompressed)") &&
+                                                                     Contains("byte offset 56"));
+  // The bomb generator itself is sound: a bomb of exactly the declared size is only wrong in its
+  // (uncomputed) CRC-32.
+  write_file(path, gzip_zero_bomb(header, 10));
+  CHECK_THROWS_WITH(data::read_idx(path), Contains(path) && Contains("corrupt gzip data"));
 }
 
 TEST_CASE("read_idx converts the big-endian IDX element types", "[loaders][idx]") {

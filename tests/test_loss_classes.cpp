@@ -6,14 +6,20 @@
 #include <catch2/catch.hpp>
 
 #include <keel/keel.hpp>
+
+#include "auto_name.hpp"
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <string>
 #include <memory>
 #include <vector>
 
 using namespace keel;
+using keel_test::is_auto_name;
 using Catch::Contains;
 
 namespace {
@@ -40,6 +46,11 @@ double scalar(const Tensor& t) {
 // log-sum-exp of the logits [1, 2, 3] (used by the softmax cross-entropies below):
 // log(e + e^2 + e^3) = 3 + log(1 + e^-1 + e^-2).
 const double kLse123 = 3.0 + std::log(1.0 + std::exp(-1.0) + std::exp(-2.0));
+
+Tensor bools(std::vector<bool> v, Shape s) {
+  std::vector<std::uint8_t> bytes(v.begin(), v.end());
+  return cast(constant(std::vector<double>(bytes.begin(), bytes.end()), std::move(s), f64), DType::bool_);
+}
 
 }  // namespace
 
@@ -372,7 +383,7 @@ TEST_CASE("LossRef wraps a lambda as a custom loss with the default reduction", 
   const Tensor y_pred = t64({1, 2, 0, 1}, {2, 2});
   CHECK(scalar(custom(y_true, y_pred)) == Approx(2.5));                       // (4.5 + 0.5) / 2
   CHECK(scalar(custom(y_true, y_pred, t64({0, 2}, {2}))) == Approx(0.5));     // (0 + 1) / 2
-  CHECK(custom.name() == "loss_function_wrapper");
+  CHECK(is_auto_name(custom.name(), "loss_function_wrapper"));
   CHECK(custom->class_name() == "LossFunctionWrapper");
   const losses::LossRef named(
       [](const Tensor& t, const Tensor& p) { return losses::mean_squared_error(t, p); }, "my_mse");
@@ -380,4 +391,245 @@ TEST_CASE("LossRef wraps a lambda as a custom loss with the default reduction", 
   // A plain function works too.
   const losses::LossRef fn = &losses::mean_absolute_error;
   CHECK(scalar(fn(y_true, y_pred)) == Approx(1.0));  // (1.5 + 0.5) / 2
+}
+
+// ---- Keras masks on y_pred ------------------------------------------------------------------------
+
+namespace {
+
+// The per-timestep example: y_true zeros [2, 3, 1], y_pred [[1, 2, 3], [4, 5, 6]] as [2, 3, 1],
+// so MeanSquaredError's per-step values (the mean over the last axis of 1) are the squares
+// [[1, 4, 9], [16, 25, 36]]. The mask [[T, T, F], [T, F, F]] keeps 1, 4 and 16: 3 of 6 steps.
+Tensor steps_true() { return zeros({2, 3, 1}, f64); }
+Tensor steps_pred() { return t64({1, 2, 3, 4, 5, 6}, {2, 3, 1}); }
+Tensor steps_mask() { return bools({true, true, false, true, false, false}, {2, 3}); }
+
+}  // namespace
+
+TEST_CASE("a Keras mask on y_pred leaves the masked steps out of every reduction", "[loss_classes][mask]") {
+  const Tensor y_pred = layers::with_mask(steps_pred(), steps_mask());
+  // sum_over_batch_size (Keras' apply_mask: the mask weighs total / valid = 6 / 3 = 2, the
+  // weighted sum is divided by total = 6): (1 + 4 + 16) * 2 / 6 = 21 / 3 = 7, the mean of the
+  // unmasked steps, not 21 / 6.
+  CHECK(scalar(losses::MeanSquaredError()(steps_true(), y_pred)) == Approx(7.0));
+  CHECK(scalar(losses::MeanSquaredError({.reduction = "mean"})(steps_true(), y_pred)) == Approx(7.0));
+  // sum: the mask multiplies unscaled: 1 + 4 + 16 = 21.
+  CHECK(scalar(losses::MeanSquaredError({.reduction = "sum"})(steps_true(), y_pred)) == Approx(21.0));
+  // none: the per-step values times the mask.
+  check_close(losses::MeanSquaredError({.reduction = "none"})(steps_true(), y_pred), {1, 4, 0, 16, 0, 0});
+  // mean_with_sample_weight: the mask is the weight: 21 / (1 + 1 + 1) = 7.
+  CHECK(scalar(losses::MeanSquaredError({.reduction = "mean_with_sample_weight"})(steps_true(), y_pred)) ==
+        Approx(7.0));
+  // Without the mask: (1 + 4 + 9 + 16 + 25 + 36) / 6 = 91 / 6.
+  CHECK(scalar(losses::MeanSquaredError()(steps_true(), steps_pred())) == Approx(91.0 / 6));
+}
+
+TEST_CASE("a mask multiplies an explicit sample_weight and the count stays the unmasked entries",
+          "[loss_classes][mask][sample_weight]") {
+  const Tensor y_pred = layers::with_mask(steps_pred(), steps_mask());
+  // Keras: sample_weight *= mask * total / valid. Per-sample weights [2, 1] (applied to whole
+  // examples): weights [[2, 2, 0], [1, 0, 0]] * 2; sum(values * weights) / 6 =
+  // (2 * 1 + 2 * 4 + 1 * 16) * 2 / 6 = 26 / 3: the weighted sum over the 3 unmasked steps / 3
+  // (the weights are not counted, as ever in sum_over_batch_size).
+  CHECK(scalar(losses::MeanSquaredError()(steps_true(), y_pred, t64({2, 1}, {2}))) == Approx(26.0 / 3));
+  // Per-step weights [2, 3]: [[1, 0.5, 7], [3, 9, 9]] -> (1 * 1 + 0.5 * 4 + 3 * 16) / 3 = 51 / 3 = 17.
+  CHECK(scalar(losses::MeanSquaredError()(steps_true(), y_pred, t64({1, 0.5, 7, 3, 9, 9}, {2, 3}))) ==
+        Approx(17.0));
+  // sum: 26, without the total / valid factor.
+  CHECK(scalar(losses::MeanSquaredError({.reduction = "sum"})(steps_true(), y_pred, t64({2, 1}, {2}))) ==
+        Approx(26.0));
+}
+
+TEST_CASE("a fully masked batch gives a loss of 0, not NaN, and no gradient", "[loss_classes][mask]") {
+  const Tensor nothing = bools({false, false, false, false, false, false}, {2, 3});
+  Tensor p = steps_pred();
+  GradientTape tape;
+  tape.watch(p);
+  const Tensor loss = losses::MeanSquaredError()(steps_true(), layers::with_mask(p, nothing));
+  CHECK(scalar(loss) == 0.0);  // Keras' divide_no_nan(total, valid = 0) = 0 weighs everything 0
+  check_close(tape.gradient(loss, p), {0, 0, 0, 0, 0, 0});
+}
+
+TEST_CASE("gradients flow through a masked loss to the unmasked predictions only", "[loss_classes][mask][grad]") {
+  // loss = (p00^2 + p01^2 + p10^2) / 3 (the 3 unmasked steps, y_true 0): d/dp = 2 p / 3 there,
+  // 0 elsewhere: [2/3, 4/3, 0, 8/3, 0, 0].
+  Tensor p = steps_pred();
+  GradientTape tape;
+  tape.watch(p);
+  const Tensor loss = losses::MeanSquaredError()(steps_true(), layers::with_mask(p, steps_mask()));
+  check_close(tape.gradient(loss, p), {2.0 / 3, 4.0 / 3, 0, 8.0 / 3, 0, 0});
+}
+
+TEST_CASE("a per-example mask on y_pred [N, classes] hides whole examples", "[loss_classes][mask]") {
+  // MSE on y_true zeros [2, 3], y_pred [[1, 2, 3], [4, 5, 6]]: per example (1 + 4 + 9) / 3 = 14/3
+  // and (16 + 25 + 36) / 3 = 77/3. A mask [T, F] keeps the first: 14/3 / 1.
+  const Tensor y_pred = layers::with_mask(t64({1, 2, 3, 4, 5, 6}, {2, 3}), bools({true, false}, {2}));
+  CHECK(scalar(losses::MeanSquaredError()(zeros({2, 3}, f64), y_pred)) == Approx(14.0 / 3));
+  // A mask that covers more axes than the per-example values is a ShapeError naming the loss.
+  const Tensor bad = layers::with_mask(t64({1, 2, 3, 4, 5, 6}, {2, 3}), steps_mask());
+  CHECK_THROWS_AS(losses::MeanSquaredError()(zeros({2, 3}, f64), bad), ShapeError);
+  CHECK_THROWS_WITH(losses::MeanSquaredError()(zeros({2, 3}, f64), bad),
+                    Contains("mean_squared_error") && Contains("[2,3]") && Contains("shape [2]"));
+}
+
+TEST_CASE("a y_pred mask and ignore_class combine (Keras' in_mask & out_mask)", "[loss_classes][mask][scce]") {
+  // Probabilities [1, 3, 2]: steps [0.8, 0.2], [0.5, 0.5], [0.25, 0.75]; int32 labels [0, 1, -1]
+  // with ignore_class -1 (step 2 out); the mask [T, F, T] takes step 1 out. Only step 0 counts:
+  // -log 0.8 / 1.
+  const Tensor probs = constant(std::vector<float>{0.8f, 0.2f, 0.5f, 0.5f, 0.25f, 0.75f}, Shape{1, 3, 2});
+  const Tensor labels = constant(std::vector<std::int32_t>{0, 1, -1}, Shape{1, 3});
+  const Tensor y_pred = layers::with_mask(probs, bools({true, false, true}, {1, 3}));
+  const losses::SparseCategoricalCrossentropy loss({.ignore_class = -1});
+  CHECK(scalar(loss(labels, y_pred)) == Approx(-std::log(0.8)).epsilon(1e-6));
+  // Without the mask: steps 0 and 1: (-log 0.8 - log 0.5) / 2.
+  CHECK(scalar(loss(labels, probs)) == Approx((-std::log(0.8) - std::log(0.5)) / 2).epsilon(1e-6));
+}
+
+// ---- label dtypes -----------------------------------------------------------------------------------
+
+namespace {
+
+// A custom loss that subtracts the labels from the predictions, as Keras users write it.
+class SignedError : public losses::Loss {
+ public:
+  explicit SignedError(std::string reduction = "sum_over_batch_size") : Loss("signed_error", std::move(reduction)) {}
+  Tensor call(const Tensor& y_true, const Tensor& y_pred) const override { return y_pred - y_true; }
+};
+
+// A custom loss that wants its integer labels: it records the dtype it was given.
+class LabelDTypeProbe : public losses::Loss {
+ public:
+  mutable DType seen = DType::float32;
+  Tensor call(const Tensor& y_true, const Tensor& y_pred) const override {
+    seen = y_true.dtype();
+    return reduce_sum(y_pred, {-1});
+  }
+
+ protected:
+  bool keeps_integer_labels() const override { return true; }
+};
+
+}  // namespace
+
+TEST_CASE("integer and bool labels reach call() as y_pred's float dtype", "[loss_classes][dtype]") {
+  // Keras converts y_true to the loss dtype before call(). int32 [1, 2, 3] against float32
+  // [1.5, 2.5, 4]: y_pred - y_true = [0.5, 0.5, 1], mean 2 / 3.
+  const Tensor labels = constant(std::vector<std::int32_t>{1, 2, 3}, Shape{3});
+  const Tensor pred = constant(std::vector<float>{1.5f, 2.5f, 4.0f}, Shape{3});
+  const Tensor none = SignedError("none")(labels, pred);
+  CHECK(none.dtype() == DType::float32);
+  check_close(none, {0.5, 0.5, 1.0}, 1e-6);
+  CHECK(scalar(SignedError()(labels, pred)) == Approx(2.0 / 3));
+  // int64 labels and float64 predictions: float64 values.
+  const Tensor l64 = constant(std::vector<std::int64_t>{1, 0}, Shape{2});
+  const Tensor d = SignedError("none")(l64, t64({0.25, 0.75}, {2}));
+  CHECK(d.dtype() == f64);
+  check_close(d, {-0.75, 0.75});
+  // bool labels [T, F] against [0.25, 0.75]: [-0.75, 0.75].
+  check_close(SignedError("none")(bools({true, false}, {2}), t64({0.25, 0.75}, {2})), {-0.75, 0.75});
+  // float64 labels against float32 predictions become float32 too (Keras casts both to its dtype).
+  CHECK(SignedError("none")(t64({1, 2, 3}, {3}), pred).dtype() == DType::float32);
+  // The built-in classes take them too: BinaryCrossentropy on one example [1, 2], int32 labels
+  // [1, 0] and probabilities [0.8, 0.4]: the mean over the last axis of -(y log p + (1 - y) log(1 - p))
+  // = -(log 0.8 + log 0.6) / 2.
+  const Tensor bl = constant(std::vector<std::int32_t>{1, 0}, Shape{1, 2});
+  const Tensor bp = constant(std::vector<float>{0.8f, 0.4f}, Shape{1, 2});
+  CHECK(scalar(losses::BinaryCrossentropy()(bl, bp)) == Approx(-(std::log(0.8) + std::log(0.6)) / 2).epsilon(1e-6));
+}
+
+TEST_CASE("sparse categorical crossentropy keeps its integer labels", "[loss_classes][dtype][scce]") {
+  // int64 labels [1, 0] over probabilities [[0.25, 0.75], [0.5, 0.5]]: (-log 0.75 - log 0.5) / 2.
+  const Tensor labels = constant(std::vector<std::int64_t>{1, 0}, Shape{2});
+  const Tensor probs = t64({0.25, 0.75, 0.5, 0.5}, {2, 2});
+  CHECK(scalar(losses::SparseCategoricalCrossentropy()(labels, probs)) ==
+        Approx((-std::log(0.75) - std::log(0.5)) / 2));
+  // A custom loss may ask for the same (keeps_integer_labels).
+  LabelDTypeProbe probe;
+  probe(labels, probs);
+  CHECK(probe.seen == DType::int64);
+}
+
+// ---- label smoothing --------------------------------------------------------------------------------
+
+TEST_CASE("CategoricalCrossentropy label smoothing counts the classes along `axis`", "[loss_classes][cce]") {
+  // axis = 0 on [3, 2]: each column is one example over 3 classes (current Keras counts
+  // y_pred.shape[axis] = 3 classes; keel used the last axis, 2).
+  //   y_true columns: [1, 0, 0] and [0, 1, 0]; y_pred columns: [0.5, 0.3, 0.2] and [0.25, 0.5, 0.25]
+  //   (each sums to 1, so the normalisation changes nothing).
+  // label_smoothing 0.3: y * 0.7 + 0.3 / 3 -> [0.8, 0.1, 0.1] and [0.1, 0.8, 0.1].
+  //   column 0: -(0.8 log 0.5 + 0.1 log 0.3 + 0.1 log 0.2)
+  //   column 1: -(0.1 log 0.25 + 0.8 log 0.5 + 0.1 log 0.25)
+  const Tensor y_true = t64({1, 0, 0, 1, 0, 0}, {3, 2});
+  const Tensor y_pred = t64({0.5, 0.25, 0.3, 0.5, 0.2, 0.25}, {3, 2});
+  const double c0 = -(0.8 * std::log(0.5) + 0.1 * std::log(0.3) + 0.1 * std::log(0.2));
+  const double c1 = -(0.1 * std::log(0.25) + 0.8 * std::log(0.5) + 0.1 * std::log(0.25));
+  const losses::CategoricalCrossentropy by_columns({.label_smoothing = 0.3, .axis = 0, .reduction = "none"});
+  check_close(by_columns(y_true, y_pred), {c0, c1}, 1e-12);
+  // sum_over_batch_size: (c0 + c1) / 2.
+  CHECK(scalar(losses::CategoricalCrossentropy({.label_smoothing = 0.3, .axis = 0})(y_true, y_pred)) ==
+        Approx((c0 + c1) / 2));
+  // label_smoothing 1: uniform targets 1/3: column 0 -(log 0.5 + log 0.3 + log 0.2) / 3.
+  const losses::CategoricalCrossentropy uniform({.label_smoothing = 1.0, .axis = 0, .reduction = "none"});
+  CHECK(uniform(y_true, y_pred).to_vector<double>()[0] ==
+        Approx(-(std::log(0.5) + std::log(0.3) + std::log(0.2)) / 3));
+
+  // axis = 1 (the last axis) on the transposed data [2, 3]: rows are the examples; the same numbers.
+  const Tensor t_rows = t64({1, 0, 0, 0, 1, 0}, {2, 3});
+  const Tensor p_rows = t64({0.5, 0.3, 0.2, 0.25, 0.5, 0.25}, {2, 3});
+  check_close(losses::CategoricalCrossentropy({.label_smoothing = 0.3, .axis = 1, .reduction = "none"})(t_rows, p_rows),
+              {c0, c1}, 1e-12);
+  // From logits along axis 0: logits log(p) give the same probabilities after the softmax.
+  const Tensor logits = log(y_pred);
+  check_close(losses::CategoricalCrossentropy(
+                  {.from_logits = true, .label_smoothing = 0.3, .axis = 0, .reduction = "none"})(y_true, logits),
+              {c0, c1}, 1e-12);
+  CHECK_THROWS_AS(losses::CategoricalCrossentropy({.label_smoothing = 0.3, .axis = 2})(y_true, y_pred), ValueError);
+}
+
+TEST_CASE("label_smoothing outside [0, 1] is a ValueError naming the class and the value", "[loss_classes][errors]") {
+  CHECK_THROWS_AS(losses::BinaryCrossentropy({.label_smoothing = -0.1}), ValueError);
+  CHECK_THROWS_WITH(losses::BinaryCrossentropy({.label_smoothing = 1.5}),
+                    Contains("BinaryCrossentropy") && Contains("1.5"));
+  CHECK_THROWS_WITH(losses::CategoricalCrossentropy({.label_smoothing = -0.25}),
+                    Contains("CategoricalCrossentropy") && Contains("-0.25"));
+  CHECK_THROWS_AS(losses::CategoricalCrossentropy({.label_smoothing = std::nan("")}), ValueError);
+  // Keras' documented range [0, 1] includes both ends.
+  CHECK_NOTHROW(losses::BinaryCrossentropy({.label_smoothing = 0.0}));
+  CHECK_NOTHROW(losses::BinaryCrossentropy({.label_smoothing = 1.0}));
+  CHECK_NOTHROW(losses::CategoricalCrossentropy({.label_smoothing = 1.0}));
+}
+
+// ---- default names --------------------------------------------------------------------------------
+
+namespace {
+
+class MyLoss : public losses::Loss {
+ public:
+  Tensor call(const Tensor& y_true, const Tensor& y_pred) const override { return y_pred - y_true; }
+  std::string class_name() const override { return "MyLoss"; }
+};
+
+}  // namespace
+
+TEST_CASE("loss names follow Keras 3: fixed names for built-ins, auto names otherwise", "[loss_classes][names]") {
+  // Keras' built-in loss classes default to their function's name (name="mean_squared_error",
+  // "huber_loss", ...), with no counter: two MSEs are both "mean_squared_error".
+  CHECK(losses::MeanSquaredError().name() == "mean_squared_error");
+  CHECK(losses::MeanSquaredError().name() == "mean_squared_error");
+  CHECK(losses::MeanAbsoluteError().name() == "mean_absolute_error");
+  CHECK(losses::Huber().name() == "huber_loss");
+  CHECK(losses::BinaryCrossentropy().name() == "binary_crossentropy");
+  CHECK(losses::CategoricalCrossentropy().name() == "categorical_crossentropy");
+  CHECK(losses::SparseCategoricalCrossentropy().name() == "sparse_categorical_crossentropy");
+  CHECK(losses::KLDivergence().name() == "kl_divergence");
+  // LossFunctionWrapper and Loss default to name=None: auto_name(class name), with the counter.
+  const auto fn = [](const Tensor& t, const Tensor& p) { return p - t; };
+  const std::string w1 = losses::LossFunctionWrapper(fn).name();
+  const std::string w2 = losses::LossFunctionWrapper(fn).name();
+  CHECK(is_auto_name(w1, "loss_function_wrapper"));
+  CHECK(is_auto_name(w2, "loss_function_wrapper"));
+  CHECK(w1 != w2);
+  CHECK(is_auto_name(MyLoss().name(), "my_loss"));
+  CHECK(MyLoss().get_config().at("name").get<std::string>().rfind("my_loss", 0) == 0);
+  CHECK(losses::LossFunctionWrapper(fn, {.name = "mine"}).name() == "mine");
 }

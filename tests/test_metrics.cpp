@@ -1,6 +1,7 @@
 // The Keras metrics (keel/metrics/metric.hpp): each metric's result over two update_state calls
 // against numbers computed by hand in the test (several are Keras' documented examples),
-// reset_state, sample weights, Precision/Recall on a known confusion matrix (thresholds, top_k,
+// reset_state, sample weights, BinaryAccuracy on bool and integer predictions, errors that name
+// the metric and its shapes, Precision/Recall on a known confusion matrix (thresholds, top_k,
 // class_id), AUC on small examples worked through Keras' threshold grid and interpolation rule,
 // "accuracy" resolved for each loss, MetricRef from names, objects and lambdas, and a custom
 // Metric subclass.
@@ -112,6 +113,48 @@ TEST_CASE("BinaryAccuracy thresholds predictions", "[metrics][accuracy]") {
   multi.update_state(f32({1, 0, 1}, {1, 3}), f32({0.9f, 0.6f, 0.2f}, {1, 3}));
   CHECK(multi.result() == Approx(1.0 / 3.0));
   CHECK_THROWS_AS(metrics::BinaryAccuracy({.threshold = 1.0}), ValueError);
+}
+
+TEST_CASE("BinaryAccuracy compares bool and integer predictions in float, as Keras 3", "[metrics][accuracy]") {
+  // Keras 3 compares y_pred > threshold with type promotion: a bool prediction is 1.0 or 0.0
+  // against 0.5. (Casting 0.5 to bool gives true, and true > true is false: every prediction
+  // would read as 0, scoring only the false labels.)
+  const Tensor labels = constant({true, false, true, true, false, false, true, false}, {2, 4});
+  // bool against bool, the same values: every element matches -> 1 (not 3/8 + 1/8 per row)
+  metrics::BinaryAccuracy same;
+  same.update_state(labels, labels);
+  CHECK(same.result() == Approx(1.0));
+  CHECK(metrics::binary_accuracy(labels, labels).to_vector<float>() == std::vector<float>(8, 1.0f));
+  // bool predictions against float labels; row 0 [1, 0, 1, 1] vs [T, F, F, T]: 3 of 4 right;
+  // row 1 [0, 0, 1, 0] vs [F, T, T, F]: 3 of 4 -> per-sample means 0.75, 0.75 -> 0.75
+  metrics::BinaryAccuracy mixed;
+  mixed.update_state(f32({1, 0, 1, 1, 0, 0, 1, 0}, {2, 4}),
+                     constant({true, false, false, true, false, true, true, false}, {2, 4}));
+  CHECK(mixed.result() == Approx(0.75));
+  // update 2, weighted: bool labels [T, F] vs bool predictions [T, T], weights [3, 1]: only the
+  // first (weight 3) is right. Total 0.75 + 0.75 + 3, count 2 + 4 -> 4.5 / 6
+  mixed.update_state(constant({true, false}, {2}), constant({true, true}, {2}), f32({3, 1}));
+  CHECK(mixed.result() == Approx(4.5 / 6.0));
+  // Integer predictions: 2 > 0.5 and 1 > 0.5 are 1, 0 is 0: [1, 0, 1, 0] vs [1, 0, 1, 1] -> 3 of 4
+  metrics::BinaryAccuracy ints;
+  ints.update_state(f32({1, 0, 1, 1}), i64({1, 0, 2, 0}, {4}));
+  CHECK(ints.result() == Approx(0.75));
+  // float64 predictions are compared in float64: 0.5 + 1e-10 > 0.5 (in float32 both are 0.5)
+  metrics::BinaryAccuracy f64;
+  f64.update_state(f32({1}), constant(std::vector<double>{0.5 + 1e-10}, {1}));
+  CHECK(f64.result() == Approx(1.0));
+}
+
+TEST_CASE("mean metrics name themselves and the shapes when an op rejects their input", "[metrics][errors]") {
+  metrics::BinaryAccuracy acc;
+  CHECK_THROWS_AS(acc.update_state(f32({1, 0, 1, 1}), f32({0.5f, 0.2f, 0.9f})), ShapeError);
+  CHECK_THROWS_WITH(acc.update_state(f32({1, 0, 1, 1}), f32({0.5f, 0.2f, 0.9f})),
+                    Contains("binary_accuracy (BinaryAccuracy): y_true [4], y_pred [3]"));
+  metrics::Mean mean;
+  CHECK_THROWS_AS(mean.update_state(f32({1, 2, 3}), f32({1, 2})), ShapeError);
+  CHECK_THROWS_WITH(mean.update_state(f32({1, 2, 3}), f32({1, 2})),
+                    Contains("mean (Mean): values [3], sample_weight [2]"));
+  CHECK(mean.result() == 0.0);  // nothing was added
 }
 
 TEST_CASE("CategoricalAccuracy compares the argmax of one-hot labels and predictions", "[metrics][accuracy]") {

@@ -5,15 +5,20 @@
 #include <catch2/catch.hpp>
 
 #include <keel/keel.hpp>
+
+#include "auto_name.hpp"
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
 
 using namespace keel;
+using keel_test::is_auto_name;
 namespace mp = keel::mixed_precision;
 
 namespace {
@@ -169,7 +174,7 @@ TEST_CASE("LossScaleOptimizer defaults are Keras 3's", "[loss_scale]") {
   CHECK(opt.loss_scale() == 32768.0);
   CHECK(opt.dynamic_growth_steps() == 2000);
   CHECK(opt.class_name() == "LossScaleOptimizer");
-  CHECK(opt.name() == "loss_scale_optimizer");
+  CHECK(is_auto_name(opt.name(), "loss_scale_optimizer"));  // Keras: name=None -> auto_name
   CHECK(opt.learning_rate() == Approx(0.1));
   CHECK(opt.scale_loss(constant(2.0)).item<double>() == 65536.0);
 }
@@ -297,4 +302,70 @@ TEST_CASE("compile wraps the optimizer under mixed_float16 and fit lowers the lo
   CHECK(bf.optimizer()->class_name() == "SGD");
   const auto h = bf.fit(x, y, {.batch_size = 16, .epochs = 3, .verbose = 0});
   CHECK(h.history.at("loss").back() < h.history.at("loss").front());
+}
+
+TEST_CASE("LossScaleOptimizer switches the inner loss_scale_factor off: one unscaling only", "[loss_scale]") {
+  // Keras 3 sets inner_optimizer.loss_scale_factor = None when wrapping ("otherwise gradients will
+  // be scaled twice"). SGD(0.1) with its own factor 4, wrapped with a dynamic scale of 8:
+  // a loss scaled by 8 gives the gradient 8 * 0.5 = 4; unscaled once, 4 / 8 = 0.5, the step is
+  // w = 1 - 0.1 * 0.5 = 0.95, the same as plain SGD on the unscaled gradient 0.5. (Divided by 4
+  // again, as before the fix, it would be 1 - 0.1 * 0.125 = 0.9875.)
+  auto inner = std::make_shared<optimizers::SGD>(0.1, optimizers::SGDOptions{.loss_scale_factor = 4.0});
+  optimizers::LossScaleOptimizer opt(inner, {.initial_scale = 8});
+  CHECK_FALSE(inner->common_options().loss_scale_factor.has_value());
+  CHECK(inner->get_config()["loss_scale_factor"].is_null());
+  CHECK(opt.scale_loss(constant(1.0)).item<double>() == 8.0);  // the dynamic scale only, not 8 * 4
+
+  Variable w(scalar1(1.0), "w");
+  opt.apply_gradients({{scalar1(4.0), &w}});
+  optimizers::SGD plain(0.1);
+  Variable u(scalar1(1.0), "u");
+  plain.apply_gradients({{scalar1(0.5), &u}});
+  CHECK(w.peek().to_vector<float>()[0] == Approx(0.95).epsilon(1e-6));
+  CHECK(w.peek().to_vector<float>()[0] == u.peek().to_vector<float>()[0]);
+}
+
+TEST_CASE("LossScaleOptimizer get_config has exactly Keras 3's keys", "[loss_scale][config]") {
+  // Keras 3.12+ (keras-team/keras#21706): get_config returns name, inner_optimizer,
+  // initial_scale and dynamic_growth_steps, not the base optimizer's options ("only name is
+  // supported"), and __init__ refuses base options other than their defaults.
+  optimizers::LossScaleOptimizer opt(optimizers::Adam(0.01), {.initial_scale = 16, .dynamic_growth_steps = 10,
+                                                              .name = "lso"});
+  const nlohmann::json c = opt.get_config();
+  std::set<std::string> keys;
+  for (const auto& [key, value] : c.items()) keys.insert(key);
+  CHECK(keys == std::set<std::string>{"name", "inner_optimizer", "initial_scale", "dynamic_growth_steps"});
+  CHECK(c["name"] == "lso");
+  CHECK(c["initial_scale"] == 16.0);
+  CHECK(c["dynamic_growth_steps"] == 10);
+  CHECK(c["inner_optimizer"]["class_name"] == "Adam");
+  CHECK(c["inner_optimizer"]["config"]["learning_rate"].get<double>() == Approx(0.01));
+
+  // from_config: the new form, and an older one carrying the base options at their defaults.
+  auto back = optimizers::LossScaleOptimizer::from_config(c);
+  CHECK(back->get_config() == c);
+  nlohmann::json legacy = c;
+  legacy["weight_decay"] = nullptr;
+  legacy["clipnorm"] = nullptr;
+  legacy["use_ema"] = false;
+  legacy["ema_momentum"] = 0.99;
+  legacy["loss_scale_factor"] = nullptr;
+  legacy["gradient_accumulation_steps"] = nullptr;
+  CHECK(optimizers::LossScaleOptimizer::from_config(legacy)->get_config() == c);
+  // A base option that would do something is refused, as in Keras ("set it on the inner optimizer").
+  nlohmann::json clipped = c;
+  clipped["clipnorm"] = 1.0;
+  CHECK_THROWS_WITH(optimizers::LossScaleOptimizer::from_config(clipped),
+                    Catch::Contains("clipnorm") && Catch::Contains("inner_optimizer"));
+  nlohmann::json unknown = c;
+  unknown["momentum"] = 0.9;
+  CHECK_THROWS_AS(optimizers::LossScaleOptimizer::from_config(unknown), ValueError);
+}
+
+TEST_CASE("LossScaleOptimizer default names count like Keras' auto_name", "[loss_scale][names]") {
+  const std::string first = optimizers::LossScaleOptimizer(optimizers::SGD()).name();
+  const std::string second = optimizers::LossScaleOptimizer(optimizers::SGD()).name();
+  CHECK(is_auto_name(first, "loss_scale_optimizer"));
+  CHECK(is_auto_name(second, "loss_scale_optimizer"));
+  CHECK(first != second);
 }

@@ -4,6 +4,8 @@
 
 #include <keel/keel.hpp>
 
+#include "scratch.hpp"
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +16,8 @@
 #include <string>
 
 using namespace keel;
+using keel_test::read_all;
+using keel_test::write_all;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -21,16 +25,6 @@ namespace {
 std::string temp_path(const std::string& name) {
   return (std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp")) + "/keel_st_" +
          std::to_string(::getpid()) + "_" + name;
-}
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_all(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 // The published layout, written by hand: u64 little-endian header size, JSON, data.

@@ -342,3 +342,21 @@ TEST_CASE("the first batch of a model built by its first call trains too", "[tra
   CHECK(net.optimizer()->iterations() == 1);
   CHECK(net.trainable_weights()[0]->value().item<float>() == Approx(1.5f));
 }
+
+TEST_CASE("fit options Keras rejects are ValueErrors", "[training][errors]") {
+  auto model = linear_model();
+  model.compile({.optimizer = optimizers::SGD(0.1), .loss = "mse"});
+  const auto fit = [&](models::FitOptions o) { model.fit(kX, kY, std::move(o)); };
+  CHECK_THROWS_WITH(fit({.verbose = 0, .steps_per_epoch = 0}), Contains("steps_per_epoch"));
+  CHECK_THROWS_AS(fit({.verbose = 0, .steps_per_epoch = -5}), ValueError);
+  CHECK_THROWS_WITH(fit({.verbose = 0, .validation_freq = 0}), Contains("validation_freq"));
+  CHECK_THROWS_AS(fit({.verbose = 0, .validation_split = std::nan("")}), ValueError);
+  CHECK_THROWS_AS(fit({.epochs = -1, .verbose = 0}), ValueError);
+  // more loss_weights than outputs
+  CHECK_THROWS_WITH(model.compile({.optimizer = optimizers::SGD(0.1), .loss = "mse", .loss_weights = {1.0, 2.0}}),
+                    Contains("loss_weights"));
+  // fit on an empty Sequential
+  models::Sequential empty;
+  empty.compile({.optimizer = optimizers::SGD(0.1), .loss = "mse"});
+  CHECK_THROWS_AS(empty.fit(kX, kY, {.verbose = 0}), ValueError);
+}

@@ -130,7 +130,7 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
     if (!any_grad) continue;
     for (const auto& [storage, version] : node.saved_versions) {
       if (storage->version() != version)
-        throw Error(fmt::format(
+        throw ValueError(fmt::format(
             "GradientTape.gradient: a tensor saved by '{}' for the backward pass was modified in "
             "place (Variable::assign*) after the op ran (version {} -> {}); compute gradients "
             "before updating the variables it read",
@@ -198,14 +198,28 @@ std::function<Tensor(const std::vector<Tensor>&)> custom_gradient(
     detail::check_defined(r.first, "custom_gradient (result of f)");
     Tensor y = detail::make_view(r.first, r.first.shape(), r.first.strides(), r.first.offset());
     if (autograd::recording()) {
+      // What each input's gradient must look like: its shape and its dtype (TensorFlow refuses
+      // others too; accepting them would hand a wrong-sized gradient to the ops upstream).
+      std::vector<std::pair<Shape, DType>> like;
+      like.reserve(inputs.size());
+      for (const auto& x : inputs) like.emplace_back(x.shape(), x.dtype());
       autograd::record(
           "custom_gradient", inputs, {y},
-          [grad_fn = r.second, n = inputs.size()](const autograd::Grads& g, const autograd::Needs&) {
+          [grad_fn = r.second, like = std::move(like)](const autograd::Grads& g, const autograd::Needs&) {
             if (!grad_fn) throw ValueError("custom_gradient: grad_fn is empty");
             autograd::Grads gi = grad_fn(g[0]);
-            if (gi.size() != n)
+            if (gi.size() != like.size())
               throw ValueError(fmt::format("custom_gradient: grad_fn returned {} gradients for {} inputs",
-                                           gi.size(), n));
+                                           gi.size(), like.size()));
+            for (std::size_t i = 0; i < gi.size(); ++i) {
+              if (!gi[i].defined()) continue;  // no gradient for this input, as TensorFlow's None
+              if (gi[i].shape() != like[i].first)
+                throw ShapeError(fmt::format("custom_gradient: grad_fn returned a gradient of shape {} for input {} "
+                                             "of shape {}", gi[i].shape().to_string(), i, like[i].first.to_string()));
+              if (gi[i].dtype() != like[i].second)
+                throw DTypeError(fmt::format("custom_gradient: grad_fn returned a {} gradient for input {} of dtype {}",
+                                             name(gi[i].dtype()), i, name(like[i].second)));
+            }
             return gi;
           });
     }

@@ -42,7 +42,7 @@ void* CachingAllocator::allocate(std::size_t nbytes) {
       ptr = raw_alloc_(cls);
     }
     if (!ptr)
-      throw DeviceError(fmt::format(
+      throw ResourceExhaustedError(fmt::format(
           "out of memory on {}: could not allocate {} bytes ({} MiB); {} MiB are in use by tensors, "
           "{} MiB reserved in all. Free tensors or use a smaller batch",
           where_, nbytes, cls >> 20, stats_.allocated_bytes >> 20, stats_.reserved_bytes >> 20));

@@ -1,5 +1,7 @@
 #include "keel/core/shape.hpp"
 
+#include "keel/core/error.hpp"
+
 namespace keel {
 
 std::string Shape::to_string() const {
@@ -10,6 +12,10 @@ std::string Shape::to_string() const {
   }
   s += ']';
   return s;
+}
+
+void Shape::too_many_elements() const {
+  throw ValueError("shape " + to_string() + " has more elements than a 64-bit count holds");
 }
 
 }  // namespace keel

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/core.h>
+
 #include "cuda/backend.hpp"
 #include "keel/core/error.hpp"
 
@@ -19,6 +21,8 @@ constexpr std::size_t kAlignment = 64;
 constexpr std::size_t kCacheMinBytes = std::size_t{1} << 20;
 constexpr std::size_t kCacheMaxTotal = std::size_t{1} << 30;
 constexpr std::size_t kCacheMaxBlocks = 32;
+// More than any host holds (2^56 bytes = 64 PiB), and small enough that rounding cannot wrap.
+constexpr std::size_t kMaxHostBytes = std::size_t{1} << 56;
 
 struct Block {
   std::size_t bytes;
@@ -52,6 +56,12 @@ class HostCache {
     total_ += bytes;
     return true;
   }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& b : blocks_) std::free(b.ptr);
+    blocks_.clear();
+    total_ = 0;
+  }
   ~HostCache() {
     for (auto& b : blocks_) std::free(b.ptr);
   }
@@ -80,10 +90,19 @@ Storage::Storage(std::size_t nbytes, Device device) : nbytes_(nbytes), device_(d
     data_ = cuda::allocate(nbytes, device.index());  // DeviceError without CUDA or out of memory
     return;
   }
+  if (nbytes > kMaxHostBytes)  // rounding up would wrap; no host has this much memory anyway
+    throw ResourceExhaustedError(fmt::format("out of memory on cpu: cannot allocate {} bytes", nbytes));
   const std::size_t bytes = rounded(nbytes == 0 ? 1 : nbytes);
   if (bytes >= kCacheMinBytes) data_ = host_cache().take(bytes);
   if (!data_) data_ = std::aligned_alloc(kAlignment, bytes);
-  if (!data_) throw std::bad_alloc();
+  if (!data_) {
+    // Free blocks the cache holds may be what is missing: give them back and try once more.
+    host_cache().clear();
+    data_ = std::aligned_alloc(kAlignment, bytes);
+  }
+  if (!data_)
+    throw ResourceExhaustedError(fmt::format("out of memory on cpu: cannot allocate {} bytes ({:.1f} GiB)", nbytes,
+                                             static_cast<double>(nbytes) / (1 << 30)));
 }
 
 Storage::~Storage() {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/cuda_view.hpp"
 #include "core/dispatch.hpp"
@@ -14,7 +15,9 @@ std::vector<std::int64_t> contiguous_strides(const Shape& shape) {
   std::int64_t s = 1;
   for (std::int64_t i = shape.rank() - 1; i >= 0; --i) {
     strides[static_cast<std::size_t>(i)] = s;
-    s *= std::max<std::int64_t>(shape[i], 1);
+    // Only a tensor with no elements can get here with a product past 64 bits ([0, 2^62, 4]);
+    // its strides address nothing, so they saturate instead of wrapping.
+    if (__builtin_mul_overflow(s, std::max<std::int64_t>(shape[i], 1), &s)) s = std::numeric_limits<std::int64_t>::max();
   }
   return strides;
 }
@@ -33,12 +36,44 @@ std::uint64_t next_tensor_id() {
 
 namespace detail {
 
-Tensor empty_tensor(const Shape& shape, DType dtype, Device device) {
+std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* op, const std::string& what) {
+  std::int64_t r;
+  if (__builtin_add_overflow(a, b, &r))
+    throw ValueError(fmt::format("{}: {} overflows a 64-bit size ({} + {})", op, what, a, b));
+  return r;
+}
+
+std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* op, const std::string& what) {
+  std::int64_t r;
+  if (__builtin_mul_overflow(a, b, &r))
+    throw ValueError(fmt::format("{}: {} overflows a 64-bit size ({} x {})", op, what, a, b));
+  return r;
+}
+
+std::int64_t checked_elements(const Shape& shape, const char* op) {
   for (auto d : shape.dims())
-    if (d < 0) throw ShapeError("empty: negative dimension in shape " + shape.to_string());
+    if (d == 0) return 0;
+  std::int64_t n = 1;
+  for (auto d : shape.dims())
+    if (__builtin_mul_overflow(n, d, &n))
+      throw ValueError(fmt::format("{}: shape {} has more elements than a 64-bit count holds", op, shape.to_string()));
+  return n;
+}
+
+Tensor empty_tensor(const Shape& shape, DType dtype, Device device, const char* op) {
+  for (auto d : shape.dims())
+    if (d < 0) throw ShapeError(fmt::format("{}: negative dimension in shape {}", op, shape.to_string()));
+  const std::int64_t n = checked_elements(shape, op);
+  std::int64_t nbytes;
+  if (__builtin_mul_overflow(n, static_cast<std::int64_t>(itemsize(dtype)), &nbytes))
+    throw ValueError(fmt::format("{}: a {} tensor of shape {} needs more bytes than a 64-bit size holds", op,
+                                 name(dtype), shape.to_string()));
   auto impl = std::make_shared<TensorImpl>();
-  const auto n = shape.num_elements();
-  impl->storage = std::make_shared<Storage>(static_cast<std::size_t>(n) * itemsize(dtype), device);
+  try {
+    impl->storage = std::make_shared<Storage>(static_cast<std::size_t>(nbytes), device);
+  } catch (const ResourceExhaustedError& e) {
+    throw ResourceExhaustedError(fmt::format("{}: {} tensor of shape {}: {}", op, name(dtype), shape.to_string(), e.what()));
+  }
   impl->strides = contiguous_strides(shape);
   impl->shape = shape;
   impl->dtype = dtype;
@@ -74,7 +109,7 @@ void check_dims(const Shape& shape, const char* op) {
 
 Tensor factory_output(const Shape& shape, DType dtype, const char* op) {
   check_dims(shape, op);
-  return empty_tensor(shape, dtype, Device::cpu());
+  return empty_tensor(shape, dtype, Device::cpu(), op);
 }
 
 Tensor place_on_default(const Tensor& host) {

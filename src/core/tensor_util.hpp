@@ -13,8 +13,40 @@
 
 namespace keel::detail {
 
-// A new contiguous tensor with uninitialised memory.
-Tensor empty_tensor(const Shape& shape, DType dtype, Device device);
+// A new contiguous tensor with uninitialised memory. `op` names the op in the errors: a
+// ValueError when the shape's element or byte count overflows 64 bits, a
+// ResourceExhaustedError with the bytes requested when the memory cannot be had.
+Tensor empty_tensor(const Shape& shape, DType dtype, Device device, const char* op = "allocate");
+
+// Runs f() for the composite op `op`: an error raised by an op inside it gets `op` in front of
+// its message, keeping its type, so that it names what the user called ("softmax: reduce_max:
+// ...") rather than only an internal step. Costs nothing unless something throws.
+template <class F>
+auto in_op(const char* op, F&& f) {
+  const auto prefixed = [op](const Error& e) {
+    const std::string what = e.what();
+    return what.rfind(std::string(op) + ":", 0) == 0 ? what : std::string(op) + ": " + what;
+  };
+  try {
+    return f();
+  } catch (const ShapeError& e) {
+    throw ShapeError(prefixed(e));
+  } catch (const DTypeError& e) {
+    throw DTypeError(prefixed(e));
+  } catch (const ValueError& e) {
+    throw ValueError(prefixed(e));
+  } catch (const DeviceError& e) {
+    throw DeviceError(prefixed(e));
+  } catch (const ResourceExhaustedError& e) {
+    throw ResourceExhaustedError(prefixed(e));
+  }
+}
+
+// Size arithmetic that cannot wrap: ValueError "op: <what> overflows ..." instead.
+std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* op, const std::string& what);
+std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* op, const std::string& what);
+// The element count of a shape, with the op named when it overflows.
+std::int64_t checked_elements(const Shape& shape, const char* op);
 // A view of base's storage.
 Tensor make_view(const Tensor& base, Shape shape, std::vector<std::int64_t> strides,
                  std::int64_t offset);

@@ -8,8 +8,9 @@
 //
 // The writer streams records into a temporary file beside the target (so a cache larger than
 // memory works), then fills in the header, fsyncs and renames: like io::atomic_write, but
-// without holding the whole file in memory. The count and total size in the header let the
-// reader tell a complete file from anything else before it trusts a single record.
+// without holding the whole file in memory, and with the same temporary names (io/atomic_file.hpp),
+// so that a later cache of the path removes what a killed one left. The count and total size in
+// the header let the reader tell a complete file from anything else before it trusts a record.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,11 +20,11 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
-#include <random>
 
 #include <fmt/core.h>
 
 #include "core/tensor_util.hpp"
+#include "io/atomic_file.hpp"
 #include "keel/data/dataset.hpp"
 
 namespace keel::data::detail {
@@ -38,7 +39,7 @@ constexpr std::uint32_t kVersion = 1;
 constexpr std::size_t kHeaderSize = 32;
 constexpr std::size_t kRecordHeader = 8;
 constexpr std::uint64_t kMaxRank = 32;
-constexpr std::uint64_t kMaxDim = std::uint64_t{1} << 48;
+constexpr auto kMaxDim = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
 constexpr std::size_t kFlushAt = std::size_t{4} << 20;
 
 void put_u32(std::string& out, std::uint32_t v) {
@@ -97,8 +98,9 @@ struct CacheWriter::Impl {
 CacheWriter::CacheWriter(std::string path, std::size_t leaves) : impl_(std::make_unique<Impl>()) {
   impl_->path = std::move(path);
   impl_->leaves = leaves;
-  std::random_device rd;
-  impl_->tmp = fmt::format("{}.tmp-{}-{:x}", impl_->path, ::getpid(), rd());
+  // What earlier, killed caches of this path left behind goes first.
+  io::detail::remove_stale_temporaries(impl_->path);
+  impl_->tmp = io::detail::temp_name(impl_->path, "tmp");
   impl_->fd = ::open(impl_->tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (impl_->fd < 0) {
     const std::string err = errno_text();
@@ -241,20 +243,24 @@ bool CacheReader::next(std::vector<Tensor>& element) {
     std::uint64_t pos = at + kRecordHeader;
     std::vector<unsigned char> dim_bytes(static_cast<std::size_t>(8 * rank));
     if (rank > 0) s.read_at(dim_bytes.data(), 8 * rank, pos, "the dimensions");
+    // Overflow-safe products: a zero dimension empties the tensor whatever the others are (as a
+    // cached [0, 2^62] tensor is), but the others' product, which the strides reach, must fit int64.
     std::vector<std::int64_t> dims;
-    std::uint64_t elements = 1;
+    std::uint64_t elements = 1, span = 1;
     for (std::uint64_t i = 0; i < rank; ++i) {
       const std::uint64_t d = get_le(dim_bytes.data() + 8 * i, 8);
-      if (d > kMaxDim) s.fail(pos + 8 * i, fmt::format("dimension {} is implausibly large", d));
-      elements = (d == 0 || elements == 0) ? 0 : elements * d;
-      if (elements > kMaxDim) s.fail(pos + 8 * i, "the shape has too many elements");
+      if (d > kMaxDim) s.fail(pos + 8 * i, fmt::format("dimension {} does not fit int64", d));
+      if (d > 1 && span > kMaxDim / d) s.fail(pos + 8 * i, "the shape has more elements than int64 counts");
+      span *= std::max<std::uint64_t>(d, 1);
+      elements = d == 0 ? 0 : elements * d;
       dims.push_back(static_cast<std::int64_t>(d));
     }
     pos += 8 * rank;
+    const std::uint64_t left = s.size - std::min(pos, s.size);
+    if (elements > left / itemsize(dtype))  // compared as elements: the byte count may not fit 64 bits
+      s.fail(pos, fmt::format("tensor data of {} elements of {} bytes (shape {}, {}) runs past the end of the file ({} "
+                              "bytes)", elements, itemsize(dtype), Shape(dims).to_string(), name(dtype), s.size));
     const std::uint64_t nbytes = elements * itemsize(dtype);
-    if (nbytes > s.size - std::min(pos, s.size))
-      s.fail(pos, fmt::format("tensor data of {} bytes (shape {}, {}) runs past the end of the file ({} bytes)",
-                              nbytes, Shape(dims).to_string(), name(dtype), s.size));
     Tensor t = keel::detail::empty_tensor(Shape(dims), dtype, Device::cpu());
     if (nbytes > 0) s.read_at(t.raw_data(), nbytes, pos, "tensor data");
     s.offset = pos + nbytes;

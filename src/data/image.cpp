@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include <fmt/core.h>
@@ -231,14 +232,27 @@ Tensor resize(const Tensor& image, std::array<std::int64_t, 2> size, const std::
   std::vector<std::int64_t> out_dims = image.shape().dims();
   out_dims[out_dims.size() - 3] = size[0];
   out_dims[out_dims.size() - 2] = size[1];
+  // The output (and the per-row and per-column tables below, as large as its sides) must be
+  // countable and exist before any work: a huge target size is an error, not a crash.
+  const DType out_dtype = method == "nearest" ? image.dtype() : DType::float32;
+  if (keel::detail::checked_elements(Shape(out_dims), op) == 0)
+    return on_device(keel::detail::empty_tensor(Shape(out_dims), out_dtype, Device::cpu(), op), image.device());
+  const auto tables = [&](auto make) {
+    try {
+      return std::make_pair(make(size[0], d.h), make(size[1], d.w));
+    } catch (const std::bad_alloc&) {
+      throw ResourceExhaustedError(fmt::format("{}: out of memory for the index tables of a [{}, {}] resize", op,
+                                               size[0], size[1]));
+    }
+  };
   const auto h = static_cast<std::size_t>(size[0]), w = static_cast<std::size_t>(size[1]);
   const auto c = static_cast<std::size_t>(d.c);
   const auto in_h = static_cast<std::size_t>(d.h), in_w = static_cast<std::size_t>(d.w);
 
   if (method == "nearest") {
     const Tensor src = host_contiguous(image);
-    Tensor out = keel::detail::empty_tensor(Shape(out_dims), src.dtype(), Device::cpu());
-    const auto ys = nearest_index(size[0], d.h), xs = nearest_index(size[1], d.w);
+    Tensor out = keel::detail::empty_tensor(Shape(out_dims), src.dtype(), Device::cpu(), op);
+    const auto [ys, xs] = tables(nearest_index);
     const std::size_t pixel = c * itemsize(src.dtype());
     const char* s = static_cast<const char*>(src.raw_data());
     char* o = static_cast<char*>(out.raw_data());
@@ -252,8 +266,8 @@ Tensor resize(const Tensor& image, std::array<std::int64_t, 2> size, const std::
   }
 
   const Tensor src = host_contiguous(image.dtype() == DType::float32 ? image : image.astype(DType::float32));
-  Tensor out = keel::detail::empty_tensor(Shape(out_dims), DType::float32, Device::cpu());
-  const auto ys = bilinear_weights(size[0], d.h), xs = bilinear_weights(size[1], d.w);
+  Tensor out = keel::detail::empty_tensor(Shape(out_dims), DType::float32, Device::cpu(), op);
+  const auto [ys, xs] = tables(bilinear_weights);
   const float* s = src.data<float>();
   auto* o = static_cast<float*>(out.raw_data());
   for (std::size_t n = 0; n < static_cast<std::size_t>(d.n); ++n) {

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <new>
 
 #include <fmt/core.h>
 
@@ -57,72 +58,11 @@ bool is_gzip(const std::string& b) {
   return b.size() >= 2 && static_cast<unsigned char>(b[0]) == 0x1f && static_cast<unsigned char>(b[1]) == 0x8b;
 }
 
-// Decompresses a gzip file (one or more concatenated members, as gzip itself accepts).
-std::string gunzip(const std::string& in, const std::string& path, const char* op) {
-  z_stream zs{};
-  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) throw IOError(fmt::format("{}: {}: zlib cannot start", op, path));
-  struct End {
-    z_stream* z;
-    ~End() { inflateEnd(z); }
-  } end{&zs};
-  std::string out;
-  // The gzip trailer holds the uncompressed size mod 2^32: a good first guess for the buffer.
-  if (in.size() >= 18) {
-    const auto* t = reinterpret_cast<const unsigned char*>(in.data() + in.size() - 4);
-    out.resize(std::max<std::size_t>(1 << 16, std::min<std::size_t>(in.size() * 1032, static_cast<std::size_t>(t[0] | t[1] << 8 | t[2] << 16 | std::uint32_t{t[3]} << 24) + 1)));  // deflate expands at most 1032:1, so a larger trailer lies
-  } else {
-    out.resize(1 << 16);
-  }
-  std::size_t fed = 0, produced = 0;
-  constexpr std::size_t kChunk = std::size_t{1} << 30;  // zlib counts in 32-bit uInt
-  for (;;) {
-    if (zs.avail_in == 0 && fed < in.size()) {
-      const std::size_t n = std::min(in.size() - fed, kChunk);
-      zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data() + fed));
-      zs.avail_in = static_cast<uInt>(n);
-      fed += n;
-    }
-    if (out.size() - produced < (1 << 16)) out.resize(std::max(out.size() * 2, produced + (1 << 20)));
-    zs.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
-    zs.avail_out = static_cast<uInt>(std::min(out.size() - produced, kChunk));
-    const uInt before = zs.avail_out;
-    const int ret = inflate(&zs, Z_NO_FLUSH);
-    produced += before - zs.avail_out;
-    const std::size_t consumed = fed - zs.avail_in;
-    if (ret == Z_STREAM_END) {
-      if (consumed == in.size()) break;
-      if (in.size() - consumed >= 2 && static_cast<unsigned char>(in[consumed]) == 0x1f &&
-          static_cast<unsigned char>(in[consumed + 1]) == 0x8b) {
-        inflateReset(&zs);  // another gzip member follows
-        continue;
-      }
-      fail(op, path, consumed, fmt::format("{} bytes of garbage after the end of the gzip stream", in.size() - consumed));
-    }
-    if (ret == Z_OK) continue;
-    if (ret == Z_BUF_ERROR && zs.avail_in == 0 && fed == in.size())
-      fail(op, path, in.size(), "the gzip stream is truncated (the file ends before the compressed data does)");
-    if (ret == Z_BUF_ERROR) continue;
-    fail(op, path, consumed, fmt::format("corrupt gzip data ({})", zs.msg ? zs.msg : "zlib error"));
-  }
-  out.resize(produced);
-  return out;
-}
-
-// A file's bytes, decompressed when it is gzip; `where` describes whose offsets errors use.
-std::string read_maybe_gzip(const std::string& path, const char* op, std::string& where) {
-  std::string bytes = read_file(path, op);
-  if (!is_gzip(bytes)) {
-    where = path;
-    return bytes;
-  }
-  where = path + " (decompressed)";
-  return gunzip(bytes, path, op);
-}
-
 struct IdxHeader {
   int type;
   std::vector<std::int64_t> dims;
   std::size_t data_start;
+  std::uint64_t data_bytes;  // what the dimensions and the type declare
 };
 
 std::size_t idx_itemsize(int type) {
@@ -135,7 +75,9 @@ std::size_t idx_itemsize(int type) {
   }
 }
 
-IdxHeader parse_idx_header(const std::string& b, const std::string& where, const char* op) {
+// The magic number and the dimensions: what the data must then hold, checked before any of it
+// is read (or, for gzip, decompressed).
+IdxHeader parse_idx_dims(const std::string& b, const std::string& where, const char* op) {
   if (b.size() < 4) fail(op, where, 0, fmt::format("{} bytes is too short for the 4-byte IDX magic number", b.size()));
   if (b[0] != 0 || b[1] != 0)
     fail(op, where, 0, fmt::format("bad IDX magic number 0x{:08x}: the first two bytes must be zero", be32(b, 0)));
@@ -151,12 +93,18 @@ IdxHeader parse_idx_header(const std::string& b, const std::string& where, const
   std::uint64_t count = 1, span = 1;  // span: the non-zero dimensions' product, which strides reach
   for (std::size_t i = 0; i < rank; ++i) {
     const std::uint32_t d = be32(b, 4 + 4 * i);
-    count *= d;
     if (d != 0 && span > kMaxElements / d) fail(op, where, 4 + 4 * i, "the dimensions describe an implausibly large array");
     span *= std::max<std::uint32_t>(d, 1);
+    count = d == 0 ? 0 : count * d;  // count <= span <= 2^48: no overflow
     h.dims.push_back(d);
   }
-  const std::uint64_t need = count * idx_itemsize(h.type);
+  h.data_bytes = count * idx_itemsize(h.type);
+  return h;
+}
+
+IdxHeader parse_idx_header(const std::string& b, const std::string& where, const char* op) {
+  IdxHeader h = parse_idx_dims(b, where, op);
+  const std::uint64_t need = h.data_bytes;
   const std::uint64_t have = b.size() - h.data_start;
   if (have < need)
     fail(op, where, b.size(), fmt::format("truncated: shape {} needs {} data bytes after the {}-byte header, the file has {}",
@@ -165,6 +113,114 @@ IdxHeader parse_idx_header(const std::string& b, const std::string& where, const
     fail(op, where, h.data_start + need, fmt::format("{} unexpected bytes after the data of shape {}", have - need,
                                                      Shape(h.dims).to_string()));
   return h;
+}
+
+// A gzip file (one or more concatenated members, as gzip itself accepts) decompressed on demand,
+// into buffers the caller sizes: nothing is allocated that the caller did not ask for.
+class Gunzip {
+ public:
+  Gunzip(const std::string& in, const std::string& path, const char* op) : in_(in), path_(path), op_(op) {
+    if (inflateInit2(&zs_, 16 + MAX_WBITS) != Z_OK) throw IOError(fmt::format("{}: {}: zlib cannot start", op, path));
+  }
+  ~Gunzip() { inflateEnd(&zs_); }
+  Gunzip(const Gunzip&) = delete;
+  Gunzip& operator=(const Gunzip&) = delete;
+
+  // Decompresses up to n bytes into dst; fewer only where the data ends.
+  std::size_t read(char* dst, std::size_t n) {
+    constexpr std::size_t kChunk = std::size_t{1} << 30;  // zlib counts in 32-bit uInt
+    std::size_t produced = 0;
+    while (produced < n && !done_) {
+      if (zs_.avail_in == 0 && fed_ < in_.size()) {
+        const std::size_t k = std::min(in_.size() - fed_, kChunk);
+        zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in_.data() + fed_));
+        zs_.avail_in = static_cast<uInt>(k);
+        fed_ += k;
+      }
+      zs_.next_out = reinterpret_cast<Bytef*>(dst + produced);
+      zs_.avail_out = static_cast<uInt>(std::min(n - produced, kChunk));
+      const uInt before = zs_.avail_out;
+      const int ret = inflate(&zs_, Z_NO_FLUSH);
+      produced += before - zs_.avail_out;
+      const std::size_t consumed = fed_ - zs_.avail_in;
+      if (ret == Z_STREAM_END) {
+        if (consumed == in_.size()) {
+          done_ = true;
+        } else if (in_.size() - consumed >= 2 && static_cast<unsigned char>(in_[consumed]) == 0x1f &&
+                   static_cast<unsigned char>(in_[consumed + 1]) == 0x8b) {
+          inflateReset(&zs_);  // another gzip member follows
+        } else {
+          fail(op_, path_, consumed,
+               fmt::format("{} bytes of garbage after the end of the gzip stream", in_.size() - consumed));
+        }
+        continue;
+      }
+      if (ret == Z_OK) continue;
+      if (ret == Z_BUF_ERROR && zs_.avail_in == 0 && fed_ == in_.size())
+        fail(op_, path_, in_.size(), "the gzip stream is truncated (the file ends before the compressed data does)");
+      if (ret == Z_BUF_ERROR) continue;  // more input is fed next round
+      fail(op_, path_, consumed, fmt::format("corrupt gzip data ({})", zs_.msg ? zs_.msg : "zlib error"));
+    }
+    return produced;
+  }
+
+ private:
+  const std::string& in_;
+  const std::string& path_;
+  const char* op_;
+  z_stream zs_{};
+  std::size_t fed_ = 0;
+  bool done_ = false;
+};
+
+// Appends up to n decompressed bytes to out.
+void read_more(Gunzip& z, std::string& out, std::size_t n) {
+  const std::size_t had = out.size();
+  out.resize(had + n);
+  out.resize(had + z.read(out.data() + had, n));
+}
+
+// A gzipped IDX file, decompressed against the size its header declares: the header first, then
+// exactly the data it announces, and an IOError at the first byte past that. A small file that
+// inflates to gigabytes (a gzip bomb) costs no more memory than its header claims, and a header
+// claiming more than the compressed bytes can hold allocates nothing.
+std::string gunzip_idx(const std::string& in, const std::string& path, const std::string& where, const char* op) {
+  Gunzip z(in, path, op);
+  std::string out;
+  read_more(z, out, 4);
+  if (out.size() < 4 || out[0] != 0 || out[1] != 0) return out;  // parse_idx_header says what is wrong
+  const std::size_t header = 4 + 4 * static_cast<std::size_t>(static_cast<unsigned char>(out[3]));
+  read_more(z, out, header - 4);
+  if (out.size() < header) return out;
+  const IdxHeader h = parse_idx_dims(out, where, op);
+  // Deflate expands at most 1032:1 (and each gzip member has a header of its own).
+  const std::uint64_t limit = static_cast<std::uint64_t>(in.size()) * 1032 + (1 << 16);
+  if (h.data_bytes > limit)
+    fail(op, where, 4, fmt::format("the header declares {} data bytes (shape {}), more than the {} compressed bytes of "
+                                   "{} can inflate to", h.data_bytes, Shape(h.dims).to_string(), in.size(), path));
+  try {
+    out.reserve(header + static_cast<std::size_t>(h.data_bytes));
+  } catch (const std::bad_alloc&) {
+    throw ResourceExhaustedError(fmt::format("{}: {}: cannot allocate the {} bytes its header declares", op, where,
+                                             header + h.data_bytes));
+  }
+  read_more(z, out, static_cast<std::size_t>(h.data_bytes));
+  char spare = 0;
+  if (out.size() == header + h.data_bytes && z.read(&spare, 1) != 0)
+    fail(op, where, out.size(), fmt::format("the data runs past the {} bytes that shape {} declares",
+                                            h.data_bytes, Shape(h.dims).to_string()));
+  return out;  // shorter than declared: parse_idx_header reports the truncation
+}
+
+// A file's bytes, decompressed when it is gzip; `where` describes whose offsets errors use.
+std::string read_maybe_gzip(const std::string& path, const char* op, std::string& where) {
+  std::string bytes = read_file(path, op);
+  if (!is_gzip(bytes)) {
+    where = path;
+    return bytes;
+  }
+  where = path + " (decompressed)";
+  return gunzip_idx(bytes, path, where, op);
 }
 
 template <class Out, class In, int Bytes>

@@ -24,7 +24,8 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "keel's tensors are little-endian in memory");
 
-constexpr std::uint64_t kMaxElements = std::uint64_t{1} << 48;
+// Every dimension, and the product of the non-zero ones (the largest stride), must fit int64.
+constexpr auto kMaxDim = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr std::size_t kMagicLen = 6;
 
@@ -174,8 +175,9 @@ class HeaderParser {
     std::uint64_t v = 0;
     if (!std::isdigit(static_cast<unsigned char>(peek()))) error(at, "expected a non-negative integer in the shape");
     while (std::isdigit(static_cast<unsigned char>(peek()))) {
-      v = v * 10 + static_cast<std::uint64_t>(s_[i_++] - '0');
-      if (v > kMaxElements) error(at, "a dimension of the shape is implausibly large");
+      const auto digit = static_cast<std::uint64_t>(s_[i_++] - '0');
+      if (v > (kMaxDim - digit) / 10) error(at, "a dimension of the shape does not fit int64");
+      v = v * 10 + digit;
     }
     if (peek() == 'L') ++i_;  // Python 2 longs, in files written by old NumPy
     return static_cast<std::int64_t>(v);
@@ -223,6 +225,22 @@ class HeaderParser {
   const char* op_;
   const Where& w_;
 };
+
+// The element count of a shape, with overflow-safe products. A zero dimension makes the array
+// empty however large the others are ((0, 2**62) is legal and holds no bytes); the others' product
+// must still fit int64, since the strides reach it.
+template <class Fail>
+std::uint64_t element_count(const std::vector<std::int64_t>& dims, Fail&& fail_with) {
+  std::uint64_t count = 1, span = 1;
+  for (auto d : dims) {
+    const auto v = static_cast<std::uint64_t>(d);
+    if (v > 1 && span > kMaxDim / v)
+      fail_with(fmt::format("the shape {} describes more elements than int64 counts", Shape(dims).to_string()));
+    span *= std::max<std::uint64_t>(v, 1);
+    count = v == 0 ? 0 : count * v;
+  }
+  return count;
+}
 
 // The dtype of a descr; `swap` when its byte order is big-endian.
 bool parse_descr(const std::string& d, DType& dt, bool& swap) {
@@ -276,17 +294,13 @@ Tensor parse_npy(std::string_view b, const char* op, const Where& w) {
   bool swap = false;
   if (!parse_descr(descr->text, dt, swap))
     parser.error(descr->at, fmt::format("unsupported dtype '{}' (supported: <f4 <f8 <f2 <i4 <i8 |u1 |b1)", descr->text));
-  std::uint64_t count = 1, span = 1;  // span: the non-zero dimensions' product, which strides reach
-  for (auto d : shape->items) {
-    count *= static_cast<std::uint64_t>(d);
-    if (d != 0 && span > kMaxElements / static_cast<std::uint64_t>(d))
-      parser.error(shape->at, "the shape describes an implausibly large array");
-    span *= std::max<std::uint64_t>(static_cast<std::uint64_t>(d), 1);
-  }
-  const std::uint64_t need = count * itemsize(dt), have = b.size() - data_start;
-  if (have < need)
-    fail(op, w, b.size(), fmt::format("truncated: shape {} of {} needs {} data bytes from offset {}, the file has {}",
-                                      Shape(shape->items).to_string(), name(dt), need, w.base + data_start, have));
+  const std::uint64_t count = element_count(shape->items, [&](const std::string& what) { parser.error(shape->at, what); });
+  const std::uint64_t item = itemsize(dt), have = b.size() - data_start;
+  if (count > have / item)  // compared as elements: count * item may not fit 64 bits
+    fail(op, w, b.size(), fmt::format("truncated: shape {} of {} needs {} elements of {} bytes from offset {}, the file "
+                                      "has {} data bytes", Shape(shape->items).to_string(), name(dt), count, item,
+                                      w.base + data_start, have));
+  const std::uint64_t need = count * item;
   if (have > need)
     fail(op, w, data_start + need, fmt::format("{} unexpected bytes after the data", have - need));
 

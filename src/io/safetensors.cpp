@@ -1,9 +1,5 @@
 #include "keel/io/safetensors.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -12,12 +8,13 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
-#include <random>
+#include <string_view>
 #include <vector>
 
 #include <fmt/core.h>
 
 #include "core/tensor_util.hpp"
+#include "io/safetensors_file.hpp"
 
 namespace keel::io {
 
@@ -70,7 +67,7 @@ struct Parsed {
   std::size_t data_start = 0;
 };
 
-Parsed parse_header(const std::string& path, const std::string& bytes) {
+Parsed parse_header(const std::string& path, std::string_view bytes) {
   if (bytes.size() < 8) fail(path, fmt::format("file of {} bytes is too short for the 8-byte header length", bytes.size()));
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
@@ -87,36 +84,105 @@ Parsed parse_header(const std::string& path, const std::string& bytes) {
   return p;
 }
 
-}  // namespace
-
-void atomic_write(const std::string& path, const std::string& bytes) {
-  std::random_device rd;
-  const std::string tmp = fmt::format("{}.tmp-{}-{:x}", path, ::getpid(), rd());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw IOError(fmt::format("cannot create {}: {}", tmp, std::strerror(errno)));
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      const std::string err = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw IOError(fmt::format("cannot write {}: {}", tmp, err));
-    }
-    done += static_cast<std::size_t>(w);
+std::map<std::string, std::string> metadata_of(const Parsed& p, const std::string& path) {
+  std::map<std::string, std::string> out;
+  auto m = p.header.find("__metadata__");
+  if (m == p.header.end()) return out;
+  if (!m->is_object()) fail(path, "__metadata__ is not an object");
+  for (const auto& [k, v] : m->items()) {
+    if (!v.is_string()) fail(path, fmt::format("__metadata__ value '{}' is not a string", k));
+    out[k] = v.get<std::string>();
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const std::string err = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw IOError(fmt::format("cannot flush {}: {}", tmp, err));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw IOError(fmt::format("cannot rename {} to {}: {}", tmp, path, err));
-  }
+  return out;
 }
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  std::uint64_t begin, end;
+};
+
+// The element count of a shape, checked with overflow-safe products. A zero dimension makes the
+// tensor empty however large the others are ([0, 2^62] is legal and holds no bytes), but the
+// strides still span the product of the non-zero dimensions, which must fit int64.
+std::uint64_t checked_count(const nlohmann::json& shape, const std::string& path, const std::string& name,
+                            std::vector<std::int64_t>& dims) {
+  constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  std::uint64_t count = 1, span = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    const auto& d = shape[i];
+    if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<std::int64_t>() >= 0))
+      fail(path, fmt::format("tensor '{}': shape[{}]: shape entries must be non-negative integers, got {}", name, i,
+                             d.dump()));
+    const auto v = d.get<std::uint64_t>();
+    if (v > kMax) fail(path, fmt::format("tensor '{}': shape[{}]: dimension {} does not fit int64", name, i, v));
+    if (v > 1 && span > kMax / v)
+      fail(path, fmt::format("tensor '{}': shape {}: the product of the dimensions overflows int64", name, shape.dump()));
+    span *= std::max<std::uint64_t>(v, 1);
+    count = v == 0 ? 0 : count * v;  // count <= span: cannot overflow
+    dims.push_back(static_cast<std::int64_t>(v));
+  }
+  return count;
+}
+
+Entry parse_entry(const std::string& name, const nlohmann::json& info, std::uint64_t data_size, const std::string& path) {
+  if (!info.is_object()) fail(path, fmt::format("tensor '{}': entry is not an object", name));
+  if (!info.contains("dtype") || !info["dtype"].is_string()) fail(path, fmt::format("tensor '{}': missing dtype", name));
+  Entry e;
+  e.name = name;
+  if (!parse_dtype(info["dtype"].get<std::string>(), e.dtype))
+    fail(path, fmt::format("tensor '{}': unsupported dtype '{}'", name, info["dtype"].get<std::string>()));
+  if (!info.contains("shape") || !info["shape"].is_array()) fail(path, fmt::format("tensor '{}': missing shape", name));
+  std::vector<std::int64_t> dims;
+  const std::uint64_t count = checked_count(info["shape"], path, name, dims);
+  e.shape = Shape(dims);
+  const auto& off = info.contains("data_offsets") ? info["data_offsets"] : nlohmann::json();
+  if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+    fail(path, fmt::format("tensor '{}': data_offsets must be two non-negative integers", name));
+  e.begin = off[0].get<std::uint64_t>();
+  e.end = off[1].get<std::uint64_t>();
+  if (e.begin > e.end || e.end > data_size)
+    fail(path, fmt::format("tensor '{}': data_offsets [{}, {}] outside the {} data bytes", name, e.begin, e.end, data_size));
+  const std::uint64_t item = itemsize(e.dtype);
+  if (count > std::numeric_limits<std::uint64_t>::max() / item)
+    fail(path, fmt::format("tensor '{}': shape {} of {} needs more bytes than 64 bits count", name, e.shape.to_string(),
+                           keel::name(e.dtype)));
+  if (e.end - e.begin != count * item)
+    fail(path, fmt::format("tensor '{}': {} bytes in data_offsets, but dtype {} and shape {} need {}", name,
+                           e.end - e.begin, keel::name(e.dtype), e.shape.to_string(), count * item));
+  return e;
+}
+
+// The tensors must tile the data exactly: sorted by offset, no gaps, no overlaps.
+void check_tiling(const std::vector<Entry>& entries, std::uint64_t data_size, const std::string& path) {
+  std::vector<const Entry*> sorted;
+  for (const auto& e : entries) sorted.push_back(&e);
+  std::sort(sorted.begin(), sorted.end(), [](const Entry* a, const Entry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  std::uint64_t expect = 0;
+  for (const Entry* e : sorted) {
+    if (e->begin != expect)
+      fail(path, fmt::format("tensor '{}': data_offsets start at {} but the previous tensor ended at {} ({})", e->name,
+                             e->begin, expect, e->begin < expect ? "overlap" : "gap"));
+    expect = e->end;
+  }
+  if (expect != data_size) fail(path, fmt::format("the tensors cover {} of the {} data bytes", expect, data_size));
+}
+
+Tensor tensor_of(const Entry& e, const char* data) {
+  DeviceScope cpu(Device::cpu());
+  Tensor t = keel::detail::empty_tensor(e.shape, e.dtype, Device::cpu());
+  if (e.end > e.begin) std::memcpy(t.raw_data(), data + e.begin, e.end - e.begin);
+  if (e.dtype == DType::bool_) {  // keel's bools are 0/1 bytes; a file may hold any non-zero byte
+    auto* b = static_cast<std::uint8_t*>(t.raw_data());
+    for (std::int64_t i = 0; i < t.size(); ++i) b[i] = b[i] != 0;
+  }
+  return t;
+}
+
+}  // namespace
 
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                       const std::map<std::string, std::string>& metadata) {
@@ -146,98 +212,33 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   atomic_write(path, bytes);
 }
 
-std::map<std::string, Tensor> load_safetensors(const std::string& path) {
-  const std::string bytes = read_file(path, "load_safetensors");
-  const Parsed p = parse_header(path, bytes);
-  const std::size_t data_size = bytes.size() - p.data_start;
-  struct Entry {
-    std::string name;
-    DType dtype;
-    Shape shape;
-    std::uint64_t begin, end;
-  };
+namespace detail {
+
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& label) {
+  const Parsed p = parse_header(label, bytes);
+  const std::uint64_t data_size = bytes.size() - p.data_start;
+  SafetensorsFile out;
+  out.metadata = metadata_of(p, label);
   std::vector<Entry> entries;
-  for (const auto& [name, info] : p.header.items()) {
-    if (name == "__metadata__") {
-      if (!info.is_object()) fail(path, "__metadata__ is not an object");
-      for (const auto& [k, v] : info.items())
-        if (!v.is_string()) fail(path, fmt::format("__metadata__ value '{}' is not a string", k));
-      continue;
-    }
-    if (!info.is_object()) fail(path, fmt::format("tensor '{}': entry is not an object", name));
-    if (!info.contains("dtype") || !info["dtype"].is_string()) fail(path, fmt::format("tensor '{}': missing dtype", name));
-    Entry e;
-    e.name = name;
-    if (!parse_dtype(info["dtype"].get<std::string>(), e.dtype))
-      fail(path, fmt::format("tensor '{}': unsupported dtype '{}'", name, info["dtype"].get<std::string>()));
-    if (!info.contains("shape") || !info["shape"].is_array()) fail(path, fmt::format("tensor '{}': missing shape", name));
-    std::vector<std::int64_t> dims;
-    std::uint64_t count = 1, span = 1;  // span: the non-zero dimensions' product, which strides reach
-    for (const auto& d : info["shape"]) {
-      if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<std::int64_t>() >= 0))
-        fail(path, fmt::format("tensor '{}': shape entries must be non-negative integers", name));
-      const auto v = d.get<std::uint64_t>();
-      if (v > (std::uint64_t{1} << 48) || (v != 0 && span > (std::uint64_t{1} << 48) / v))
-        fail(path, fmt::format("tensor '{}': shape is too large", name));
-      span *= std::max<std::uint64_t>(v, 1);
-      count *= v;
-      dims.push_back(static_cast<std::int64_t>(v));
-    }
-    e.shape = Shape(dims);
-    const auto& off = info.contains("data_offsets") ? info["data_offsets"] : nlohmann::json();
-    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      fail(path, fmt::format("tensor '{}': data_offsets must be two non-negative integers", name));
-    e.begin = off[0].get<std::uint64_t>();
-    e.end = off[1].get<std::uint64_t>();
-    if (e.begin > e.end || e.end > data_size)
-      fail(path, fmt::format("tensor '{}': data_offsets [{}, {}] outside the {} data bytes", name, e.begin, e.end, data_size));
-    if (count > std::numeric_limits<std::uint64_t>::max() / itemsize(e.dtype) || e.end - e.begin != count * itemsize(e.dtype))
-      fail(path, fmt::format("tensor '{}': {} bytes in data_offsets, but dtype {} and shape {} need {}", name,
-                             e.end - e.begin, keel::name(e.dtype), e.shape.to_string(), count * itemsize(e.dtype)));
-    entries.push_back(std::move(e));
-  }
-  // The tensors must tile the data exactly: sorted by offset, no gaps, no overlaps.
-  std::vector<const Entry*> sorted;
-  for (const auto& e : entries) sorted.push_back(&e);
-  std::sort(sorted.begin(), sorted.end(), [](const Entry* a, const Entry* b) {
-    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
-  });
-  std::uint64_t expect = 0;
-  for (const Entry* e : sorted) {
-    if (e->begin != expect)
-      fail(path, fmt::format("tensor '{}': data_offsets start at {} but the previous tensor ended at {} ({})", e->name,
-                             e->begin, expect, e->begin < expect ? "overlap" : "gap"));
-    expect = e->end;
-  }
-  if (expect != data_size)
-    fail(path, fmt::format("the tensors cover {} of the {} data bytes", expect, data_size));
-  std::map<std::string, Tensor> out;
-  for (const auto& e : entries) {
-    DeviceScope cpu(Device::cpu());
-    Tensor t = keel::detail::empty_tensor(e.shape, e.dtype, Device::cpu());
-    if (e.end > e.begin) std::memcpy(t.raw_data(), bytes.data() + p.data_start + e.begin, e.end - e.begin);
-    if (e.dtype == DType::bool_) {  // keel's bools are 0/1 bytes; a file may hold any non-zero byte
-      auto* b = static_cast<std::uint8_t*>(t.raw_data());
-      for (std::int64_t i = 0; i < t.size(); ++i) b[i] = b[i] != 0;
-    }
-    out.emplace(e.name, t);
-  }
+  for (const auto& [name, info] : p.header.items())
+    if (name != "__metadata__") entries.push_back(parse_entry(name, info, data_size, label));
+  check_tiling(entries, data_size, label);
+  // Every size is known good now: allocating them all needs no more memory than the file holds.
+  for (const auto& e : entries) out.tensors.emplace(e.name, tensor_of(e, bytes.data() + p.data_start));
   return out;
 }
 
+SafetensorsFile read_safetensors(const std::string& path) {
+  return parse_safetensors(read_file(path, "load_safetensors"), path);
+}
+
+}  // namespace detail
+
+std::map<std::string, Tensor> load_safetensors(const std::string& path) { return detail::read_safetensors(path).tensors; }
+
 std::map<std::string, std::string> load_safetensors_metadata(const std::string& path) {
   const std::string bytes = read_file(path, "load_safetensors");
-  const Parsed p = parse_header(path, bytes);
-  std::map<std::string, std::string> out;
-  if (p.header.contains("__metadata__")) {
-    const auto& m = p.header["__metadata__"];
-    if (!m.is_object()) fail(path, "__metadata__ is not an object");
-    for (const auto& [k, v] : m.items()) {
-      if (!v.is_string()) fail(path, fmt::format("__metadata__ value '{}' is not a string", k));
-      out[k] = v.get<std::string>();
-    }
-  }
-  return out;
+  return metadata_of(parse_header(path, bytes), path);
 }
 
 }  // namespace keel::io

@@ -4,8 +4,11 @@
 //
 // Written archives hold stored or deflated members, no zip64 (an IOError past 4 GiB or 65535
 // members), and a fixed DOS date, so that the same members give the same bytes. The reader
-// accepts stored and deflate members, zip64 sizes and offsets, and checks every structure
-// (end record, central directory, local headers, sizes, CRC-32) before handing out member data.
+// accepts stored and deflate members, data descriptors, zip64 sizes and offsets, and checks every
+// structure before handing out member data, as Python's zipfile does and more: the whole central
+// directory, which must end at the end record and hold exactly the entries it counts; each local
+// header against its central entry (name, method, CRC-32, sizes); members that overlap each other
+// or the directory, duplicate names; and each member's data against its CRC-32.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -40,7 +43,8 @@ struct Entry {
 };
 
 // Validates the archive in `bytes` (read from `path`) and calls `visit` for each file member, in
-// central-directory order (directory entries are skipped). IOError (see fail) on anything wrong.
+// central-directory order (directory entries are skipped). IOError (see fail) on anything wrong,
+// naming the member; the structure of the whole archive is checked before the first visit.
 void read_archive(std::string_view bytes, const char* op, const std::string& path,
                   const std::function<void(const Entry&)>& visit);
 

@@ -314,7 +314,14 @@ Variable& Layer::add_weight(std::string wname, Shape shape, std::string initiali
 
 Variable& Layer::add_weight(std::string wname, Shape shape, const initializers::Initializer& initializer,
                             bool trainable, const regularizers::Regularizer& regularizer) {
-  Tensor init = initializer(shape, DType::float32);
+  Tensor init;
+  try {
+    init = initializer(shape, DType::float32);
+  } catch (const ResourceExhaustedError& e) {
+    throw ResourceExhaustedError(fmt::format("{}.add_weight('{}', {}): {}", name(), wname, shape.to_string(), e.what()));
+  } catch (const ValueError& e) {  // a shape whose size overflows
+    throw ValueError(fmt::format("{}.add_weight('{}', {}): {}", name(), wname, shape.to_string(), e.what()));
+  }
   if (init.shape() != shape)
     throw ShapeError(fmt::format("{}.add_weight('{}'): the initializer made shape {} instead of {}", name(),
                                  wname, init.shape().to_string(), shape.to_string()));

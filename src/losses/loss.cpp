@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "keel/layers/layer.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/nn.hpp"
@@ -64,6 +65,49 @@ Tensor reduce_values(const Tensor& values, const Tensor& sample_weight, const st
   return divide_no_nan(loss, static_cast<double>(values.size()));
 }
 
+// Keras documents label_smoothing as a float in [0, 1] (1 makes every target uniform); other
+// values, and NaN, would turn the targets into something that is not a distribution.
+void check_label_smoothing(double smoothing, const char* who) {
+  if (!(smoothing >= 0 && smoothing <= 1))
+    throw ValueError(fmt::format("{}: label_smoothing must be in [0, 1], got {}", who, smoothing));
+}
+
+// Keras converts y_true to the loss dtype before call(): here y_pred's float dtype, so that a
+// custom loss may write y_pred - y_true with integer labels. Losses that index with integer
+// labels keep them (keeps_integer_labels).
+Tensor labels_for(const Tensor& y_true, const Tensor& y_pred, bool keep_integer_labels) {
+  if (keep_integer_labels || !is_floating(y_pred.dtype()) || y_true.dtype() == y_pred.dtype()) return y_true;
+  return cast(y_true, y_pred.dtype());
+}
+
+// The Keras mask of y_pred as a bool tensor of the per-example values' rank, its axes the
+// leading axes of `values` (a mask [batch, time] against values [batch, time]; a mask [batch]
+// against values [batch, time] masks whole examples). ShapeError when it does not fit.
+Tensor fit_mask(const Tensor& mask_in, const Tensor& values, const std::string& loss_name) {
+  Tensor mask = mask_in.device() == values.device() ? mask_in : mask_in.to(values.device());
+  if (mask.dtype() != DType::bool_) mask = not_equal(mask, scalar_like(mask, 0));
+  mask = squeeze_or_expand_to_same_rank(values, mask).second;
+  bool fits = mask.rank() <= values.rank();
+  for (std::int64_t i = 0; fits && i < mask.rank(); ++i)
+    fits = mask.shape()[i] == values.shape()[i] || mask.shape()[i] == 1;
+  if (!fits)
+    throw ShapeError(fmt::format("loss {}: the Keras mask of y_pred has shape {}, which does not cover the leading "
+                                 "axes of the per-example loss values of shape {}",
+                                 loss_name, mask_in.shape().to_string(), values.shape().to_string()));
+  while (mask.rank() < values.rank()) mask = expand_dims(mask, -1);
+  return mask;
+}
+
+// Keras' in_mask & out_mask: the mask of y_pred and the one call_with_mask returned (ignored
+// labels), either of which may be undefined.
+Tensor combine_masks(const Tensor& in_mask, const Tensor& out_mask, const Tensor& values, const std::string& name) {
+  if (!in_mask.defined()) return out_mask;
+  const Tensor fitted = fit_mask(in_mask, values, name);
+  if (!out_mask.defined()) return fitted;
+  const Tensor out_bool = out_mask.dtype() == DType::bool_ ? out_mask : not_equal(out_mask, scalar_like(out_mask, 0));
+  return logical_and(fitted, out_bool);
+}
+
 template <class L>
 std::shared_ptr<Loss> make() {
   return std::make_shared<L>();
@@ -109,12 +153,16 @@ Tensor reduce_weighted_values(const Tensor& values_in, const Tensor& sample_weig
     if (reduction == "sum_over_batch_size" || reduction == "mean") {
       // Valid entries weigh total / valid and the others 0, so that the sum over all entries
       // divided by `total` (what this reduction does) is the sum over valid entries / valid.
+      // Keras counts the unmasked entries, not their weights: weights only multiply.
       const double total = static_cast<double>(mask.size());
       const double valid = reduce_sum(mask).item<double>();
       mask = mul(mask, scalar_like(mask, valid == 0 ? 0.0 : total / valid));
     }
     if (weights.defined()) {
       auto [m, w] = squeeze_or_expand_to_same_rank(mask, weights);
+      // Per-sample weights [N] against a mask [N, T]: weigh whole examples, as for the values.
+      while (w.rank() > 0 && w.rank() < m.rank()) w = expand_dims(w, -1);
+      while (m.rank() > 0 && m.rank() < w.rank()) m = expand_dims(m, -1);
       weights = mul(w, m);
     } else {
       weights = mask;
@@ -140,23 +188,32 @@ Loss::Loss(std::string name, std::string reduction) : name_(std::move(name)), re
   check_reduction(reduction_, name_.empty() ? std::string("Loss") : name_);
 }
 
+const std::string& Loss::name() const {
+  // Keras' auto_name, lazily: the class name is not known yet in the constructor.
+  if (name_.empty()) name_ = layers::unique_name(class_name());
+  return name_;
+}
+
 std::pair<Tensor, Tensor> Loss::call_with_mask(const Tensor& y_true, const Tensor& y_pred) const {
   return {call(y_true, y_pred), Tensor()};
 }
 
 Tensor Loss::operator()(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) const {
   if (!y_true.defined() || !y_pred.defined())
-    throw ValueError(fmt::format("loss {}: y_true and y_pred must both be defined", name_));
+    throw ValueError(fmt::format("loss {}: y_true and y_pred must both be defined", name()));
+  const Tensor in_mask = layers::get_mask(y_pred);  // read first: a cast gives a tensor without it
   Tensor pred = y_pred;
   // Keras computes losses in float32 under a mixed-precision policy: half-precision
   // predictions are widened first, so that log and exp of probabilities keep their precision.
   if (pred.dtype() == DType::float16 || pred.dtype() == DType::bfloat16) pred = cast(pred, DType::float32);
-  auto [values, mask] = call_with_mask(y_true, pred);
-  if (!values.defined()) throw ValueError(fmt::format("loss {}: call() returned an undefined tensor", name_));
+  const Tensor labels = labels_for(y_true, pred, keeps_integer_labels());
+  auto [values, out_mask] = call_with_mask(labels, pred);
+  if (!values.defined()) throw ValueError(fmt::format("loss {}: call() returned an undefined tensor", name()));
+  const Tensor mask = combine_masks(in_mask, out_mask, values, name());
   return reduce_weighted_values(values, sample_weight, reduction_, mask);
 }
 
-nlohmann::json Loss::get_config() const { return {{"name", name_}, {"reduction", reduction_}}; }
+nlohmann::json Loss::get_config() const { return {{"name", name()}, {"reduction", reduction_}}; }
 
 // ---- LossFunctionWrapper --------------------------------------------------------------------------
 
@@ -205,7 +262,9 @@ BinaryCrossentropy::BinaryCrossentropy(BinaryCrossentropyOptions o)
     : Loss(std::move(o.name), std::move(o.reduction)),
       from_logits_(o.from_logits),
       label_smoothing_(o.label_smoothing),
-      axis_(o.axis) {}
+      axis_(o.axis) {
+  check_label_smoothing(label_smoothing_, "BinaryCrossentropy");
+}
 Tensor BinaryCrossentropy::call(const Tensor& y_true, const Tensor& y_pred) const {
   auto [t, p] = squeeze_or_expand_to_same_rank(y_true, y_pred);
   return binary_crossentropy(t, p, from_logits_, label_smoothing_, axis_);
@@ -222,7 +281,9 @@ CategoricalCrossentropy::CategoricalCrossentropy(CategoricalCrossentropyOptions 
     : Loss(std::move(o.name), std::move(o.reduction)),
       from_logits_(o.from_logits),
       label_smoothing_(o.label_smoothing),
-      axis_(o.axis) {}
+      axis_(o.axis) {
+  check_label_smoothing(label_smoothing_, "CategoricalCrossentropy");
+}
 Tensor CategoricalCrossentropy::call(const Tensor& y_true, const Tensor& y_pred) const {
   auto [t, p] = squeeze_or_expand_to_same_rank(y_true, y_pred);
   return categorical_crossentropy(t, p, from_logits_, label_smoothing_, axis_);

@@ -6,6 +6,7 @@
 
 #include <sstream>
 
+#include "io/safetensors_file.hpp"
 #include "keel/io/safetensors.hpp"
 #include "keel/models/model.hpp"
 
@@ -24,7 +25,9 @@ void Model::save_weights(const std::string& path) {
 }
 
 void Model::load_weights(const std::string& path) {
-  const auto tensors = io::load_safetensors(path);
+  // Read once: the tensors and the weight order of the same file, even while it is being replaced.
+  const io::detail::SafetensorsFile file = io::detail::read_safetensors(path);
+  const auto& tensors = file.tensors;
   const auto vars = weights();
   if (vars.empty())
     throw ValueError(fmt::format("{}.load_weights: the model has no weights yet; build it (call it once) first", name()));
@@ -39,7 +42,7 @@ void Model::load_weights(const std::string& path) {
     source[i] = &it->second;
   }
   if (!by_name) {
-    const auto meta = io::load_safetensors_metadata(path);
+    const auto& meta = file.metadata;
     std::vector<std::string> order;
     if (auto it = meta.find("weight_order"); it != meta.end()) {
       std::istringstream lines(it->second);

@@ -8,8 +8,10 @@
 //   metadata.json          {"format": "keel.model", "format_version": 1}
 // Both forms are written under a temporary name and renamed into place (a directory is swapped
 // in with renameat2(RENAME_EXCHANGE)), so a process killed during a save leaves the previous
-// model whole. Loading validates each file before using it; every problem is an IOError naming
-// the file (for a .keel, the archive and its member) and the field.
+// model whole, and the next save to the path removes the temporaries such a process left.
+// Loading validates each file before using it; every problem is an IOError naming the file (for
+// a .keel, the archive and its member) and the field. A compiled model's optimizer state must
+// hold every variable its optimizer needs, and nothing else.
 #include "models/serialization.hpp"
 
 #include <fcntl.h>
@@ -27,12 +29,13 @@
 #include <map>
 #include <new>
 #include <optional>
-#include <random>
 #include <set>
 
 #include <fmt/core.h>
 
 #include "autograd/record.hpp"
+#include "io/atomic_file.hpp"
+#include "io/safetensors_file.hpp"
 #include "io/zip.hpp"
 #include "keel/io/safetensors.hpp"
 #include "keel/layers/registry.hpp"
@@ -41,6 +44,7 @@
 #include "layers/loading_scope.hpp"
 #include "layers/symbolic.hpp"
 #include "models/graph.hpp"
+#include "train/optimizer_state.hpp"
 
 namespace keel::models {
 
@@ -511,51 +515,13 @@ metrics::MetricRef metric_from_json(const json& j) {
   const json empty = json::object();
   const json& c = j.contains("config") && j["config"].is_object() ? j["config"] : empty;
   const std::string what = "metric " + cls;
-  const auto opt_double = [&](const char* key) {
-    return c.contains(key) && !c[key].is_null() ? std::optional<double>(config_value(c, key, 0.0, what)) : std::nullopt;
-  };
-  const auto opt_int = [&](const char* key) {
-    return c.contains(key) && !c[key].is_null() ? std::optional<int>(config_value(c, key, 0, what)) : std::nullopt;
-  };
-  std::shared_ptr<metrics::Metric> m;
-  if (cls == "BinaryAccuracy") {
-    metrics::BinaryAccuracyOptions o;
-    o.threshold = config_value(c, "threshold", 0.5, what);
-    m = std::make_shared<metrics::BinaryAccuracy>(o);
-  } else if (cls == "TopKCategoricalAccuracy") {
-    metrics::TopKCategoricalAccuracyOptions o;
-    o.k = config_value(c, "k", 5, what);
-    m = std::make_shared<metrics::TopKCategoricalAccuracy>(o);
-  } else if (cls == "SparseTopKCategoricalAccuracy") {
-    metrics::SparseTopKCategoricalAccuracyOptions o;
-    o.k = config_value(c, "k", 5, what);
-    m = std::make_shared<metrics::SparseTopKCategoricalAccuracy>(o);
-  } else if (cls == "Precision") {
-    m = std::make_shared<metrics::Precision>(
-        metrics::PrecisionOptions{opt_double("thresholds"), opt_int("top_k"), opt_int("class_id")});
-  } else if (cls == "Recall") {
-    m = std::make_shared<metrics::Recall>(
-        metrics::RecallOptions{opt_double("thresholds"), opt_int("top_k"), opt_int("class_id")});
-  } else if (cls == "AUC") {
-    metrics::AUCOptions o;
-    o.num_thresholds = config_value(c, "num_thresholds", 200, what);
-    o.curve = config_value<std::string>(c, "curve", "ROC", what);
-    o.summation_method = config_value<std::string>(c, "summation_method", "interpolation", what);
-    o.from_logits = config_value(c, "from_logits", false, what);
-    if (auto t = c.find("thresholds"); t != c.end() && !t->is_null()) {
-      if (!t->is_array()) throw ValueError(fmt::format("{}: 'thresholds' must be a list, got {}", what, show(*t)));
-      for (const auto& x : *t) {
-        if (!x.is_number()) throw ValueError(fmt::format("{}: 'thresholds' must hold numbers, got {}", what, show(x)));
-        o.thresholds.push_back(x.get<double>());
-      }
-    }
-    m = std::make_shared<metrics::AUC>(o);
-  } else if (cls == "MeanMetricWrapper" || cls == "Metric") {
+  if (cls == "MeanMetricWrapper" || cls == "Metric") {
     throw ValueError(fmt::format("the metric '{}' is a function or a custom class and cannot be rebuilt; load with "
                                  "compile = false and compile the model again", config_value<std::string>(c, "name", cls, what)));
-  } else {
-    m = metrics::get(cls);  // the metrics without options of their own (and AUC with its defaults)
   }
+  // Every built-in metric class with all of its options (Precision's thresholds lists, AUC's
+  // multi_label, the cross-entropy metrics, ...): the metrics module reads its own configs.
+  std::shared_ptr<metrics::Metric> m = metrics::from_config(cls, c);
   m->set_name(config_value<std::string>(c, "name", m->name(), what));
   return metrics::MetricRef(m);
 }
@@ -574,11 +540,9 @@ std::string read_whole_file(const std::string& path, const char* op) {
   return bytes;
 }
 
-// "<path>.<what>-<pid>-<random>": a name next to path (same filesystem, so rename is atomic).
-std::string sibling_name(const std::string& path, const char* what) {
-  std::random_device rd;
-  return fmt::format("{}.{}-{}-{:x}", path, what, ::getpid(), (std::uint64_t{rd()} << 32) | rd());
-}
+// "<path>.<what>-<pid>-<random>": a name next to path (same filesystem, so rename is atomic) that
+// a later save recognises, once this process is gone, as its leftover (io/atomic_file.hpp).
+std::string sibling_name(const std::string& path, const char* what) { return io::detail::temp_name(path, what); }
 
 // A temporary directory, removed with what it holds unless released.
 class TempDir {
@@ -621,8 +585,9 @@ void check_model_directory(const std::string& path) {
   for (const auto& entry : fs::directory_iterator(path, ec)) {
     const std::string n = entry.path().filename().string();
     bool ours = false;
+    const auto temp = io::detail::parse_temp_name(n);  // atomic_write leftovers
     for (const char* known : {kConfig, kWeights, kOptimizer, kMetadata})
-      ours = ours || n == known || n.rfind(std::string(known) + ".tmp-", 0) == 0;  // atomic_write leftovers
+      ours = ours || n == known || (temp && temp->base == known);
     if (!ours)
       throw IOError(fmt::format("Model.save: {} holds '{}', so it is not a saved keel model; refusing to replace it "
                                 "(save to a new path, or remove the folder first)", path, n));
@@ -696,6 +661,8 @@ void Model::save(const std::string& path_in) {
   }
   const std::string config_text = file.dump(2);
   const std::string metadata_text = json{{"format", "keel.model"}, {"format_version", kFormatVersion}}.dump(2);
+  // The part folders, archives and folders moved aside that saves killed midway left beside path.
+  io::detail::remove_stale_temporaries(path);
 
   // The parts go to a fresh folder next to the destination; nothing at `path` changes until the
   // final rename.
@@ -705,7 +672,10 @@ void Model::save(const std::string& path_in) {
     if (optimizer_) {
       std::map<std::string, Tensor> state;
       for (const auto& [vname, v] : optimizer_->variables()) state.emplace(vname, v->peek());
-      io::save_safetensors(dir + "/" + kOptimizer, state, {{"format", "keel"}, {"optimizer", optimizer_->class_name()}});
+      io::save_safetensors(dir + "/" + kOptimizer, state,
+                           {{"format", "keel"},
+                            {"optimizer", optimizer_->class_name()},
+                            {train::detail::kOptimizerBuiltKey, train::detail::optimizer_built_value(*optimizer_)}});
     }
     io::atomic_write(dir + "/" + kMetadata, metadata_text);
   };
@@ -752,60 +722,31 @@ struct Part {
 
 std::string part_text(const Part& p) { return p.disk.empty() ? p.bytes : read_whole_file(p.disk, "load_model"); }
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  if (from.empty()) return s;
-  for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-  return s;
-}
-
 struct TensorFile {
   std::map<std::string, Tensor> tensors;
+  std::map<std::string, std::string> metadata;
   std::vector<std::string> order;  // save_weights' "weight_order" metadata, when present
 };
 
-// Reads a safetensors part with io::load_safetensors (which validates it completely). An archive
-// member goes through a private temporary file first; errors then name the member, not that file.
+// Reads a safetensors part, validating it completely: a file in the folder, or an archive member
+// parsed where it lies in memory (errors name the member).
 TensorFile read_tensors(const Part& p) {
+  io::detail::SafetensorsFile f =
+      p.disk.empty() ? io::detail::parse_safetensors(p.bytes, p.label) : io::detail::read_safetensors(p.disk);
   TensorFile out;
-  const auto read = [&](const std::string& file) {
-    out.tensors = io::load_safetensors(file);
-    const auto meta = io::load_safetensors_metadata(file);
-    if (auto it = meta.find("weight_order"); it != meta.end()) {
-      std::string line;
-      for (char ch : it->second) {
-        if (ch == '\n') {
-          if (!line.empty()) out.order.push_back(line);
-          line.clear();
-        } else {
-          line += ch;
-        }
+  out.tensors = std::move(f.tensors);
+  out.metadata = std::move(f.metadata);
+  if (auto it = out.metadata.find("weight_order"); it != out.metadata.end()) {
+    std::string line;
+    for (char ch : it->second) {
+      if (ch == '\n') {
+        if (!line.empty()) out.order.push_back(line);
+        line.clear();
+      } else {
+        line += ch;
       }
-      if (!line.empty()) out.order.push_back(line);
     }
-  };
-  if (!p.disk.empty()) {
-    read(p.disk);
-    return out;
-  }
-  std::error_code ec;
-  const fs::path dir = fs::temp_directory_path(ec);
-  if (ec) throw IOError(fmt::format("load_model: {}: no temporary folder to unpack it to: {}", p.label, ec.message()));
-  std::random_device rd;
-  const std::string tmp = (dir / fmt::format("keel-load-{}-{:x}.safetensors", ::getpid(), (std::uint64_t{rd()} << 32) | rd())).string();
-  struct Remove {
-    const std::string& f;
-    ~Remove() { std::remove(f.c_str()); }
-  } remove{tmp};
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f || !f.write(p.bytes.data(), static_cast<std::streamsize>(p.bytes.size())) || !f.flush())
-      throw IOError(fmt::format("load_model: {}: cannot unpack it to {}: {}", p.label, tmp, std::strerror(errno)));
-  }
-  try {
-    read(tmp);
-  } catch (const IOError& e) {
-    throw IOError(replace_all(e.what(), tmp, p.label));
+    if (!line.empty()) out.order.push_back(line);
   }
   return out;
 }
@@ -892,25 +833,22 @@ void restore_compile(Model& model, const json& cc, const Part& config, const Par
   } catch (const Error& e) {
     load_fail(config.label, "compile_config", e.what());
   }
-  if (!optimizer_part.present) return;
+  // compile_config names an optimizer, and Model::save always writes its state beside it: a model
+  // without that state would train on from a fresh optimizer without a word.
+  if (!optimizer_part.present)
+    load_fail(optimizer_part.label, "(member)",
+              "missing, but compile_config has an optimizer whose state Model::save writes there; load with "
+              "compile = false to use the model without it");
   // The optimizer's slots exist once it has seen the variables; then its state is assigned by name.
   const auto optimizer = model.optimizer();
   const TensorFile state = read_tensors(optimizer_part);
   optimizer->build(model.trainable_weights());
-  std::map<std::string, Variable*> vars;
-  for (const auto& [vname, v] : optimizer->variables()) vars[vname] = v;
-  for (const auto& [tname, t] : state.tensors) {
-    auto it = vars.find(tname);
-    if (it == vars.end())
-      load_fail(optimizer_part.label, fmt::format("tensor '{}'", tname),
-                fmt::format("the {} optimizer of the model built from config.json has no such variable",
-                            optimizer->class_name()));
-    if (t.shape() != it->second->shape() || t.dtype() != it->second->dtype())
-      load_fail(optimizer_part.label, fmt::format("tensor '{}'", tname),
-                fmt::format("is {} {}, but the optimizer's variable is {} {}", keel::name(t.dtype()), t.shape().to_string(),
-                            keel::name(it->second->dtype()), it->second->shape().to_string()));
-  }
-  for (const auto& [tname, t] : state.tensors) vars.at(tname)->assign(t);
+  std::vector<train::detail::SavedState> saved;
+  for (const auto& [tname, t] : state.tensors) saved.push_back({tname, tname, &t});
+  const auto assignments = train::detail::match_optimizer_state(
+      *optimizer, saved, state.metadata, "", false,
+      [&](const std::string& field, const std::string& what) { load_fail(optimizer_part.label, field, what); });
+  for (const auto& [v, t] : assignments) v->assign(*t);
 }
 
 }  // namespace

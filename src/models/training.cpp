@@ -25,6 +25,23 @@ void require_compiled(const Model& m, const char* what) {
     throw ValueError(fmt::format("{}: call compile() before {}()", m.name(), what));
 }
 
+// fit's options that Keras rejects (its -1 is keel's "None" for the step counts).
+void check_fit_options(Model& m, const FitOptions& o) {
+  if (o.epochs < 0) throw ValueError(fmt::format("fit: epochs must be >= 0, got {}", o.epochs));
+  if (o.steps_per_epoch == 0 || o.steps_per_epoch < -1)
+    throw ValueError(fmt::format("fit: steps_per_epoch must be positive (or -1 for the whole data), got {}",
+                                 o.steps_per_epoch));
+  if (o.validation_steps == 0 || o.validation_steps < -1)
+    throw ValueError(fmt::format("fit: validation_steps must be positive (or -1), got {}", o.validation_steps));
+  if (o.validation_freq <= 0)
+    throw ValueError(fmt::format("fit: validation_freq must be a positive integer, got {}", o.validation_freq));
+  if (!(o.validation_split >= 0 && o.validation_split < 1))  // also NaN
+    throw ValueError(fmt::format("fit: validation_split must be in [0, 1), got {}", o.validation_split));
+  if (o.initial_epoch < 0) throw ValueError(fmt::format("fit: initial_epoch must be >= 0, got {}", o.initial_epoch));
+  if (auto* seq = dynamic_cast<Sequential*>(&m); seq && seq->layers().empty())
+    throw ValueError(fmt::format("{}: fit() on a Sequential with no layers; add layers first", m.name()));
+}
+
 void check_xy(const Tensor& x, const Tensor& y, const char* op) {
   if (!x.defined()) throw ValueError(fmt::format("{}: x is undefined", op));
   if (x.rank() == 0) throw ShapeError(fmt::format("{}: x needs a batch axis, got shape {}", op, x.shape().to_string()));
@@ -95,6 +112,11 @@ void Model::compile(CompileOptions options) {
                        mixed_precision::global_policy().name() == "mixed_float16";
   if (float16 && !std::dynamic_pointer_cast<optimizers::LossScaleOptimizer>(optimizer_))
     optimizer_ = std::make_shared<optimizers::LossScaleOptimizer>(optimizer_);
+  if (options.loss_weights.size() > num_outputs())
+    throw ValueError(fmt::format("{}.compile: {} loss_weights for a model with {} output(s)", name(),
+                                 options.loss_weights.size(), num_outputs()));
+  for (double w : options.loss_weights)
+    if (!std::isfinite(w)) throw ValueError(fmt::format("{}.compile: loss_weights must be finite, got {}", name(), w));
   loss_ = options.loss.get();
   metrics_.clear();
   metric_names_.clear();
@@ -131,8 +153,15 @@ void Model::reset_metrics() {
 std::map<std::string, double> Model::metrics_results() {
   std::map<std::string, double> out;
   if (loss_count_ > 0) out["loss"] = loss_sum_ / loss_count_;
-  for (auto& m : metrics_)
-    if (m) out[m->name()] = m->result();
+  for (auto& m : metrics_) {
+    if (!m) continue;
+    const std::vector<double> values = m->results();
+    if (values.size() == 1) {
+      out[m->name()] = values[0];
+    } else {  // Keras logs the list; a log holds numbers, so one entry per value
+      for (std::size_t i = 0; i < values.size(); ++i) out[fmt::format("{}_{}", m->name(), i)] = values[i];
+    }
+  }
   return out;
 }
 
@@ -195,8 +224,7 @@ History Model::fit(const Tensor& x_all, const Tensor& y_all, FitOptions o) {
   require_compiled(*this, "fit");
   check_xy(x_all, y_all, "fit");
   if (o.batch_size <= 0) throw ValueError(fmt::format("fit: batch_size must be positive, got {}", o.batch_size));
-  if (o.validation_split < 0 || o.validation_split >= 1)
-    throw ValueError(fmt::format("fit: validation_split must be in [0, 1), got {}", o.validation_split));
+  check_fit_options(*this, o);
   Tensor x = x_all, y = y_all, sw = o.sample_weight;
   if (sw.defined() && (sw.rank() == 0 || sw.shape()[0] != x.shape()[0]))
     throw ShapeError(fmt::format("fit: sample_weight {} does not match {} samples", sw.shape().to_string(), x.shape()[0]));
@@ -241,6 +269,7 @@ History Model::fit(const Tensor& x_all, const Tensor& y_all, FitOptions o) {
 
 History Model::fit(const data::Dataset<std::pair<Tensor, Tensor>>& train, FitOptions o) {
   require_compiled(*this, "fit");
+  check_fit_options(*this, o);
   if (o.validation_split != 0)
     throw ValueError("fit: validation_split is not supported for a Dataset; pass validation_data");
   auto epoch_batches = [&](const BatchSink& step_fn) {
@@ -264,6 +293,8 @@ History Model::fit_loop(const std::function<void(const BatchSink&)>& epoch_batch
                         const FitOptions& o, const std::optional<std::pair<Tensor, Tensor>>& val,
                         const Tensor& val_sw) {
   History history;
+  if (o.seed) seed_generator_.reset(*o.seed);
+  random::GeneratorScope own_stream(seed_generator_);
   for (auto& cb : o.callbacks) cb->set_model(this);
   stop_training = false;
   for (auto& cb : o.callbacks) cb->on_train_begin({});
@@ -288,7 +319,7 @@ History Model::fit_loop(const std::function<void(const BatchSink&)>& epoch_batch
     if (step == 0) throw ValueError("fit: the training data yielded no batches");
     known_steps = step;
     std::map<std::string, double> epoch_logs = logs;
-    if (val && (epoch + 1 - o.initial_epoch) % std::max(1, o.validation_freq) == 0) {
+    if (val && (epoch + 1 - o.initial_epoch) % o.validation_freq == 0) {
       EvaluateOptions eo;
       eo.batch_size = o.validation_batch_size > 0 ? o.validation_batch_size : o.batch_size;
       eo.verbose = 0;
@@ -318,6 +349,7 @@ std::map<std::string, double> Model::evaluate(const data::Dataset<std::pair<Tens
   Progbar bar(o.steps, o.verbose, std::cout);
   std::map<std::string, double> logs;
   autograd::NoRecordScope no_record;
+  random::GeneratorScope own_stream(seed_generator_);
   std::int64_t step = 0;
   for (const auto& [xb, yb] : data) {
     if (o.steps > 0 && step >= o.steps) break;
@@ -349,6 +381,7 @@ std::map<std::string, double> Model::evaluate(const Tensor& x, const Tensor& y, 
   Progbar bar(steps, o.verbose, std::cout);
   std::map<std::string, double> logs;
   autograd::NoRecordScope no_record;
+  random::GeneratorScope own_stream(seed_generator_);
   for (std::int64_t step = 0; step < steps; ++step) {
     const std::int64_t b = step * o.batch_size, e = std::min(n, b + o.batch_size);
     for (auto& cb : o.callbacks) cb->on_test_batch_begin(step, logs);
@@ -374,6 +407,7 @@ Tensor Model::predict(const Tensor& x, PredictOptions o) {
   Progbar bar(steps, o.verbose, std::cout);
   std::vector<Tensor> outs;
   autograd::NoRecordScope no_record;
+  random::GeneratorScope own_stream(seed_generator_);
   for (std::int64_t step = 0; step < steps; ++step) {
     const std::int64_t b = step * o.batch_size, e = std::min(n, b + o.batch_size);
     for (auto& cb : o.callbacks) cb->on_predict_batch_begin(step, {});

@@ -207,11 +207,17 @@ Tensor conv_backprop_filter(const ConvFamily& f, const Tensor& x, const Tensor& 
 // Keras' deconv_output_length for one axis, with the dilated kernel size.
 std::int64_t deconv_output_length(std::int64_t in, std::int64_t k_eff, std::int64_t stride,
                                   cpu::Padding padding, std::optional<int> output_padding) {
+  const auto mul = [](std::int64_t a, std::int64_t b) {
+    return detail::checked_mul(a, b, "conv2d_transpose", "the output size");
+  };
+  const auto add = [](std::int64_t a, std::int64_t b) {
+    return detail::checked_add(a, b, "conv2d_transpose", "the output size");
+  };
   if (!output_padding)
-    return padding == cpu::Padding::valid ? in * stride + std::max<std::int64_t>(k_eff - stride, 0)
-                                          : in * stride;
+    return padding == cpu::Padding::valid ? add(mul(in, stride), std::max<std::int64_t>(k_eff - stride, 0))
+                                          : mul(in, stride);
   const std::int64_t pad = padding == cpu::Padding::same ? k_eff / 2 : 0;
-  return (in - 1) * stride + k_eff - 2 * pad + *output_padding;
+  return add(add(mul(in - 1, stride), k_eff - 2 * pad), *output_padding);
 }
 
 }  // namespace

@@ -81,7 +81,7 @@ namespace {
 // A tensor on the default device, filled there.
 Tensor filled(const Shape& shape, DType dtype, double value, const char* op) {
   detail::check_dims(shape, op);
-  Tensor out = detail::empty_tensor(shape, dtype, default_device());
+  Tensor out = detail::empty_tensor(shape, dtype, default_device(), op);
   fill(out, value, op);
   return out;
 }
@@ -91,7 +91,7 @@ Tensor constant(double scalar, DType dtype) { return filled(Shape{}, dtype, scal
 
 Tensor empty(Shape shape, DType dtype) {
   detail::check_dims(shape, "empty");
-  return detail::empty_tensor(shape, dtype, default_device());
+  return detail::empty_tensor(shape, dtype, default_device(), "empty");
 }
 
 Tensor zeros(Shape shape, DType dtype) { return filled(shape, dtype, 0.0, "zeros"); }
@@ -101,7 +101,7 @@ Tensor full(Shape shape, double value, DType dtype) { return filled(shape, dtype
 namespace {
 Tensor filled_like(const Tensor& x, double value, const char* op) {
   detail::check_defined(x, op);
-  Tensor out = detail::empty_tensor(x.shape(), x.dtype(), x.device());
+  Tensor out = detail::empty_tensor(x.shape(), x.dtype(), x.device(), op);
   fill(out, value, op);
   return out;
 }

@@ -61,13 +61,14 @@ std::int64_t row_grain(std::int64_t cols) {
 }
 
 // log(sum(exp(row))) as (shift, log-sum) with lse = shift + logsum: `buf` receives
-// exp(row - shift). The shift is the row max (0 if that is not finite, as softmax does), so
-// every exponent is <= 0 and the sum is >= 1 whenever a logit is finite.
+// exp(row - shift). The shift is the row max, so every exponent is <= 0 and the sum is >= 1.
+// As in TensorFlow's SoftmaxCrossEntropyWithLogits kernel (and softmax), the max is taken as it
+// is: a NaN logit makes it NaN, and a +inf logit or a row of -inf gives inf - inf; either way
+// the row's loss is NaN, as TensorFlow's.
 template <class T>
 void row_logsumexp(const T* row, std::int64_t k, T* buf, T& shift, double& logsum) {
   T m = -std::numeric_limits<T>::infinity();
-  for (std::int64_t j = 0; j < k; ++j) m = row[j] > m ? row[j] : m;
-  if (!std::isfinite(m)) m = T(0);
+  for (std::int64_t j = 0; j < k; ++j) m = row[j] > m || row[j] != row[j] ? row[j] : m;
 #pragma omp simd
   for (std::int64_t j = 0; j < k; ++j) buf[j] = row[j] - m;
   cpu::typed_kernels<T>().unary(cpu::UnaryOp::exp, buf, buf, k, T(0));
@@ -254,6 +255,7 @@ Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
         kern.unary(cpu::UnaryOp::exp, buf, buf, len, T(0));
         kern.unary(cpu::UnaryOp::log1p, buf, buf, len, T(0));
         T* o = out + b;
+        // (A NaN logit drops out of the max term, but not out of buf = log1p(exp(-|NaN|)) = NaN.)
 #pragma omp simd
         for (std::int64_t i = 0; i < len; ++i) o[i] = (x[i] > T(0) ? x[i] : T(0)) - x[i] * z[i] + buf[i];
       }
@@ -310,28 +312,34 @@ void require_same_shape(const Tensor& y_true, const Tensor& y_pred, const char* 
 }  // namespace
 
 Tensor mean_squared_error(const Tensor& y_true, const Tensor& y_pred) {
-  Tensor t = true_as_pred(y_true, y_pred, "mean_squared_error"), p = y_pred;
-  same_rank(t, p);
-  return reduce_mean(square(sub(t, p)), {-1});
+  return detail::in_op("mean_squared_error", [&] {
+    Tensor t = true_as_pred(y_true, y_pred, "mean_squared_error"), p = y_pred;
+    same_rank(t, p);
+    return reduce_mean(square(sub(t, p)), {-1});
+  });
 }
 
 Tensor mean_absolute_error(const Tensor& y_true, const Tensor& y_pred) {
-  Tensor t = true_as_pred(y_true, y_pred, "mean_absolute_error"), p = y_pred;
-  same_rank(t, p);
-  return reduce_mean(abs(sub(t, p)), {-1});
+  return detail::in_op("mean_absolute_error", [&] {
+    Tensor t = true_as_pred(y_true, y_pred, "mean_absolute_error"), p = y_pred;
+    same_rank(t, p);
+    return reduce_mean(abs(sub(t, p)), {-1});
+  });
 }
 
 Tensor huber(const Tensor& y_true, const Tensor& y_pred, double delta) {
   if (!std::isfinite(delta) || delta < 0)
     throw ValueError(fmt::format("huber: delta must be finite and >= 0, got {}", delta));
-  Tensor t = true_as_pred(y_true, y_pred, "huber"), p = y_pred;
-  same_rank(t, p);
-  const Tensor error = sub(p, t);
-  const Tensor abs_error = abs(error);
-  // 0.5 e^2 where |e| <= delta, else delta |e| - 0.5 delta^2 (the two meet with equal slope).
-  const Tensor quadratic = mul(c(error, 0.5), square(error));
-  const Tensor linear = sub(mul(c(error, delta), abs_error), c(error, 0.5 * delta * delta));
-  return reduce_mean(where(less_equal(abs_error, c(abs_error, delta)), quadratic, linear), {-1});
+  return detail::in_op("huber", [&] {
+    Tensor t = true_as_pred(y_true, y_pred, "huber"), p = y_pred;
+    same_rank(t, p);
+    const Tensor error = sub(p, t);
+    const Tensor abs_error = abs(error);
+    // 0.5 e^2 where |e| <= delta, else delta |e| - 0.5 delta^2 (the two meet with equal slope).
+    const Tensor quadratic = mul(c(error, 0.5), square(error));
+    const Tensor linear = sub(mul(c(error, delta), abs_error), c(error, 0.5 * delta * delta));
+    return reduce_mean(where(less_equal(abs_error, c(abs_error, delta)), quadratic, linear), {-1});
+  });
 }
 
 Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool from_logits,
@@ -373,8 +381,8 @@ Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool
                                  y_pred.shape().to_string()));
   const int a = detail::normalize_axis(axis, y_pred.rank(), op);
   if (label_smoothing != 0) {
-    // Keras takes the number of classes from the last axis, whatever `axis` is.
-    const auto classes = static_cast<double>(t.shape()[t.rank() - 1]);
+    // The classes lie along `axis` (current Keras; older versions counted the last axis).
+    const auto classes = static_cast<double>(t.shape()[a]);
     t = add(mul(t, c(t, 1 - label_smoothing)), c(t, label_smoothing / classes));
   }
   if (from_logits) return softmax_cross_entropy_with_logits(t, y_pred, a);

@@ -14,22 +14,23 @@ using autograd::Grads;
 using autograd::Needs;
 
 namespace {
-Tensor shifted(const Tensor& x, int axis) {
-  Tensor m = reduce_max(x, {axis}, true);
-  m = where(is_finite(m), m, zeros_like(m));
-  return sub(x, m);
-}
+// x minus its max along `axis`, taken as it is, as TensorFlow's Softmax kernel shifts: a row
+// with a NaN, a +inf or only -inf values becomes NaN (NaN - m, inf - inf), so softmax and
+// log_softmax give NaN for the whole row, as tf.nn.softmax does. (reduce_logsumexp is
+// different: TensorFlow defines it with a shift of 0 when the max is not finite.)
+Tensor shifted(const Tensor& x, int axis) { return sub(x, reduce_max(x, {axis}, true)); }
 }  // namespace
 
 Tensor softmax(const Tensor& x, int axis) {
   detail::check_float(x, "softmax");
   const int a = detail::normalize_axis(axis, x.rank(), "softmax");
+  if (x.size() == 0) return x;  // TensorFlow: an empty input gives an empty output
   Tensor y;
-  {
+  detail::in_op("softmax", [&] {
     autograd::NoRecordScope no_record;
     const Tensor e = exp(shifted(x, a));
     y = div(e, reduce_sum(e, {a}, true));
-  }
+  });
   if (autograd::recording())
     autograd::record("softmax", {x}, {y}, [y, a](const Grads& g, const Needs&) {
       // dx = y * (g - sum(g * y))
@@ -41,12 +42,13 @@ Tensor softmax(const Tensor& x, int axis) {
 Tensor log_softmax(const Tensor& x, int axis) {
   detail::check_float(x, "log_softmax");
   const int a = detail::normalize_axis(axis, x.rank(), "log_softmax");
+  if (x.size() == 0) return x;
   Tensor y;
-  {
+  detail::in_op("log_softmax", [&] {
     autograd::NoRecordScope no_record;
     const Tensor s = shifted(x, a);
     y = sub(s, log(reduce_sum(exp(s), {a}, true)));
-  }
+  });
   if (autograd::recording())
     autograd::record("log_softmax", {x}, {y}, [y, a](const Grads& g, const Needs&) {
       // dx = g - softmax(x) * sum(g)

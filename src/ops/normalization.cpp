@@ -205,7 +205,7 @@ void column_moments(const T* x, std::int64_t rows, std::int64_t cols, std::vecto
   for (std::size_t c = 0; c < s.size(); ++c) {
     const double dm = s[c] / n;
     mean[c] = static_cast<double>(shift[c]) + dm;
-    var[c] = std::max(0.0, q[c] / n - dm * dm);
+    var[c] = std::max(q[c] / n - dm * dm, 0.0);  // rounding can go below 0; NaN stays NaN
   }
 }
 
@@ -516,7 +516,7 @@ void layer_norm_rows(const T* x, T* y, std::int64_t rows, std::int64_t cols, con
       for (std::int64_t i = 0; i < len; ++i) {
         // Centred on the rounded mean m: sum((x - m)^2) / n = var + (mu - m)^2.
         const double dm = mu[i] - static_cast<double>(mean_out[g0 + i]);
-        const double var = std::max(0.0, q[i] / n - dm * dm);
+        const double var = std::max(q[i] / n - dm * dm, 0.0);  // NaN stays NaN
         rstd_out[g0 + i] = static_cast<T>(1.0 / std::sqrt(var + epsilon));
       }
       for (std::int64_t i = 0; i < len; ++i) {

@@ -35,7 +35,22 @@ struct Generator {
   bool seeded = false;
   std::uint64_t key = 0;
   std::uint64_t counter = 0;
+  std::uint64_t streams = 0;  // SeedGenerators derived since the last set_seed
 };
+
+// The stream (Philox word 2) SeedGenerator keys come from: apart from every draw's words
+// ("SeGe" in ASCII).
+constexpr std::uint32_t kSeedGeneratorStream = 0x53654765u;
+
+thread_local SeedGenerator* current_stream = nullptr;
+
+void seed_if_needed(Generator& g) {
+  if (g.seeded) return;
+  std::random_device rd;
+  g.key = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  g.counter = 0;
+  g.seeded = true;
+}
 
 Generator& generator() {
   static Generator g;
@@ -98,27 +113,51 @@ void set_seed(std::uint64_t seed) {
   std::lock_guard<std::mutex> lock(g.mutex);
   g.key = seed;
   g.counter = 0;
+  g.streams = 0;
   g.seeded = true;
 }
 
 PhiloxState reserve(std::uint64_t count) {
+  if (current_stream) return current_stream->reserve(count);
   auto& g = generator();
   std::lock_guard<std::mutex> lock(g.mutex);
-  if (!g.seeded) {
-    std::random_device rd;
-    g.key = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-    g.counter = 0;
-    g.seeded = true;
-  }
+  seed_if_needed(g);
   const PhiloxState s{g.key, g.counter};
   g.counter += count / 4 + (count % 4 != 0);
   return s;
 }
 
-PhiloxState get_state() {
-  reserve(0);  // seeds a never-seeded generator, so the state returned is the one draws will use
+SeedGenerator::SeedGenerator() {
   auto& g = generator();
   std::lock_guard<std::mutex> lock(g.mutex);
+  seed_if_needed(g);
+  const philox::Words w = philox::block(PhiloxState{g.key, 0}, g.streams++, kSeedGeneratorStream);
+  key_ = (static_cast<std::uint64_t>(w[0]) << 32) | w[1];
+}
+
+SeedGenerator::SeedGenerator(std::uint64_t seed) { reset(seed); }
+
+void SeedGenerator::reset(std::uint64_t seed) {
+  // Not the key set_seed(seed) gives the global generator: a model's stream and the global one
+  // stay apart when both come from the same number.
+  const philox::Words w = philox::block(PhiloxState{seed, 0}, 0, kSeedGeneratorStream);
+  key_ = (static_cast<std::uint64_t>(w[0]) << 32) | w[1];
+  counter_ = 0;
+}
+
+PhiloxState SeedGenerator::reserve(std::uint64_t count) {
+  const PhiloxState s{key_, counter_};
+  counter_ += count / 4 + (count % 4 != 0);
+  return s;
+}
+
+GeneratorScope::GeneratorScope(SeedGenerator& generator) : saved_(current_stream) { current_stream = &generator; }
+GeneratorScope::~GeneratorScope() { current_stream = saved_; }
+
+PhiloxState get_state() {
+  auto& g = generator();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  seed_if_needed(g);  // so the state returned is the one draws will use
   return {g.key, g.counter};
 }
 

@@ -211,10 +211,12 @@ Tensor reduce_logsumexp(const Tensor& x, std::vector<int> axes, bool keepdims) {
   const ReducedShapes r = reduced_shapes(x, axes, keepdims, "reduce_logsumexp");
   if (!is_floating(x.dtype())) throw DTypeError(fmt::format("reduce_logsumexp: expected a float tensor, got {}", name(x.dtype())));
   // Shift by the max so exp never overflows; the shift carries no gradient of its own.
-  Tensor m = stop_gradient(reduce_max(x, r.axes, true));
-  m = where(is_finite(m), m, zeros_like(m));
-  const Tensor lse = add(log(reduce_sum(exp(sub(x, m)), r.axes, true)), m);
-  return keepdims ? lse : reshape(lse, r.out);
+  return detail::in_op("reduce_logsumexp", [&] {
+    Tensor m = stop_gradient(reduce_max(x, r.axes, true));
+    m = where(is_finite(m), m, zeros_like(m));
+    const Tensor lse = add(log(reduce_sum(exp(sub(x, m)), r.axes, true)), m);
+    return keepdims ? lse : reshape(lse, r.out);
+  });
 }
 
 Tensor reduce_variance(const Tensor& x, std::vector<int> axes, bool keepdims) {

@@ -127,8 +127,11 @@ Tensor reshape(const Tensor& x, Shape shape) {
       infer = static_cast<int>(i);
     } else if (shape[i] < 0) {
       throw ShapeError(fmt::format("reshape: negative dimension in {}", shape.to_string()));
-    } else {
-      known *= shape[i];
+    } else if (known != 0 && shape[i] != 0 && __builtin_mul_overflow(known, shape[i], &known)) {
+      throw ShapeError(fmt::format("reshape: cannot reshape {} ({} elements) into {}, which has more elements than "
+                                   "a 64-bit count holds", detail::shape_str(x), x.size(), shape.to_string()));
+    } else if (shape[i] == 0) {
+      known = 0;
     }
   }
   const std::int64_t n = x.size();
@@ -249,7 +252,7 @@ Tensor slice(const Tensor& x, const std::vector<std::int64_t>& begin,
       throw ValueError(fmt::format("slice: begin {} is out of range for shape {} (axis {})",
                                    list_str(begin), detail::shape_str(x), i));
     if (s == -1) s = in[i] - b;
-    if (s < 0 || b + s > in[i])
+    if (s < 0 || s > in[i] - b)  // not b + s > in[i], which wraps for sizes near INT64_MAX
       throw ValueError(fmt::format("slice: begin {} with size {} is out of range for shape {} (axis {})",
                                    list_str(begin), list_str(size), detail::shape_str(x), i));
     dims[i] = s;
@@ -285,6 +288,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
     else if (x.shape()[j] != 1)
       fail();
   }
+  detail::checked_elements(shape, "broadcast_to");  // a view, but one whose size must be countable
   Tensor y = detail::make_view(x, shape, std::move(strides), x.offset());
   if (autograd::recording())
     autograd::record("broadcast_to", {x}, {y}, [in = x.shape()](const Grads& g, const Needs& n) {
@@ -316,12 +320,13 @@ Tensor concat(const std::vector<Tensor>& values, int axis) {
                                    "(only axis {} may differ)",
                                    k, detail::shape_str(v), detail::shape_str(first), ax));
     sizes.push_back(v.shape()[ax]);
-    out_dims[static_cast<std::size_t>(ax)] += v.shape()[ax];
+    auto& total = out_dims[static_cast<std::size_t>(ax)];
+    total = detail::checked_add(total, v.shape()[ax], "concat", fmt::format("the sum of axis {}", ax));
   }
   if (values.size() == 1) return first;
 
   const Shape out_shape(out_dims);
-  Tensor out = detail::empty_tensor(out_shape, first.dtype(), first.device());
+  Tensor out = detail::empty_tensor(out_shape, first.dtype(), first.device(), "concat");
   const auto out_strides = contiguous_strides(out_shape);
   const std::size_t item = itemsize(first.dtype());
   auto* dst = static_cast<char*>(out.raw_data());
@@ -456,11 +461,13 @@ Tensor tile(const Tensor& x, const std::vector<std::int64_t>& multiples) {
   std::vector<std::int64_t> out_dims(static_cast<std::size_t>(r)), split_dims, src_strides;
   for (std::size_t i = 0; i < out_dims.size(); ++i) {
     const std::int64_t d = x.shape().dims()[i];
-    out_dims[i] = d * multiples[i];
+    out_dims[i] = detail::checked_mul(d, multiples[i], "tile", fmt::format("axis {} of shape {} times {}", i,
+                                                                          detail::shape_str(x), list_str(multiples)));
     split_dims.insert(split_dims.end(), {multiples[i], d});
     src_strides.insert(src_strides.end(), {0, x.strides()[i]});
   }
-  Tensor out = detail::empty_tensor(Shape(out_dims), x.dtype(), x.device());
+  detail::checked_elements(Shape(out_dims), "tile");
+  Tensor out = detail::empty_tensor(Shape(out_dims), x.dtype(), x.device(), "tile");
   strided_copy(out, out.raw_data(), contiguous_strides(Shape(split_dims)), x.raw_data(), src_strides,
                split_dims, itemsize(x.dtype()));
   if (autograd::recording())
@@ -656,7 +663,7 @@ Tensor one_hot(const Tensor& indices, int depth, double on_value, double off_val
     if (indices.dtype() != DType::uint8) detail::dispatch_index(indices.dtype(), "one_hot", []<class I>() {});
     auto dims = indices.shape().dims();
     dims.push_back(depth);
-    Tensor out = detail::empty_tensor(Shape(dims), dtype, indices.device());
+    Tensor out = detail::empty_tensor(Shape(dims), dtype, indices.device(), "one_hot");
     // The encoded values travel in the low bytes of a 64-bit word.
     unsigned char on[8] = {}, off[8] = {};
     encode_scalar(on_value, dtype, on);
@@ -679,7 +686,7 @@ Tensor one_hot(const Tensor& indices, int depth, double on_value, double off_val
   }
   auto dims = indices.shape().dims();
   dims.push_back(depth);
-  Tensor out = detail::empty_tensor(Shape(dims), dtype, indices.device());
+  Tensor out = detail::empty_tensor(Shape(dims), dtype, indices.device(), "one_hot");
   const std::size_t item = itemsize(dtype);
   unsigned char on[8], off[8];
   encode_scalar(on_value, dtype, on);
@@ -711,10 +718,13 @@ Tensor pad(const Tensor& x, const std::vector<std::array<std::int64_t, 2>>& padd
       throw ValueError(fmt::format("pad: paddings {} must be >= 0 (shape {})", pads_str(),
                                    detail::shape_str(x)));
   std::vector<std::int64_t> dims(static_cast<std::size_t>(r));
-  for (std::size_t i = 0; i < dims.size(); ++i)
-    dims[i] = x.shape().dims()[i] + paddings[i][0] + paddings[i][1];
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const std::string what = fmt::format("axis {} of shape {} padded by {}", i, detail::shape_str(x), pads_str());
+    dims[i] = detail::checked_add(detail::checked_add(x.shape().dims()[i], paddings[i][0], "pad", what), paddings[i][1],
+                                  "pad", what);
+  }
   const Shape out_shape(dims);
-  Tensor out = detail::empty_tensor(out_shape, x.dtype(), x.device());
+  Tensor out = detail::empty_tensor(out_shape, x.dtype(), x.device(), "pad");
   const std::size_t item = itemsize(x.dtype());
   if (out.device().is_cuda()) {
     if (out.size() > 0) cuda::fill(detail::cuda_view(out), value);

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <optional>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -37,7 +39,7 @@ void write(Variable& v, double value) {
 
 LossScaleOptimizer::LossScaleOptimizer(OptimizerRef inner_optimizer, LossScaleOptimizerOptions options)
     : Optimizer(inner_optimizer ? inner_optimizer->learning_rate_spec() : LearningRate(0.0),
-                named(options.name), "loss_scale_optimizer"),
+                named(options.name), "LossScaleOptimizer"),
       inner_(inner_optimizer.get()),
       options_(std::move(options)) {
   if (!inner_) throw ValueError("LossScaleOptimizer: inner_optimizer is none");
@@ -49,7 +51,10 @@ LossScaleOptimizer::LossScaleOptimizer(OptimizerRef inner_optimizer, LossScaleOp
   if (options_.dynamic_growth_steps < 1)
     throw ValueError(fmt::format("LossScaleOptimizer: dynamic_growth_steps must be >= 1, got {}",
                                  options_.dynamic_growth_steps));
-  if (options_.name.empty()) options_.name = "loss_scale_optimizer";
+  options_.name = name();  // the auto name when none was given
+  // Keras 3: "Disable the inner optimizer's loss scaling, otherwise gradients will be scaled
+  // twice" (the dynamic scale is divided out here, a loss_scale_factor again by the inner apply).
+  inner_->set_loss_scale_factor(std::nullopt);
   step_counter_ = host_scalar(0, DType::int64, "step_counter");
   dynamic_scale_ = host_scalar(options_.initial_scale, DType::float32, "dynamic_scale");
 }
@@ -158,8 +163,10 @@ void LossScaleOptimizer::update_step(const Tensor&, Variable& variable, Slots&, 
 }
 
 nlohmann::json LossScaleOptimizer::get_config() const {
-  nlohmann::json config = Optimizer::get_config();
-  config.erase("learning_rate");
+  // Keras 3.12+ does not use the base config here: "only name is supported".
+  nlohmann::json config;
+  config["name"] = name();
+  add_config(config);
   return config;
 }
 
@@ -169,9 +176,44 @@ void LossScaleOptimizer::add_config(nlohmann::json& config) const {
   config["dynamic_growth_steps"] = options_.dynamic_growth_steps;
 }
 
+namespace {
+
+// Keras' backwards compatibility: configs written before 3.12 carried the base optimizer's
+// options (all without effect here), which are accepted at their defaults only. "learning_rate"
+// is the inner optimizer's (keel wrote none; accepted and ignored).
+void check_legacy_keys(const nlohmann::json& config) {
+  static const char* const null_default[] = {"weight_decay", "clipnorm", "global_clipnorm", "clipvalue",
+                                             "ema_overwrite_frequency", "loss_scale_factor",
+                                             "gradient_accumulation_steps"};
+  static const char* const known[] = {"name", "inner_optimizer", "initial_scale", "dynamic_growth_steps",
+                                      "learning_rate", "use_ema", "ema_momentum", "dynamic"};
+  for (const auto& [key, value] : config.items()) {
+    const bool nullable = std::find(std::begin(null_default), std::end(null_default), key) != std::end(null_default);
+    if (nullable) {
+      if (!value.is_null())
+        throw ValueError(fmt::format("LossScaleOptimizer does not support `{}` (got {}). Instead, set `{}` on the "
+                                     "`inner_optimizer`.", key, value.dump(), key));
+      continue;
+    }
+    if (std::find(std::begin(known), std::end(known), key) == std::end(known))
+      throw ValueError(fmt::format("LossScaleOptimizer does not support the argument `{}`", key));
+  }
+  if (config.contains("use_ema") && config.at("use_ema") != false)
+    throw ValueError("LossScaleOptimizer does not support `use_ema`. Instead, set `use_ema` on the `inner_optimizer`.");
+  if (config.contains("ema_momentum") && config.at("ema_momentum") != 0.99)
+    throw ValueError(fmt::format("LossScaleOptimizer does not support `ema_momentum` (got {}). Instead, set "
+                                 "`ema_momentum` on the `inner_optimizer`.", config.at("ema_momentum").dump()));
+  if (config.contains("dynamic") && config.at("dynamic") != true)
+    throw ValueError("LossScaleOptimizer no longer supports `dynamic=False`. Instead, simply set "
+                     "`loss_scale_factor` directly on the `inner_optimizer`.");
+}
+
+}  // namespace
+
 std::shared_ptr<LossScaleOptimizer> LossScaleOptimizer::from_config(const nlohmann::json& config) {
   if (!config.is_object() || !config.contains("inner_optimizer"))
     throw ValueError(fmt::format("LossScaleOptimizer.from_config: no \"inner_optimizer\" in {}", config.dump()));
+  check_legacy_keys(config);
   LossScaleOptimizerOptions o;
   try {
     o.initial_scale = config.value("initial_scale", o.initial_scale);

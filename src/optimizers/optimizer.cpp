@@ -15,6 +15,7 @@
 
 #include "autograd/record.hpp"
 #include "core/tensor_util.hpp"
+#include "keel/layers/layer.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/reduce.hpp"
@@ -46,6 +47,26 @@ void write_scalar(Variable& v, double value) {
     return;
   }
   t.impl()->storage->bump_version();
+}
+
+// A constant learning rate must be a finite number >= 0 (0 is allowed: the weights stay put).
+// Keras does not check; a negative rate would silently ascend the loss and a NaN one destroy
+// the weights on the first step.
+void check_learning_rate(double lr, const std::string& who) {
+  if (!(std::isfinite(lr) && lr >= 0))
+    throw ValueError(fmt::format("{}: `learning_rate` must be a finite number >= 0. Received: learning_rate={}", who, lr));
+}
+
+// clipnorm, clipvalue and global_clipnorm: 0 turns clipping off, as in Keras (whose `> 0` test
+// also ignores negative values silently: here they are errors, as is NaN).
+void check_clip(const std::optional<double>& value, const char* option, const std::string& who) {
+  if (value && !(*value >= 0))
+    throw ValueError(fmt::format("{}: `{}` must be >= 0 (0: no clipping). Received: {}={}", who, option, option, *value));
+}
+
+void check_loss_scale_factor(const std::optional<double>& factor, const std::string& who) {
+  if (factor && !(*factor > 0))
+    throw ValueError(fmt::format("{}: `loss_scale_factor` must be > 0. Received: {}", who, *factor));
 }
 
 }  // namespace
@@ -82,10 +103,15 @@ struct Optimizer::State {
   }
 };
 
-Optimizer::Optimizer(LearningRate learning_rate, CommonOptions common, const char* default_name)
+Optimizer::Optimizer(LearningRate learning_rate, CommonOptions common, const char* class_name)
     : learning_rate_(std::move(learning_rate)), common_(std::move(common)), state_(std::make_unique<State>()) {
-  if (common_.name.empty()) common_.name = default_name;
-  const char* who = default_name;
+  // Keras 3 (since 3.15) names every optimizer auto_name(class name): "adam", "adam_1", ...
+  if (common_.name.empty()) common_.name = layers::unique_name(class_name);
+  const std::string who = class_name;
+  if (!learning_rate_.is_schedule()) check_learning_rate(learning_rate_.value(), who);
+  check_clip(common_.clipnorm, "clipnorm", who);
+  check_clip(common_.clipvalue, "clipvalue", who);
+  check_clip(common_.global_clipnorm, "global_clipnorm", who);
   const int clips = int(common_.clipnorm.has_value()) + int(common_.clipvalue.has_value()) +
                     int(common_.global_clipnorm.has_value());
   if (clips > 1)
@@ -101,8 +127,7 @@ Optimizer::Optimizer(LearningRate learning_rate, CommonOptions common, const cha
       throw ValueError(fmt::format("{}: `ema_overwrite_frequency` must be an integer >= 1 or None. Received: "
                                    "ema_overwrite_frequency={}", who, *common_.ema_overwrite_frequency));
   }
-  if (common_.loss_scale_factor && !(*common_.loss_scale_factor > 0))
-    throw ValueError(fmt::format("{}: `loss_scale_factor` must be > 0. Received: {}", who, *common_.loss_scale_factor));
+  check_loss_scale_factor(common_.loss_scale_factor, who);
   state_->iteration = host_scalar(0, DType::int64, "iteration");
   if (!learning_rate_.is_schedule()) set_learning_rate_variable(learning_rate_.value());
 }
@@ -132,6 +157,7 @@ void Optimizer::set_learning_rate(double learning_rate) {
         "{}: this optimizer was created with a LearningRateSchedule as its learning rate, hence its learning "
         "rate is not settable. Create the optimizer with a number as learning rate, or pass a new schedule.",
         name()));
+  check_learning_rate(learning_rate, fmt::format("{} ({}).set_learning_rate", class_name(), name()));
   set_learning_rate_variable(learning_rate);
   learning_rate_ = LearningRate(learning_rate);
 }
@@ -142,6 +168,7 @@ void Optimizer::set_learning_rate(const LearningRate& learning_rate) {
     state_->learning_rate.reset();  // a schedule has no learning-rate state
     return;
   }
+  check_learning_rate(learning_rate.value(), fmt::format("{} ({}).set_learning_rate", class_name(), name()));
   learning_rate_ = learning_rate;
   set_learning_rate_variable(learning_rate.value());
 }
@@ -271,6 +298,11 @@ void Optimizer::apply(const std::vector<Tensor>& grads) {
     throw ValueError(fmt::format("{}.apply(grads): the optimizer was not built; call build(variables) first "
                                  "or pass the variables", name()));
   apply(grads, state_->built_variables);
+}
+
+void Optimizer::set_loss_scale_factor(std::optional<double> factor) {
+  check_loss_scale_factor(factor, fmt::format("{} ({})", class_name(), name()));
+  common_.loss_scale_factor = factor;
 }
 
 Tensor Optimizer::scale_loss(const Tensor& loss) const {

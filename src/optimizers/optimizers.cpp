@@ -202,10 +202,10 @@ void SGD::add_config(nlohmann::json& config) const {
 // ---- Adam / AdamW -------------------------------------------------------------------------------
 
 Adam::Adam(LearningRate learning_rate, AdamOptions options)
-    : Adam(std::move(learning_rate), options, common_of(options), "adam") {}
+    : Adam(std::move(learning_rate), options, common_of(options), "Adam") {}
 
-Adam::Adam(LearningRate learning_rate, AdamOptions options, CommonOptions common, const char* default_name)
-    : Optimizer(std::move(learning_rate), std::move(common), default_name), options_(std::move(options)) {}
+Adam::Adam(LearningRate learning_rate, AdamOptions options, CommonOptions common, const char* class_name)
+    : Optimizer(std::move(learning_rate), std::move(common), class_name), options_(std::move(options)) {}
 
 std::vector<Optimizer::SlotSpec> Adam::slot_specs() const {
   std::vector<SlotSpec> specs{{"momentum", 0.0}, {"velocity", 0.0}};
@@ -289,12 +289,12 @@ AdamOptions adam_part(const AdamWOptions& o) {
 
 // Keras 3's AdamW is Adam with the base optimizer's decoupled weight decay switched on.
 AdamW::AdamW(LearningRate learning_rate, AdamWOptions options)
-    : Adam(std::move(learning_rate), adam_part(options), common_of(adam_part(options)), "adamw") {}
+    : Adam(std::move(learning_rate), adam_part(options), common_of(adam_part(options)), "AdamW") {}
 
 // ---- RMSprop ------------------------------------------------------------------------------------
 
 RMSprop::RMSprop(LearningRate learning_rate, RMSpropOptions options)
-    : Optimizer(std::move(learning_rate), common_of(options), "rmsprop"), options_(std::move(options)) {}
+    : Optimizer(std::move(learning_rate), common_of(options), "RMSprop"), options_(std::move(options)) {}
 
 std::vector<Optimizer::SlotSpec> RMSprop::slot_specs() const {
   std::vector<SlotSpec> specs{{"velocity", 0.0}};
@@ -385,7 +385,7 @@ void RMSprop::add_config(nlohmann::json& config) const {
 // ---- Adagrad ------------------------------------------------------------------------------------
 
 Adagrad::Adagrad(LearningRate learning_rate, AdagradOptions options)
-    : Optimizer(std::move(learning_rate), common_of(options), "adagrad"), options_(std::move(options)) {}
+    : Optimizer(std::move(learning_rate), common_of(options), "Adagrad"), options_(std::move(options)) {}
 
 std::vector<Optimizer::SlotSpec> Adagrad::slot_specs() const {
   return {{"accumulator", options_.initial_accumulator_value}};
@@ -420,7 +420,7 @@ void Adagrad::add_config(nlohmann::json& config) const {
 // ---- Nadam --------------------------------------------------------------------------------------
 
 Nadam::Nadam(LearningRate learning_rate, NadamOptions options)
-    : Optimizer(std::move(learning_rate), common_of(options), "nadam"), options_(std::move(options)) {
+    : Optimizer(std::move(learning_rate), common_of(options), "Nadam"), options_(std::move(options)) {
   // The running product of the momentum schedule, kept in float32 like Keras' u_product.
   u_product_ = &add_optimizer_variable("u_product", constant(1.0, DType::float32));
 }

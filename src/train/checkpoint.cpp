@@ -11,10 +11,13 @@
 
 #include <fmt/core.h>
 
+#include "io/atomic_file.hpp"
+#include "io/safetensors_file.hpp"
 #include "keel/io/safetensors.hpp"
 #include "keel/models/model.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/optimizers/optimizer.hpp"
+#include "train/optimizer_state.hpp"
 
 namespace keel::train {
 
@@ -27,6 +30,8 @@ constexpr const char* kOptimizerPrefix = "optimizer/";
 constexpr const char* kEpoch = "checkpoint/epoch";
 constexpr const char* kSaveCounter = "checkpoint/save_counter";
 constexpr const char* kRng = "checkpoint/rng_state";
+// The model's own stream (Model::seed_generator), which fit() draws from.
+constexpr const char* kModelRng = "checkpoint/model_rng_state";
 constexpr const char* kFormat = "keel.checkpoint";
 
 [[noreturn]] void fail(const std::string& path, const std::string& field, const std::string& what) {
@@ -43,6 +48,19 @@ std::int64_t scalar_of(const std::map<std::string, Tensor>& t, const char* key, 
     fail(path, fmt::format("tensor '{}'", key),
          fmt::format("must be an int64 scalar, got {} {}", keel::name(it->second.dtype()), it->second.shape().to_string()));
   return it->second.item<std::int64_t>();
+}
+
+// The number N of "<name>-<N>.safetensors" exactly: atomic_write's temporaries
+// ("....safetensors.tmp-...") and other files are not checkpoints.
+std::optional<std::int64_t> is_checkpoint_file(const std::string& f, const std::string& name) {
+  const std::string prefix = name + "-", suffix = ".safetensors";
+  if (f.size() <= prefix.size() + suffix.size() || f.compare(0, prefix.size(), prefix) != 0 ||
+      f.compare(f.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return std::nullopt;
+  const std::string digits = f.substr(prefix.size(), f.size() - prefix.size() - suffix.size());
+  if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  return std::stoll(digits);
 }
 
 }  // namespace
@@ -83,15 +101,21 @@ void Checkpoint::write(const std::string& path) {
   tensors.emplace(kRng, constant(std::vector<std::int64_t>{static_cast<std::int64_t>(rng.key),
                                                            static_cast<std::int64_t>(rng.counter)},
                                  Shape{2}));
+  const random::PhiloxState model_rng = model_->seed_generator().state();
+  tensors.emplace(kModelRng, constant(std::vector<std::int64_t>{static_cast<std::int64_t>(model_rng.key),
+                                                                static_cast<std::int64_t>(model_rng.counter)},
+                                      Shape{2}));
   tensors.emplace(kEpoch, constant(std::vector<std::int64_t>{epoch_}, Shape()));
   tensors.emplace(kSaveCounter, constant(std::vector<std::int64_t>{save_counter_}, Shape()));
+  const std::string built = optimizer() ? train::detail::optimizer_built_value(*optimizer()) : "false";
   // The weights' order, so that a model built the same way but with other layer names (made
   // after other layers in the restoring process: "dense_4" instead of "dense") restores by position.
   std::string order;
   for (Variable* v : model_->weights()) order += v->name() + "\n";
   io::save_safetensors(path, tensors,
                        {{"format", kFormat}, {"format_version", "1"}, {"model", model_->name()},
-                        {"optimizer", optimizer_class}, {"weight_order", order}});
+                        {"optimizer", optimizer_class}, {train::detail::kOptimizerBuiltKey, built},
+                        {"weight_order", order}});
 }
 
 std::string Checkpoint::save(const std::string& file_prefix) {
@@ -108,10 +132,13 @@ std::string Checkpoint::save(const std::string& file_prefix) {
   return path;
 }
 
-void Checkpoint::restore(const std::string& path) {
+void Checkpoint::restore(const std::string& path) { restore(path, RestoreOptions{}); }
+
+void Checkpoint::restore(const std::string& path, const RestoreOptions& options) {
   if (path.empty()) throw ValueError("Checkpoint.restore: empty path (no checkpoint to restore?)");
-  const auto tensors = io::load_safetensors(path);  // validates the file completely
-  const auto meta = io::load_safetensors_metadata(path);
+  const io::detail::SafetensorsFile file = io::detail::read_safetensors(path);  // validates the file completely
+  const auto& tensors = file.tensors;
+  const auto& meta = file.metadata;
   if (auto it = meta.find("format"); it == meta.end() || it->second != kFormat)
     fail(path, "__metadata__.format", fmt::format("is not \"{}\": not a checkpoint written by keel", kFormat));
 
@@ -175,28 +202,28 @@ void Checkpoint::restore(const std::string& path) {
   };
   for (Variable* v : vars) match(v, kModelPrefix + saved_name.at(v->name()));
 
-  bool has_optimizer_state = false;
-  for (const auto& [key, t] : tensors) has_optimizer_state = has_optimizer_state || starts_with(key, kOptimizerPrefix);
-  if (has_optimizer_state) {
-    optimizers::Optimizer* opt = optimizer();
-    if (!opt)
-      fail(path, "optimizer", "the checkpoint holds optimizer state, but the model has no optimizer: compile it (or give "
-                              "the Checkpoint an optimizer) before restoring");
+  // Optimizer state: the file's "optimizer/..." tensors, or none although it was written with an
+  // optimizer (its metadata names the class) — then everything the optimizer needs is missing.
+  std::vector<train::detail::SavedState> saved;
+  for (const auto& [key, t] : tensors)
+    if (starts_with(key, kOptimizerPrefix)) saved.push_back({key, translate(key.substr(std::strlen(kOptimizerPrefix))), &t});
+  const auto saved_class = meta.find("optimizer");
+  const bool has_optimizer_state = !saved.empty() || (saved_class != meta.end() && !saved_class->second.empty());
+  optimizers::Optimizer* opt = has_optimizer_state ? optimizer() : nullptr;
+  if (has_optimizer_state && !opt && !options.allow_partial)
+    fail(path, "optimizer", "the checkpoint holds optimizer state, but the model has no optimizer: compile it (or give "
+                            "the Checkpoint an optimizer) before restoring, or restore with {.allow_partial = true} to "
+                            "skip that state");
+  if (opt) {
     // Slots exist once the optimizer has seen the variables; Keras builds it on the trainable weights.
     opt->build(model_->trainable_weights());
-    std::map<std::string, Variable*> state;
-    for (const auto& [vname, v] : opt->variables()) state[kOptimizerPrefix + vname] = v;
-    for (const auto& [key, t] : tensors) {
-      if (!starts_with(key, kOptimizerPrefix)) continue;
-      auto it = state.find(kOptimizerPrefix + translate(key.substr(std::strlen(kOptimizerPrefix))));
-      if (it == state.end())
-        fail(path, fmt::format("tensor '{}'", key),
-             fmt::format("the {} optimizer has no such variable: the checkpoint does not match it", opt->class_name()));
-      match(it->second, key);
-    }
+    const auto state = train::detail::match_optimizer_state(
+        *opt, saved, meta, kOptimizerPrefix, options.allow_partial,
+        [&](const std::string& field, const std::string& what) { fail(path, field, what); });
+    assignments.insert(assignments.end(), state.begin(), state.end());
   }
   for (const auto& [key, t] : tensors)
-    if (starts_with(key, kModelPrefix) && !used.count(key))
+    if (starts_with(key, kModelPrefix) && !used.count(key) && !options.allow_partial)
       fail(path, fmt::format("tensor '{}'", key), "the model has no such weight: the checkpoint does not match it");
 
   const std::int64_t epoch = scalar_of(tensors, kEpoch, path);
@@ -208,11 +235,20 @@ void Checkpoint::restore(const std::string& path) {
   if (rng->second.dtype() != DType::int64 || rng->second.shape() != Shape{2})
     fail(path, fmt::format("tensor '{}'", kRng), "must be int64 [2] (key, counter)");
   const auto words = rng->second.to_vector<std::int64_t>();
+  std::vector<std::int64_t> model_words;  // absent in checkpoints written before models had streams
+  if (auto m = tensors.find(kModelRng); m != tensors.end()) {
+    if (m->second.dtype() != DType::int64 || m->second.shape() != Shape{2})
+      fail(path, fmt::format("tensor '{}'", kModelRng), "must be int64 [2] (key, counter)");
+    model_words = m->second.to_vector<std::int64_t>();
+  }
 
   for (const auto& [v, t] : assignments) v->assign(*t);
   epoch_ = static_cast<int>(epoch);
   save_counter_ = counter;
   random::set_state({static_cast<std::uint64_t>(words[0]), static_cast<std::uint64_t>(words[1])});
+  if (!model_words.empty())
+    model_->seed_generator().set_state(
+        {static_cast<std::uint64_t>(model_words[0]), static_cast<std::uint64_t>(model_words[1])});
 }
 
 // ---- CheckpointManager -----------------------------------------------------------------------
@@ -226,23 +262,16 @@ CheckpointManager::CheckpointManager(Checkpoint& checkpoint, std::string directo
                                  *max_to_keep_));
   if (name_.empty() || name_.find('/') != std::string::npos)
     throw ValueError(fmt::format("CheckpointManager: bad checkpoint_name '{}'", name_));
+  remove_stale_temporaries();  // what runs killed during a save left (best effort)
 }
 
 std::vector<CheckpointManager::Found> CheckpointManager::list() const {
   std::vector<Found> out;
   std::error_code ec;
   if (!fs::is_directory(directory_, ec)) return out;
-  const std::string prefix = name_ + "-", suffix = ".safetensors";
   for (const auto& entry : fs::directory_iterator(directory_, ec)) {
     const std::string f = entry.path().filename().string();
-    // <name>-<digits>.safetensors exactly: atomic_write's temporaries ("....safetensors.tmp-...")
-    // and other files are not checkpoints.
-    if (f.size() <= prefix.size() + suffix.size() || f.compare(0, prefix.size(), prefix) != 0 ||
-        f.compare(f.size() - suffix.size(), suffix.size(), suffix) != 0)
-      continue;
-    const std::string digits = f.substr(prefix.size(), f.size() - prefix.size() - suffix.size());
-    if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-    out.push_back({std::stoll(digits), (fs::path(directory_) / f).string()});
+    if (const auto number = is_checkpoint_file(f, name_)) out.push_back({*number, (fs::path(directory_) / f).string()});
   }
   if (ec) throw IOError(fmt::format("CheckpointManager: cannot list {}: {}", directory_, ec.message()));
   std::sort(out.begin(), out.end(), [](const Found& a, const Found& b) { return a.number < b.number; });
@@ -253,6 +282,7 @@ std::string CheckpointManager::save(std::optional<std::int64_t> checkpoint_numbe
   std::error_code ec;
   fs::create_directories(directory_, ec);
   if (ec) throw IOError(fmt::format("CheckpointManager.save: cannot create {}: {}", directory_, ec.message()));
+  remove_stale_temporaries();
   auto found = list();
   std::int64_t n = checkpoint_.save_counter() + 1;
   if (!found.empty()) n = std::max(n, found.back().number + 1);
@@ -291,11 +321,20 @@ std::vector<std::string> CheckpointManager::checkpoints() const {
   return out;
 }
 
-bool CheckpointManager::restore_latest() {
+bool CheckpointManager::restore_latest() { return restore_latest(RestoreOptions{}); }
+
+bool CheckpointManager::restore_latest(const RestoreOptions& options) {
   const std::string latest = latest_checkpoint();
   if (latest.empty()) return false;
-  checkpoint_.restore(latest);
+  checkpoint_.restore(latest, options);
   return true;
+}
+
+int CheckpointManager::remove_stale_temporaries() const {
+  // The temporaries of "<name>-<N>.safetensors" only: the directory may hold other files.
+  return io::detail::remove_stale_temporaries_in(directory_, [&](const std::string& base) {
+    return is_checkpoint_file(base, name_).has_value();
+  });
 }
 
 namespace {

@@ -16,5 +16,8 @@ struct ValueError : Error { using Error::Error; };
 // A failure at run time that is not the caller's argument (Python's RuntimeError): what
 // TerminateOnNaN(raise_error = true) throws.
 struct RuntimeError : Error { using Error::Error; };
+// Memory (host or device) could not be had for an allocation (TensorFlow's name): the message
+// names the op and the bytes requested.
+struct ResourceExhaustedError : Error { using Error::Error; };
 
 }  // namespace keel

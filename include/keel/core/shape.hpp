@@ -18,9 +18,14 @@ class Shape {
   std::int64_t rank() const { return static_cast<std::int64_t>(dims_.size()); }
   std::int64_t operator[](std::int64_t i) const { return dims_[static_cast<std::size_t>(i)]; }
   std::int64_t& operator[](std::int64_t i) { return dims_[static_cast<std::size_t>(i)]; }
+  // The product of the dimensions: 0 when any dimension is 0 (however large the others), and a
+  // ValueError when it does not fit in 64 bits.
   std::int64_t num_elements() const {
     std::int64_t n = 1;
-    for (auto d : dims_) n *= d;
+    for (auto d : dims_)
+      if (d == 0) return 0;
+    for (auto d : dims_)
+      if (__builtin_mul_overflow(n, d, &n)) too_many_elements();
     return n;
   }
   auto begin() const { return dims_.begin(); }
@@ -30,6 +35,7 @@ class Shape {
   std::string to_string() const;  // "[2,3]"
 
  private:
+  [[noreturn]] void too_many_elements() const;
   std::vector<std::int64_t> dims_;
 };
 

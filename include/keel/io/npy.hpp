@@ -7,8 +7,11 @@
 // are transposed into C order on load. bfloat16 has no NumPy dtype: saving it is a DTypeError.
 // .npz: a zip of .npy members named "<key>.npy", stored (np.savez) or deflated
 // (np.savez_compressed); zip64 archives (what NumPy writes for large arrays) are read.
-// Readers validate the header dict, shape and data size (and, for .npz, the zip structure and
-// CRCs) and throw IOError naming the file and the byte offset. Writers use io::atomic_write.
+// Readers validate the header dict, shape and data size (and, for .npz, the zip structure: the
+// whole central directory against the end record's count and every local header's name, method,
+// sizes, CRC-32 and offset, with no overlapping or duplicate members) and throw IOError naming
+// the file, the member and the byte offset. A zero-size shape such as (0, 2**62) loads; one
+// whose product overflows int64 is an IOError. Writers use io::atomic_write.
 #include <map>
 #include <string>
 

@@ -23,25 +23,33 @@ namespace keel::losses {
 
 // The base of every loss; subclass it and implement call() for a custom loss.
 //
-// operator() is Keras' Loss.__call__: values = call(y_true, y_pred) per example, times
-// sample_weight when given, then reduced by `reduction`:
+// operator() is Keras' Loss.__call__: integer or bool labels become y_pred's float dtype (Keras
+// converts y_true to the loss dtype before call(); see keeps_integer_labels), values =
+// call(y_true, y_pred) per example, times sample_weight when given, then reduced by `reduction`:
 //   "sum_over_batch_size" (the default; "mean" is the same): sum of the weighted values / their
 //                          number of elements (Keras 3 divides by the element count, not by the
 //                          sum of the weights, so zero weights still count in the denominator);
 //   "sum":                 sum of the weighted values;
 //   "mean_with_sample_weight": sum of the weighted values / sum of the weights;
 //   "none":                the weighted per-example values.
+// A Keras mask riding on y_pred (layers::with_mask, e.g. from Embedding(mask_zero)) leaves the
+// masked entries out, as Keras' apply_mask does: the mask (of the per-example values' leading
+// axes, typically [batch, time]) multiplies the sample weights, and "sum_over_batch_size" then
+// divides by the number of unmasked entries instead of all of them (a fully masked batch gives 0).
 // The result is differentiable (it is made of ops), so a GradientTape sees through it.
 class Loss {
  public:
-  explicit Loss(std::string name = "loss", std::string reduction = "sum_over_batch_size");
+  // An empty name gives Keras' auto_name: the snake-case class name, made unique with a counter
+  // shared with the layers ("loss", "loss_1", ...; a subclass overriding class_name() "MyLoss"
+  // gets "my_loss"). The built-in losses have fixed default names, as in Keras.
+  explicit Loss(std::string name = "", std::string reduction = "sum_over_batch_size");
   virtual ~Loss() = default;
 
   Tensor operator()(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight = {}) const;
   // The unreduced loss: one value per example (Keras reduces the last axis in most losses).
   virtual Tensor call(const Tensor& y_true, const Tensor& y_pred) const = 0;
 
-  const std::string& name() const { return name_; }
+  const std::string& name() const;
   void set_name(std::string name) { name_ = std::move(name); }
   const std::string& reduction() const { return reduction_; }
   // Keras' {"name": ..., "reduction": ...} plus each subclass's own arguments.
@@ -53,16 +61,19 @@ class Loss {
   // Masked-out examples weigh 0, and "sum_over_batch_size" divides by the number that count
   // (Keras' apply_mask). Overridden by losses that ignore some labels.
   virtual std::pair<Tensor, Tensor> call_with_mask(const Tensor& y_true, const Tensor& y_pred) const;
+  // Whether integer labels reach call() as they are (true) or as y_pred's float dtype (false, the
+  // default, as Keras converts y_true). Sparse losses that index with the labels say true.
+  virtual bool keeps_integer_labels() const { return false; }
 
  private:
-  std::string name_;
+  mutable std::string name_;  // filled in by name() when left empty
   std::string reduction_;
 };
 
 // Wraps a function (y_true, y_pred) -> per-example values as a Loss (a custom loss lambda).
 struct LossFunctionWrapperOptions {
   std::string reduction = "sum_over_batch_size";
-  std::string name = "loss_function_wrapper";
+  std::string name;  // empty: Keras' auto_name, "loss_function_wrapper", "loss_function_wrapper_1", ...
 };
 class LossFunctionWrapper : public Loss {
  public:
@@ -120,7 +131,7 @@ class Huber : public Loss {
 
 struct BinaryCrossentropyOptions {
   bool from_logits = false;
-  double label_smoothing = 0.0;  // labels move towards 0.5: y (1 - s) + s / 2
+  double label_smoothing = 0.0;  // in [0, 1]; labels move towards 0.5: y (1 - s) + s / 2
   int axis = -1;
   std::string reduction = "sum_over_batch_size";
   std::string name = "binary_crossentropy";
@@ -143,7 +154,9 @@ class BinaryCrossentropy : public Loss {
 
 struct CategoricalCrossentropyOptions {
   bool from_logits = false;
-  double label_smoothing = 0.0;  // one-hot labels become y (1 - s) + s / num_classes
+  // In [0, 1]; one-hot labels become y (1 - s) + s / num_classes, the classes counted along
+  // `axis` (y_pred.shape[axis], as current Keras does).
+  double label_smoothing = 0.0;
   int axis = -1;
   std::string reduction = "sum_over_batch_size";
   std::string name = "categorical_crossentropy";
@@ -183,6 +196,7 @@ class SparseCategoricalCrossentropy : public Loss {
 
  protected:
   std::pair<Tensor, Tensor> call_with_mask(const Tensor& y_true, const Tensor& y_pred) const override;
+  bool keeps_integer_labels() const override { return true; }  // class indices
 
  private:
   bool from_logits_;
@@ -210,7 +224,7 @@ std::shared_ptr<Loss> get(const std::string& identifier);
 
 // What compile() takes as its loss: a name, any Loss object (copied), a shared_ptr to one
 // (shared), or a function (y_true, y_pred) -> per-example values (wrapped as a
-// LossFunctionWrapper with the default reduction). Default-constructed: no loss.
+// LossFunctionWrapper with the default reduction and, unless named, an auto name). Default-constructed: no loss.
 class LossRef {
  public:
   LossRef() = default;
@@ -226,7 +240,7 @@ class LossRef {
                                  !std::is_convertible_v<F, std::string> &&
                                  std::is_invocable_r_v<Tensor, std::decay_t<F>&, const Tensor&, const Tensor&>,
                              int> = 0>
-  LossRef(F&& fn, std::string name = "loss_function_wrapper")  // NOLINT
+  LossRef(F&& fn, std::string name = "")  // NOLINT
       : ptr_(wrap(LossFunctionWrapper::Fn(std::forward<F>(fn)), std::move(name))) {}
 
   bool defined() const { return ptr_ != nullptr; }
@@ -253,9 +267,13 @@ std::pair<Tensor, Tensor> squeeze_or_expand_to_same_rank(const Tensor& x1, const
                                                          bool expand_rank_1 = true);
 
 // Keras' reduce_weighted_values: weights (cast to the values' dtype, brought to their rank) times
-// values, then the reduction above. `mask` (bool or 0/1, optional) marks the values that count.
-// A weight of lower rank than the values applies to whole examples (it is broadcast from the
-// first axis, as tf.keras did), so per-sample weights [N] work with per-timestep losses [N, T].
+// values, then the reduction above. `mask` (bool or 0/1, optional) marks the values that count:
+// as Keras' apply_mask, it multiplies the weights and, for "sum_over_batch_size" / "mean", is
+// scaled by (mask elements / unmasked elements) first (0 when nothing is unmasked), so the
+// result is the weighted sum over the unmasked values / their count.
+// A weight (or mask) of lower rank than the values applies to whole examples (it is broadcast
+// from the first axis, as tf.keras did), so per-sample weights [N] work with per-timestep losses
+// [N, T]; a weight [N] and a mask [N, T] combine the same way.
 Tensor reduce_weighted_values(const Tensor& values, const Tensor& sample_weight = {},
                               const std::string& reduction = "sum_over_batch_size",
                               const Tensor& mask = {});

@@ -8,8 +8,10 @@
 //   double value = auc.result();
 //
 // A custom metric subclasses Metric and implements the three functions.
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,6 +34,9 @@ class Metric {
 
   virtual void update_state(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight = {}) = 0;
   virtual double result() const = 0;
+  // Every value the metric reports: one for most, one per threshold for Precision and Recall
+  // given a list. fit() logs a metric with several as "<name>_0", "<name>_1", ...
+  virtual std::vector<double> results() const { return {result()}; }
   virtual void reset_state() = 0;
 
   const std::string& name() const { return name_; }
@@ -72,6 +77,10 @@ class Mean : public Metric {
   double total() const { return total_; }
   double count() const { return count_; }
 
+ protected:
+  // update_state's arithmetic, for subclasses that compute their own values and weights.
+  void accumulate(const Tensor& values, const Tensor& sample_weight);
+
  private:
   double total_ = 0;
   double count_ = 0;
@@ -102,7 +111,9 @@ class MeanMetricWrapper : public Mean {
 
 // y_true == y_pred, elementwise (y_true cast to y_pred's dtype).
 Tensor accuracy(const Tensor& y_true, const Tensor& y_pred);
-// y_true == (y_pred > threshold), elementwise.
+// y_true == (y_pred > threshold), elementwise. The comparison is made in y_pred's dtype when it
+// is float64, in float32 otherwise, as Keras 3 promotes (a bool prediction true is 1.0 > 0.5,
+// not compared with the threshold cast to bool); the 0/1 result is then cast to y_true's dtype.
 Tensor binary_accuracy(const Tensor& y_true, const Tensor& y_pred, double threshold = 0.5);
 // argmax(y_true) == argmax(y_pred) over the last axis (one-hot labels).
 Tensor categorical_accuracy(const Tensor& y_true, const Tensor& y_pred);
@@ -208,60 +219,108 @@ class MeanAbsoluteError : public MeanMetricWrapper {
 };
 
 // ---- confusion-matrix metrics ---------------------------------------------------------------------
-// A prediction is positive when y_pred > threshold, a label when y_true != 0; every element of
-// y_pred counts (multi-label outputs are flattened), weighted by its sample's weight.
+// A prediction is positive at threshold t when y_pred > t (compared in float32, as Keras), a
+// label when y_true != 0; every element of y_pred counts (multi-label outputs are flattened),
+// weighted by its sample's weight. With evenly spaced thresholds (such as AUC's default grid, or
+// Precision's {0, 0.5, 1}) the counts are bucketed as Keras' optimised update does, which first
+// clips predictions to [0, 1].
+
+namespace detail {
+// Confusion counts at each threshold, laid out [threshold][label] (one label unless AUC keeps a
+// curve per label).
+struct ConfusionCounts {
+  std::vector<double> tp, fp, tn, fn;
+  void reset(std::size_t size);
+};
+}  // namespace detail
+
+// Keras' `thresholds` argument of Precision and Recall: none (the default), one value
+// (`.thresholds = 0.3`), or a list (`.thresholds = {0.3, 0.5, 0.7}` or a std::vector<double>),
+// which gives one result per threshold. A list of one is still a list, as in Keras: get_config
+// reports [0.5] for {0.5} and 0.5 for 0.5.
+class Thresholds {
+ public:
+  Thresholds() = default;
+  Thresholds(std::nullopt_t) {}                 // NOLINT: implicit, as Keras' None
+  Thresholds(double value) : values_{value} {}  // NOLINT: implicit, as Keras' float
+  Thresholds(std::optional<double> value)       // NOLINT
+      : values_(value ? std::vector<double>{*value} : std::vector<double>{}) {}
+  Thresholds(std::vector<double> values) : values_(std::move(values)), list_(true) {}  // NOLINT: a list
+  Thresholds(std::initializer_list<double> values) : Thresholds(std::vector<double>(values)) {}
+
+  bool has_value() const { return list_ || !values_.empty(); }
+  bool is_list() const { return list_; }
+  const std::vector<double>& values() const { return values_; }
+
+ private:
+  std::vector<double> values_;
+  bool list_ = false;
+};
 
 struct PrecisionOptions {
-  // In [0, 1]. Default 0.5, or with top_k set, none (every top-k prediction is positive).
-  std::optional<double> thresholds = std::nullopt;
+  // Each in [0, 1]. Default 0.5, or with top_k set, none (every top-k prediction is positive).
+  Thresholds thresholds = {};
   // Only the k largest predictions of each row (last axis) may be positive.
   std::optional<int> top_k = std::nullopt;
   // Only this class (last-axis index) counts.
   std::optional<int> class_id = std::nullopt;
   std::string name = "precision";
 };
-// TP / (TP + FP), 0 when nothing was predicted positive.
+// TP / (TP + FP) at each threshold, 0 where nothing was predicted positive.
 class Precision : public Metric {
  public:
   explicit Precision(PrecisionOptions options = {});
   void update_state(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight = {}) override;
+  // The precision at the one threshold. With several thresholds a metric has no single number
+  // (Keras returns a vector), so this is a ValueError that points to results(): silently
+  // reporting one of them would mislead a History or an EarlyStopping.
   double result() const override;
+  // One precision per threshold, in the order the thresholds were given.
+  std::vector<double> results() const override;
   void reset_state() override;
   nlohmann::json get_config() const override;
   std::string class_name() const override { return "Precision"; }
-  double true_positives() const { return tp_; }
-  double false_positives() const { return fp_; }
+  // The thresholds applied: those given, 0.5, or with top_k and none given, -1e10.
+  const std::vector<double>& thresholds() const { return thresholds_; }
+  // The counts at the one threshold (ValueError with several, as result()).
+  double true_positives() const;
+  double false_positives() const;
 
  private:
-  std::optional<double> init_thresholds_;
-  double threshold_;
+  Thresholds init_thresholds_;
+  std::vector<double> thresholds_;
+  bool evenly_;
   std::optional<int> top_k_, class_id_;
-  double tp_ = 0, fp_ = 0;
+  detail::ConfusionCounts counts_;
 };
 
 struct RecallOptions {
-  std::optional<double> thresholds = std::nullopt;
+  Thresholds thresholds = {};
   std::optional<int> top_k = std::nullopt;
   std::optional<int> class_id = std::nullopt;
   std::string name = "recall";
 };
-// TP / (TP + FN), 0 when there was no positive label.
+// TP / (TP + FN) at each threshold, 0 when there was no positive label. result(), results()
+// and the counts as Precision's.
 class Recall : public Metric {
  public:
   explicit Recall(RecallOptions options = {});
   void update_state(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight = {}) override;
-  double result() const override;
+  double result() const override;  // ValueError with several thresholds: read results()
+  std::vector<double> results() const override;
   void reset_state() override;
   nlohmann::json get_config() const override;
   std::string class_name() const override { return "Recall"; }
-  double true_positives() const { return tp_; }
-  double false_negatives() const { return fn_; }
+  const std::vector<double>& thresholds() const { return thresholds_; }
+  double true_positives() const;
+  double false_negatives() const;
 
  private:
-  std::optional<double> init_thresholds_;
-  double threshold_;
+  Thresholds init_thresholds_;
+  std::vector<double> thresholds_;
+  bool evenly_;
   std::optional<int> top_k_, class_id_;
-  double tp_ = 0, fn_ = 0;
+  detail::ConfusionCounts counts_;
 };
 
 // Area under the ROC or precision-recall curve, approximated on a grid of thresholds as Keras
@@ -270,39 +329,130 @@ class Recall : public Metric {
 //   ROC + "interpolation": trapezoids, sum_i (FPR_i - FPR_i+1) (TPR_i + TPR_i+1) / 2.
 //   PR + "interpolation": Davis & Goadrich's interpolation of precision between thresholds.
 //   "minoring" / "majoring": rectangles of the smaller / larger neighbouring height.
+// Multi-label outputs [samples, labels]:
+//   multi_label = false: every element is one point of a single curve; label_weights (one per
+//     label, the last axis of y_pred) weight each element by its label's weight.
+//   multi_label = true: one curve per label (counts [num_thresholds, labels]), whose areas are
+//     averaged, or weighted by label_weights: sum(w_l AUC_l) / sum(w_l). y_pred must have rank 2;
+//     the number of labels is num_labels, or y_pred's last axis at the first update.
 struct AUCOptions {
   int num_thresholds = 200;
   std::string curve = "ROC";                      // "ROC" or "PR"
   std::string summation_method = "interpolation";  // "interpolation", "minoring", "majoring"
   std::string name = "auc";
   std::vector<double> thresholds = {};  // explicit interior thresholds (overrides num_thresholds)
+  bool multi_label = false;
+  std::optional<int> num_labels = std::nullopt;  // only with multi_label (ValueError otherwise)
+  std::vector<double> label_weights = {};        // non-negative, one per label; empty: none
   bool from_logits = false;
 };
 class AUC : public Metric {
  public:
   explicit AUC(AUCOptions options = {});
   void update_state(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight = {}) override;
-  double result() const override;
+  double result() const override;  // 0 before a multi-label AUC without num_labels has seen data
   void reset_state() override;
   nlohmann::json get_config() const override;
   std::string class_name() const override { return "AUC"; }
 
   int num_thresholds() const { return num_thresholds_; }
   const std::vector<double>& thresholds() const { return thresholds_; }  // with the end points
-  const std::vector<double>& true_positives() const { return tp_; }
-  const std::vector<double>& false_positives() const { return fp_; }
-  const std::vector<double>& true_negatives() const { return tn_; }
-  const std::vector<double>& false_negatives() const { return fn_; }
+  bool multi_label() const { return multi_label_; }
+  // The curves kept: 1 without multi_label; with it, num_labels or the labels of the first
+  // batch (0 before it).
+  int num_labels() const { return labels_; }
+  const std::vector<double>& label_weights() const { return label_weights_; }
+  // Laid out [threshold][label]: num_thresholds() * num_labels() values.
+  const std::vector<double>& true_positives() const { return counts_.tp; }
+  const std::vector<double>& false_positives() const { return counts_.fp; }
+  const std::vector<double>& true_negatives() const { return counts_.tn; }
+  const std::vector<double>& false_negatives() const { return counts_.fn; }
 
  private:
-  double interpolate_pr_auc() const;
+  void check_labels(const Tensor& y_pred);  // multi-label shape rules; sizes the counts once
+  double label_area(std::size_t label) const;
   int num_thresholds_;
   std::string curve_, summation_method_;
+  bool multi_label_;
+  std::optional<int> init_num_labels_;
+  int labels_;
+  std::vector<double> label_weights_;
   bool from_logits_;
   bool init_from_thresholds_;
   bool evenly_;  // evenly spaced thresholds: bucketed update, as Keras' optimised path
   std::vector<double> thresholds_;
-  std::vector<double> tp_, fp_, tn_, fn_;
+  detail::ConfusionCounts counts_;
+};
+
+// ---- cross-entropy metrics ------------------------------------------------------------------------
+// Running means of the cross-entropy loss functions (Keras' probabilistic metrics): each sample's
+// loss (averaged over any axes after the first) counts once, or by its sample weight. Labels
+// [N] against binary predictions [N, 1] are read as [N, 1] (one loss per sample); half-precision
+// predictions are widened to float32 first. Errors name the metric and the shapes given.
+
+struct BinaryCrossentropyOptions {
+  std::string name = "binary_crossentropy";
+  bool from_logits = false;
+  double label_smoothing = 0.0;  // in [0, 1]: labels move towards 0.5, y (1 - s) + s / 2
+};
+class BinaryCrossentropy : public MeanMetricWrapper {
+ public:
+  explicit BinaryCrossentropy(BinaryCrossentropyOptions options = {});
+  nlohmann::json get_config() const override;
+  std::string class_name() const override { return "BinaryCrossentropy"; }
+  bool from_logits() const { return from_logits_; }
+  double label_smoothing() const { return label_smoothing_; }
+
+ private:
+  bool from_logits_;
+  double label_smoothing_;
+};
+
+struct CategoricalCrossentropyOptions {
+  std::string name = "categorical_crossentropy";
+  bool from_logits = false;
+  double label_smoothing = 0.0;  // in [0, 1]: one-hot labels become y (1 - s) + s / num_classes
+  int axis = -1;                 // the class axis
+};
+class CategoricalCrossentropy : public MeanMetricWrapper {
+ public:
+  explicit CategoricalCrossentropy(CategoricalCrossentropyOptions options = {});
+  nlohmann::json get_config() const override;
+  std::string class_name() const override { return "CategoricalCrossentropy"; }
+  bool from_logits() const { return from_logits_; }
+  double label_smoothing() const { return label_smoothing_; }
+  int axis() const { return axis_; }
+
+ private:
+  bool from_logits_;
+  double label_smoothing_;
+  int axis_;
+};
+
+struct SparseCategoricalCrossentropyOptions {
+  std::string name = "sparse_categorical_crossentropy";
+  bool from_logits = false;
+  // A label to leave out (padding, a "void" class): its entries are neither summed nor counted,
+  // so the result is the mean over the other entries (with sample weights, their weighted mean).
+  // Keras 3 does the same when given sample weights; without them it still counts the ignored
+  // entries (as zeros) in the denominator, which keel does not copy.
+  std::optional<std::int64_t> ignore_class = std::nullopt;
+  int axis = -1;  // the class axis (only the last is supported, as the loss function)
+};
+class SparseCategoricalCrossentropy : public MeanMetricWrapper {
+ public:
+  explicit SparseCategoricalCrossentropy(SparseCategoricalCrossentropyOptions options = {});
+  void update_state(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight = {}) override;
+  nlohmann::json get_config() const override;
+  std::string class_name() const override { return "SparseCategoricalCrossentropy"; }
+  bool from_logits() const { return from_logits_; }
+  const std::optional<std::int64_t>& ignore_class() const { return ignore_class_; }
+  int axis() const { return axis_; }
+
+ private:
+  bool from_logits_;
+  std::optional<std::int64_t> ignore_class_;
+  int axis_;
 };
 
 // ---- by name ------------------------------------------------------------------------------------
@@ -324,9 +474,19 @@ std::shared_ptr<Metric> resolve_accuracy(const Shape& y_true_shape, const Shape&
 // (resolved for loss_name), "binary_accuracy", "categorical_accuracy",
 // "sparse_categorical_accuracy", "top_k_categorical_accuracy",
 // "sparse_top_k_categorical_accuracy", "precision", "recall", "auc", "mse"/"mean_squared_error",
-// "mae"/"mean_absolute_error", the cross-entropy and KL-divergence loss names (their running
-// mean), or a class name ("AUC", "Precision", ...). ValueError for any other name.
+// "mae"/"mean_absolute_error", "binary_crossentropy"/"bce", "categorical_crossentropy",
+// "sparse_categorical_crossentropy" (the cross-entropy metric classes), "kl_divergence"/"kld"
+// (its running mean), or a class name ("AUC", "Precision", "BinaryCrossentropy", ...), each
+// with its default options. ValueError for any other name.
 std::shared_ptr<Metric> get(const std::string& identifier, const std::string& loss_name = "");
+
+// A built-in metric rebuilt from its class_name() and get_config() (Keras' Metric.from_config,
+// as keras.metrics.deserialize calls it): the options a config names are restored (Precision's
+// thresholds as a number or a list, AUC's multi_label, num_labels and label_weights, the
+// cross-entropies' from_logits, ...), missing ones take their defaults, "name" renames.
+// ValueError naming the class for an entry of the wrong type, and for classes that cannot be
+// rebuilt from a config: MeanMetricWrapper (a function), Metric or a custom subclass.
+std::shared_ptr<Metric> from_config(const std::string& class_name, const nlohmann::json& config);
 
 // What compile() takes as a metric: a name (resolved when compile knows the loss), a Metric
 // object (copied: pass a shared_ptr to read its state afterwards) or shared_ptr (shared), or a

@@ -13,6 +13,7 @@
 #include "keel/data/dataset.hpp"
 #include "keel/layers/layer.hpp"
 #include "keel/losses/loss.hpp"
+#include "keel/ops/creation.hpp"
 #include "keel/metrics/metric.hpp"
 #include "keel/optimizers/optimizer.hpp"
 
@@ -47,6 +48,9 @@ struct FitOptions {
   std::int64_t validation_steps = -1;
   std::int64_t validation_batch_size = -1;  // -1: batch_size
   int validation_freq = 1;
+  // keel's addition: reseeds the model's random stream before training (shuffles, dropout), so
+  // that a run repeats exactly, also alongside other threads' training.
+  std::optional<std::uint64_t> seed{};
 };
 
 struct EvaluateOptions {
@@ -127,6 +131,11 @@ class Model : public layers::Layer {
   std::shared_ptr<losses::Loss> loss() const { return loss_; }
   bool compiled() const { return optimizer_ != nullptr; }
   bool stop_training = false;  // set by callbacks (EarlyStopping) to end fit() after this epoch
+  // The model's own random stream: fit, evaluate and predict draw from it (shuffling, dropout,
+  // the weights of layers built in the first call), so models trained in separate threads give
+  // the same results whatever the scheduling. Derived at construction (see SeedGenerator);
+  // FitOptions::seed resets it.
+  random::SeedGenerator& seed_generator() { return seed_generator_; }
 
   // The whole model: a directory, or one zip file when path ends in ".keel", holding
   // config.json (get_config() and the compile settings), model.safetensors (the weights by path)
@@ -156,6 +165,7 @@ class Model : public layers::Layer {
   std::vector<std::shared_ptr<metrics::Metric>> metrics_;  // null: "accuracy" resolved at the first batch
   std::vector<std::string> metric_names_;
   CompileOptions compile_options_;
+  random::SeedGenerator seed_generator_;
   void resolve_metrics(const Tensor& y, const Tensor& y_pred);
   // The epoch loop both fit()s share; `epoch_batches` feeds one epoch's batches to `step`
   // (x, y, sample_weight), stopping when step returns false.

@@ -55,6 +55,40 @@ PhiloxState reserve(std::uint64_t count);
 // get_state on a never-seeded generator seeds it first (from std::random_device), as a draw would.
 PhiloxState get_state();
 void set_state(PhiloxState state);
+
+// A random stream of its own (Keras 3's SeedGenerator): what a model draws from in fit(),
+// evaluate() and predict(), so that models trained in different threads do not share (and race
+// for) the global generator. Default-constructed, it is derived from the global generator's seed
+// and a count of the streams made since set_seed(), without drawing from the global stream: the
+// same set_seed and the same creation order give the same streams. One thread at a time.
+class SeedGenerator {
+ public:
+  SeedGenerator();
+  explicit SeedGenerator(std::uint64_t seed);
+  void reset(std::uint64_t seed);            // as if constructed with `seed`
+  PhiloxState reserve(std::uint64_t count);  // like random::reserve, from this stream
+  PhiloxState state() const { return {key_, counter_}; }
+  void set_state(PhiloxState state) {
+    key_ = state.key;
+    counter_ = state.counter;
+  }
+
+ private:
+  std::uint64_t key_ = 0, counter_ = 0;
+};
+
+// While a scope lives, every random draw of this thread (normal, uniform, dropout, shuffles,
+// initializers) comes from `generator` instead of the global one. Scopes nest.
+class GeneratorScope {
+ public:
+  explicit GeneratorScope(SeedGenerator& generator);
+  ~GeneratorScope();
+  GeneratorScope(const GeneratorScope&) = delete;
+  GeneratorScope& operator=(const GeneratorScope&) = delete;
+
+ private:
+  SeedGenerator* saved_;
+};
 }  // namespace random
 
 }  // namespace keel

@@ -15,7 +15,8 @@
 //
 // Model::compile wraps the optimizer of a model under the "mixed_float16" policy in one, and fit's
 // training step scales the loss, as Keras does. The learning rate, iterations, slots and the
-// config of the wrapped optimizer are reached through this one.
+// config of the wrapped optimizer are reached through this one. As in Keras 3, wrapping clears
+// the wrapped optimizer's own loss_scale_factor, so that the gradients are unscaled once.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,7 +29,7 @@ namespace keel::optimizers {
 struct LossScaleOptimizerOptions {
   double initial_scale = 32768.0;            // 2^15
   std::int64_t dynamic_growth_steps = 2000;  // finite steps in a row before the scale doubles
-  std::string name = "loss_scale_optimizer";
+  std::string name;  // empty: auto_name, "loss_scale_optimizer", "loss_scale_optimizer_1", ...
 };
 
 class LossScaleOptimizer : public Optimizer {
@@ -76,9 +77,11 @@ class LossScaleOptimizer : public Optimizer {
   void finalize_variable_values(const std::vector<Variable*>& variables) override;
 
   std::string class_name() const override { return "LossScaleOptimizer"; }
-  // Keras 3's config: name, the common options, inner_optimizer (serialized), initial_scale and
-  // dynamic_growth_steps (no learning_rate: it is the inner optimizer's).
+  // Keras 3's config (since 3.12): exactly name, inner_optimizer (serialized), initial_scale and
+  // dynamic_growth_steps; the base options are the inner optimizer's.
   nlohmann::json get_config() const override;
+  // Also reads the older configs that carried the base options, when each has its default
+  // (null, false, 0.99); ValueError for a base option set to something else or an unknown key.
   static std::shared_ptr<LossScaleOptimizer> from_config(const nlohmann::json& config);
 
  protected:

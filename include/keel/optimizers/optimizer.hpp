@@ -54,7 +54,9 @@ class LearningRate {
 // the three); weight_decay shrinks each weight by w * weight_decay * lr before the update; use_ema
 // keeps an exponential moving average of the weights (see finalize_variable_values) and copies
 // it into them every ema_overwrite_frequency steps; gradients are divided by loss_scale_factor.
-// An empty name gives the optimizer's Keras default name ("adam", "SGD", ...).
+// A clip option of 0 turns clipping off (as in Keras); negative or NaN ones are ValueErrors.
+// An empty name gives Keras 3's auto_name: the snake-case class name made unique with a counter
+// shared with the layers ("adam", "adam_1", "sgd", "adam_w", "rm_sprop", ...).
 struct CommonOptions {
   std::optional<double> weight_decay;
   std::optional<double> clipnorm;
@@ -119,7 +121,8 @@ class Optimizer {
   // The current learning rate: the schedule evaluated at iterations(), or the constant (kept in
   // float32, like Keras' learning_rate variable).
   virtual double learning_rate() const;
-  // ValueError when the optimizer was created with a schedule (Keras' TypeError there).
+  // ValueError when the optimizer was created with a schedule (Keras' TypeError there), or for a
+  // negative or non-finite rate (as in the constructors; 0 is allowed).
   virtual void set_learning_rate(double learning_rate);
   // Replaces the learning rate by a schedule or a constant.
   virtual void set_learning_rate(const LearningRate& learning_rate);
@@ -150,9 +153,14 @@ class Optimizer {
   virtual nlohmann::json get_config() const;
   const std::string& name() const { return common_.name; }
   const CommonOptions& common_options() const { return common_; }
+  // Keras' loss_scale_factor attribute: gradients are divided by it before the update, and
+  // scale_loss multiplies by it (nullopt: none). LossScaleOptimizer clears the wrapped
+  // optimizer's, as Keras does, so that gradients are not unscaled twice. ValueError unless > 0.
+  void set_loss_scale_factor(std::optional<double> factor);
 
  protected:
-  Optimizer(LearningRate learning_rate, CommonOptions common, const char* default_name);
+  // class_name: the Keras class ("Adam"), for error messages and the default name.
+  Optimizer(LearningRate learning_rate, CommonOptions common, const char* class_name);
 
   // The slots every variable gets, in Keras' order.
   virtual std::vector<SlotSpec> slot_specs() const = 0;
@@ -196,7 +204,7 @@ struct SGDOptions {
   double ema_momentum = 0.99;
   std::optional<std::int64_t> ema_overwrite_frequency;
   std::optional<double> loss_scale_factor;
-  std::string name = "SGD";
+  std::string name;  // empty: auto_name
 };
 class SGD : public Optimizer {
  public:
@@ -229,7 +237,7 @@ struct AdamOptions {
   double ema_momentum = 0.99;
   std::optional<std::int64_t> ema_overwrite_frequency;
   std::optional<double> loss_scale_factor;
-  std::string name = "adam";
+  std::string name;  // empty: auto_name
 };
 class Adam : public Optimizer {
  public:
@@ -238,7 +246,7 @@ class Adam : public Optimizer {
   const AdamOptions& options() const { return options_; }
 
  protected:
-  Adam(LearningRate learning_rate, AdamOptions options, CommonOptions common, const char* default_name);
+  Adam(LearningRate learning_rate, AdamOptions options, CommonOptions common, const char* class_name);
   std::vector<SlotSpec> slot_specs() const override;
   void update_step(const Tensor& grad, Variable& variable, Slots& slots, const StepContext& ctx) override;
   void add_config(nlohmann::json& config) const override;
@@ -261,7 +269,7 @@ struct AdamWOptions {
   double ema_momentum = 0.99;
   std::optional<std::int64_t> ema_overwrite_frequency;
   std::optional<double> loss_scale_factor;
-  std::string name = "adamw";
+  std::string name;  // empty: auto_name
 };
 class AdamW : public Adam {
  public:
@@ -285,7 +293,7 @@ struct RMSpropOptions {
   double ema_momentum = 0.99;
   std::optional<std::int64_t> ema_overwrite_frequency;
   std::optional<double> loss_scale_factor;
-  std::string name = "rmsprop";
+  std::string name;  // empty: auto_name
 };
 class RMSprop : public Optimizer {
  public:
@@ -314,7 +322,7 @@ struct AdagradOptions {
   double ema_momentum = 0.99;
   std::optional<std::int64_t> ema_overwrite_frequency;
   std::optional<double> loss_scale_factor;
-  std::string name = "adagrad";
+  std::string name;  // empty: auto_name
 };
 class Adagrad : public Optimizer {
  public:
@@ -347,7 +355,7 @@ struct NadamOptions {
   double ema_momentum = 0.99;
   std::optional<std::int64_t> ema_overwrite_frequency;
   std::optional<double> loss_scale_factor;
-  std::string name = "nadam";
+  std::string name;  // empty: auto_name
 };
 class Nadam : public Optimizer {
  public:

@@ -15,8 +15,9 @@
 // counter, and keel's global random generator state (random::get_state). Restoring the generator
 // is what lets a resumed fit() shuffle, drop out and augment exactly as the interrupted run would
 // have. Files are written through a temporary file and renamed into place, so a crash during a save
-// leaves the earlier checkpoints intact; restore validates the whole file, and every model weight
-// and optimizer variable in it, before changing anything.
+// leaves the earlier checkpoints intact (and the next save removes the temporaries a killed process
+// left); restore validates the whole file, and every model weight and optimizer variable in it,
+// before changing anything.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -33,6 +34,17 @@ class Optimizer;
 }
 
 namespace keel::train {
+
+// How Checkpoint::restore treats a file whose optimizer state does not match the optimizer.
+struct RestoreOptions {
+  // false: every variable the optimizer needs (its "iteration", its slots such as
+  // "optimizer/dense/kernel/momentum") must be in the file with its shape and dtype, and the file
+  // may hold no other optimizer state; anything missing or extra is an IOError listing it all.
+  // true (TF's expect_partial()): what matches is restored, the variables the file lacks keep
+  // their values, its other optimizer entries are ignored, and a file's optimizer state is
+  // skipped when there is no optimizer. The model's weights must match either way.
+  bool allow_partial = false;
+};
 
 class Checkpoint {
  public:
@@ -59,8 +71,10 @@ class Checkpoint {
   // Restores the model's weights, the optimizer's state, the epoch, the save counter and the random
   // generator from a file written by write() or save(). The model must be built (have its weights)
   // and, when the file holds optimizer state, have an optimizer. IOError (naming the file and the
-  // tensor) for a damaged file or one that does not match the model; nothing changes then.
+  // tensor) for a damaged file or one that does not match the model or the optimizer (see
+  // RestoreOptions); nothing changes then.
   void restore(const std::string& path);
+  void restore(const std::string& path, const RestoreOptions& options);
 
   models::Model& model() const { return *model_; }
   // The optimizer in use: the given one, else the model's compiled one (null when there is none).
@@ -86,7 +100,8 @@ class CheckpointManager {
 
   // Saves the checkpoint as number `checkpoint_number`, or one more than both the newest in the
   // directory and the checkpoint's save_counter(); then deletes the oldest beyond max_to_keep.
-  // Returns the path written. The directory is created when missing.
+  // Returns the path written. The directory is created when missing, and cleared of the
+  // temporaries that saves killed midway left there (those of live processes are kept).
   std::string save(std::optional<std::int64_t> checkpoint_number = std::nullopt);
   // The newest checkpoint's path; empty when there is none (TF's None).
   std::string latest_checkpoint() const;
@@ -94,6 +109,7 @@ class CheckpointManager {
   std::vector<std::string> checkpoints() const;
   // Restores the newest checkpoint; false (and nothing changes) when there is none.
   bool restore_latest();
+  bool restore_latest(const RestoreOptions& options);
 
   // A fit() callback that, after each epoch, sets the checkpoint's epoch to the number of finished
   // epochs and saves. The manager must outlive the fit() it is passed to.
@@ -109,6 +125,7 @@ class CheckpointManager {
     std::string path;
   };
   std::vector<Found> list() const;
+  int remove_stale_temporaries() const;
 
   Checkpoint& checkpoint_;
   std::string directory_;
