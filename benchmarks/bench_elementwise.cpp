@@ -5,8 +5,9 @@
 //   relu_xw_b/full          relu(x * w + b), x, w, b all [4096, 1024]   (read 3, write 1 array)
 //   relu_xw_b/per_feature   relu(x * w + b), w, b [1024] broadcast over [4096, 1024] (a Dense
 //                           layer's bias + activation pattern; read 1, write 1 array)
-//   exp, tanh, sigmoid      unary: read 1, write 1 array
-//   add                     binary: read 2, write 1 array
+//   exp, tanh, sigmoid,
+//   relu                    unary: read 1, write 1 array
+//   add, maximum            binary: read 2, write 1 array
 //   memcpy/...              the baseline: a plain memcpy moving the same number of bytes
 //                           (half read, half written), split over the same number of threads
 //
@@ -82,13 +83,14 @@ void BM_unary(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * 2 * kN * kF);
 }
 
-void BM_add(benchmark::State& state) {
+template <keel::Tensor (*Op)(const keel::Tensor&, const keel::Tensor&)>
+void BM_binary(benchmark::State& state) {
   keel::DeviceScope cpu(keel::Device::cpu());
   ThreadScope threads(threads_of(state));
   const keel::Tensor x = keel::random::normal({kRows, kCols});
   const keel::Tensor y = keel::random::normal({kRows, kCols});
   for (auto _ : state) {
-    keel::Tensor z = keel::add(x, y);
+    keel::Tensor z = Op(x, y);
     benchmark::DoNotOptimize(z);
   }
   state.SetBytesProcessed(state.iterations() * 3 * kN * kF);
@@ -133,7 +135,9 @@ BENCHMARK(BM_relu_xw_b_per_feature)->Name("relu_xw_b/per_feature")->Apply(thread
 BENCHMARK(BM_unary<keel::exp>)->Name("exp")->Apply(thread_args);
 BENCHMARK(BM_unary<keel::tanh>)->Name("tanh")->Apply(thread_args);
 BENCHMARK(BM_unary<keel::sigmoid>)->Name("sigmoid")->Apply(thread_args);
-BENCHMARK(BM_add)->Name("add")->Apply(thread_args);
+BENCHMARK(BM_unary<keel::relu>)->Name("relu")->Apply(thread_args);
+BENCHMARK(BM_binary<keel::add>)->Name("add")->Apply(thread_args);
+BENCHMARK(BM_binary<keel::maximum>)->Name("maximum")->Apply(thread_args);
 BENCHMARK(BM_memcpy)
     ->Name("memcpy/as_relu_xw_b_full")
     ->Apply([](benchmark::internal::Benchmark* b) { memcpy_args(b, 4 * kN * kF); });

@@ -3,6 +3,7 @@
 //   reduce_sum/all          every element -> a scalar
 //   reduce_sum/last_axis    [4096, 1024] -> [4096]   (contiguous rows: horizontal sums)
 //   reduce_sum/first_axis   [4096, 1024] -> [1024]   (strided columns: vertical sums)
+//   reduce_max/...          the same three shapes with max (NaN-propagating compare + select)
 #include <benchmark/benchmark.h>
 #include <keel/keel.hpp>
 
@@ -15,13 +16,16 @@ constexpr std::int64_t kRows = 4096;
 constexpr std::int64_t kCols = 1024;
 constexpr std::int64_t kF = sizeof(float);
 
-void run(benchmark::State& state, const std::vector<int>& axes, std::int64_t out_elements) {
+using ReduceFn = keel::Tensor (*)(const keel::Tensor&, std::vector<int>, bool);
+
+void run(benchmark::State& state, const std::vector<int>& axes, std::int64_t out_elements,
+         ReduceFn reduce = keel::reduce_sum) {
   keel::DeviceScope cpu(keel::Device::cpu());
   const int previous_threads = keel::config::num_threads();
   keel::config::set_num_threads(static_cast<int>(state.range(0)));
   const keel::Tensor x = keel::random::normal({kRows, kCols});
   for (auto _ : state) {
-    keel::Tensor s = keel::reduce_sum(x, axes);
+    keel::Tensor s = reduce(x, axes, false);
     benchmark::DoNotOptimize(s);
   }
   state.SetBytesProcessed(state.iterations() * (kRows * kCols + out_elements) * kF);
@@ -31,6 +35,9 @@ void run(benchmark::State& state, const std::vector<int>& axes, std::int64_t out
 void BM_reduce_sum_all(benchmark::State& state) { run(state, {}, 1); }
 void BM_reduce_sum_last_axis(benchmark::State& state) { run(state, {-1}, kRows); }
 void BM_reduce_sum_first_axis(benchmark::State& state) { run(state, {0}, kCols); }
+void BM_reduce_max_all(benchmark::State& state) { run(state, {}, 1, keel::reduce_max); }
+void BM_reduce_max_last_axis(benchmark::State& state) { run(state, {-1}, kRows, keel::reduce_max); }
+void BM_reduce_max_first_axis(benchmark::State& state) { run(state, {0}, kCols, keel::reduce_max); }
 
 void thread_args(benchmark::internal::Benchmark* b) {
   b->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
@@ -39,6 +46,9 @@ void thread_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_reduce_sum_all)->Name("reduce_sum/all")->Apply(thread_args);
 BENCHMARK(BM_reduce_sum_last_axis)->Name("reduce_sum/last_axis")->Apply(thread_args);
 BENCHMARK(BM_reduce_sum_first_axis)->Name("reduce_sum/first_axis")->Apply(thread_args);
+BENCHMARK(BM_reduce_max_all)->Name("reduce_max/all")->Apply(thread_args);
+BENCHMARK(BM_reduce_max_last_axis)->Name("reduce_max/last_axis")->Apply(thread_args);
+BENCHMARK(BM_reduce_max_first_axis)->Name("reduce_max/first_axis")->Apply(thread_args);
 
 }  // namespace
 

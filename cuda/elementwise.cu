@@ -66,6 +66,12 @@ bool integer_unary(UnaryOp op) {
 
 // ---- the formulas ------------------------------------------------------------------------------
 
+// max(0, v) as x86's maxps(0, v) computes it on the CPU: `0 > v ? 0 : v`, which keeps a NaN v.
+template <class C>
+__device__ __forceinline__ C relu_of(C v) {
+  return C(0) > v ? C(0) : v;
+}
+
 template <class C>
 __device__ __forceinline__ C unary_float(UnaryOp op, C v, C alpha) {
   const C zero = C(0), one = C(1), half = C(0.5);
@@ -83,15 +89,16 @@ __device__ __forceinline__ C unary_float(UnaryOp op, C v, C alpha) {
     case UnaryOp::cos: return m_cos(v);
     case UnaryOp::tanh: return m_tanh(v);
     case UnaryOp::sigmoid: return one / (one + m_exp(-v));
-    case UnaryOp::relu: return v > zero ? v : zero;  // relu(NaN) is 0, as the CPU's select
-    case UnaryOp::relu6: return v > zero ? (v < C(6) ? v : C(6)) : zero;
+    // The CPU's maxps(0, v) and minps(6, r): NaN stays NaN (tf.nn.relu), relu(-0) = -0.
+    case UnaryOp::relu: return relu_of(v);
+    case UnaryOp::relu6: return C(6) < relu_of(v) ? C(6) : relu_of(v);
     case UnaryOp::leaky_relu: return v > zero ? v : alpha * v;
     case UnaryOp::elu: return v > zero ? v : alpha * m_expm1(v);
     case UnaryOp::gelu: return half * v * (one + m_erf(v * C(0.70710678118654752440)));
     case UnaryOp::gelu_tanh:
       return half * v * (one + m_tanh(C(0.79788456080286535588) * (v + C(0.044715) * v * v * v)));
     case UnaryOp::softplus:  // stable for large |v|
-      return (v > zero ? v : zero) + m_log1p(m_exp(-m_abs(v)));
+      return relu_of(v) + m_log1p(m_exp(-m_abs(v)));
     case UnaryOp::silu: return v / (one + m_exp(-v));
     case UnaryOp::erf: return m_erf(v);
   }

@@ -1,6 +1,7 @@
 // Max and average pooling over NHWC images on the GPU, with exactly the CPU kernels' semantics
 // (src/cpu/conv.cpp): a window's maximum is its first maximum in row-major tap order (a later tap
-// replaces it only when strictly greater), and the average counts only the taps inside the image.
+// replaces it only when strictly greater, or when it is the window's first NaN: a window with a
+// NaN pools to NaN, as tf.nn.max_pool), and the average counts only the taps inside the image.
 //
 // The forwards run one thread per output element. The backwards run one thread per input
 // element that gathers from the windows containing it, in the same (oh, ow) order as the CPU's
@@ -95,7 +96,8 @@ __global__ void window_kernel(WindowMode mode, Geom<I> g, const T* __restrict__ 
     for (I i = i0; i < i1; ++i)
       for (I j = j0; j < j1; ++j) {
         const T v = img[((ih0 + i) * g.w + iw0 + j) * g.c];
-        if (v > best) {  // strict: ties (and NaNs after the first tap) keep the earlier tap
+        // strict: ties keep the earlier tap; the first NaN wins and stays (nothing is > NaN)
+        if (v > best || (v != v && best == best)) {
           best = v;
           bi = i;
           bj = j;

@@ -136,6 +136,28 @@ inline void zero_run(i64 len, T* dst) {
     for (i64 t = 0; t < len; ++t) dst[t] = T(0);
   }
 }
+// ---- the max pool's NaN-propagating maximum ------------------------------------------------------
+// maxps(x, o) is `x > o ? x : o`: ties keep the earlier tap and a NaN already in o stays, but a NaN
+// x is dropped. OR-ing in x where x is NaN puts it back: a NaN's all-ones exponent and non-zero
+// mantissa survive an OR with any value. (g++ compiles the scalar `x > o ? x : o` to maxps, which
+// drops a NaN x; its NaN test would add a compare and a three-instruction blend.)
+inline __m128 max_nan(__m128 x, __m128 o) { return _mm_or_ps(_mm_max_ps(x, o), _mm_and_ps(_mm_cmpunord_ps(x, x), x)); }
+inline __m128d max_nan(__m128d x, __m128d o) {
+  return _mm_or_pd(_mm_max_pd(x, o), _mm_and_pd(_mm_cmpunord_pd(x, x), x));
+}
+inline __m128 load_sse(const float* p) { return _mm_loadu_ps(p); }
+inline __m128d load_sse(const double* p) { return _mm_loadu_pd(p); }
+inline void store_sse(float* p, __m128 v) { _mm_storeu_ps(p, v); }
+inline void store_sse(double* p, __m128d v) { _mm_storeu_pd(p, v); }
+inline __m128 max_sse(__m128 x, __m128 o) { return _mm_max_ps(x, o); }
+inline __m128d max_sse(__m128d x, __m128d o) { return _mm_max_pd(x, o); }
+inline __m128 add_sse(__m128 a, __m128 b) { return _mm_add_ps(a, b); }
+inline __m128d add_sse(__m128d a, __m128d b) { return _mm_add_pd(a, b); }
+inline bool has_nan(__m128 v) { return _mm_movemask_ps(_mm_cmpunord_ps(v, v)) != 0; }
+inline bool has_nan(__m128d v) { return _mm_movemask_pd(_mm_cmpunord_pd(v, v)) != 0; }
+template <class T>
+using SseOf = decltype(load_sse(static_cast<const T*>(nullptr)));  // __m128 or __m128d
+
 template <class T>
 inline void add_run(const T* __restrict src, i64 len, T* __restrict dst) {
   for (i64 t = 0; t < len; ++t) dst[t] += src[t];
@@ -175,6 +197,16 @@ struct Vec {
   static M splat(I i) { return M{} + i; }
   static V select(M mask, V a, V b) { return (V)(((M)a & mask) | ((M)b & ~mask)); }
   static M select(M mask, M a, M b) { return (a & mask) | (b & ~mask); }
+  // maxps: `x > o ? x : o` in one instruction (g++ makes a compare and a blend of the select).
+  static V max(V x, V o) {
+    if constexpr (std::is_same_v<T, float>) return (V)_mm_max_ps((__m128)x, (__m128)o);
+    else return (V)_mm_max_pd((__m128d)x, (__m128d)o);
+  }
+  static bool any(M m) {
+    std::uint64_t w[2];
+    std::memcpy(w, &m, sizeof w);
+    return (w[0] | w[1]) != 0;
+  }
 };
 
 // ---- geometry helpers --------------------------------------------------------------------------
@@ -806,13 +838,73 @@ void depthwise_backward_filter_t(const WindowGeom& g, const T* x, const T* dy, T
 
 // ---- pooling -------------------------------------------------------------------------------------
 
+// Whether tap value v replaces the window's running maximum `best`: when strictly greater (ties
+// keep the earlier tap), or when v is the window's first NaN. The max of a window with a NaN is
+// NaN (tf.nn.max_pool), and its gradient goes to that NaN, as argmax picks the first NaN.
+template <class T>
+inline bool replaces_max(T v, T best) {
+  return v > best || (v != v && best == best);
+}
+
+// window_argmax on channels [c0, c0 + nv * lanes), the running maxima and their taps in
+// registers. The fast version assumes no NaN: a strict compare finds the first maximum and maxps
+// keeps the value (six instructions a vector and tap with the sum below; the exact version's NaN
+// rule takes nine). It also sums the taps, and when a sum is NaN (a NaN tap, or +inf and -inf)
+// returns false without writing: the exact version then redoes the block.
+template <class T, int nv>
+bool argmax_block_fast(const T* x, const i64* offset, TapIndex<T> taps, i64 c0, TapIndex<T>* tap) {
+  using S = Vec<T>;
+  typename S::V best[nv], sum[nv];
+  typename S::M arg[nv];
+  for (int v = 0; v < nv; ++v) {
+    best[v] = sum[v] = S::load(x + offset[0] + c0 + v * S::lanes);
+    arg[v] = S::splat(0);
+  }
+  for (TapIndex<T> t = 1; t < taps; ++t) {
+    const typename S::M tv = S::splat(t);
+    for (int v = 0; v < nv; ++v) {
+      const typename S::V xv = S::load(x + offset[t] + c0 + v * S::lanes);
+      arg[v] = S::select(best[v] < xv, tv, arg[v]);  // strict: ties keep the earlier tap
+      best[v] = S::max(xv, best[v]);
+      sum[v] += xv;
+    }
+  }
+  typename S::M nan{};
+  for (int v = 0; v < nv; ++v) nan |= sum[v] != sum[v];
+  if (S::any(nan)) return false;
+  for (int v = 0; v < nv; ++v) S::store(tap + c0 + v * S::lanes, arg[v]);
+  return true;
+}
+
+template <class T, int nv>
+void argmax_block_exact(const T* x, const i64* offset, TapIndex<T> taps, i64 c0, TapIndex<T>* tap) {
+  using S = Vec<T>;
+  typename S::V best[nv];
+  typename S::M arg[nv];
+  for (int v = 0; v < nv; ++v) {
+    best[v] = S::load(x + offset[0] + c0 + v * S::lanes);
+    arg[v] = S::splat(0);
+  }
+  for (TapIndex<T> t = 1; t < taps; ++t) {
+    const typename S::M tv = S::splat(t);
+    for (int v = 0; v < nv; ++v) {
+      const typename S::V xv = S::load(x + offset[t] + c0 + v * S::lanes);
+      // replaces_max, lane by lane: !(xv <= best) is xv > best or either NaN; best == best
+      // then rules out a NaN best (the first NaN stays).
+      const typename S::M greater = ~(xv <= best[v]) & (best[v] == best[v]);
+      best[v] = S::select(greater, xv, best[v]);
+      arg[v] = S::select(greater, tv, arg[v]);
+    }
+  }
+  for (int v = 0; v < nv; ++v) S::store(tap + c0 + v * S::lanes, arg[v]);
+}
+
 // The first maximum of each channel in the window of output pixel (n, oh, ow), taps visited in
-// row-major order: channel c's maximum is x[offset[tap[c]] + c]. tap[] holds c entries,
-// offset[] kh*kw. Returns the number of taps inside the image.
+// row-major order (see replaces_max): channel c's maximum is x[offset[tap[c]] + c]. tap[] holds
+// c entries, offset[] kh*kw. Returns the number of taps inside the image.
 template <class T>
 TapIndex<T> window_argmax(const WindowGeom& g, const T* x, i64 n, i64 oh, i64 ow, TapIndex<T>* tap,
                           i64* offset) {
-  using S = Vec<T>;
   using I = TapIndex<T>;
   const i64 C = g.c;
   const i64 ih0 = oh * g.sh - g.pad_top, iw0 = ow * g.sw - g.pad_left;
@@ -820,32 +912,17 @@ TapIndex<T> window_argmax(const WindowGeom& g, const T* x, i64 n, i64 oh, i64 ow
   I taps = 0;
   for (i64 i = ti.begin; i < ti.end; ++i)
     for (i64 j = tj.begin; j < tj.end; ++j) offset[taps++] = ((n * g.h + ih0 + i) * g.w + iw0 + j) * C;
-  // Four vectors of channels at a time, the running maxima and their taps in registers.
-  constexpr i64 nv = 4, width = nv * S::lanes;
+  // Four vectors of channels at a time.
+  constexpr int nv = 4;
+  constexpr i64 width = nv * Vec<T>::lanes;
   i64 c0 = 0;
-  for (; c0 + width <= C; c0 += width) {
-    typename S::V best[nv];
-    typename S::M arg[nv];
-    for (i64 v = 0; v < nv; ++v) {
-      best[v] = S::load(x + offset[0] + c0 + v * S::lanes);
-      arg[v] = S::splat(0);
-    }
-    for (I t = 1; t < taps; ++t) {
-      const typename S::M tv = S::splat(t);
-      for (i64 v = 0; v < nv; ++v) {
-        const typename S::V xv = S::load(x + offset[t] + c0 + v * S::lanes);
-        const typename S::M greater = xv > best[v];  // strict: ties keep the earlier tap
-        best[v] = S::select(greater, xv, best[v]);
-        arg[v] = S::select(greater, tv, arg[v]);
-      }
-    }
-    for (i64 v = 0; v < nv; ++v) S::store(tap + c0 + v * S::lanes, arg[v]);
-  }
+  for (; c0 + width <= C; c0 += width)
+    if (!argmax_block_fast<T, nv>(x, offset, taps, c0, tap)) argmax_block_exact<T, nv>(x, offset, taps, c0, tap);
   for (i64 c = c0; c < C; ++c) {
     T best = x[offset[0] + c];
     I arg = 0;
     for (I t = 1; t < taps; ++t)
-      if (x[offset[t] + c] > best) {
+      if (replaces_max(x[offset[t] + c], best)) {
         best = x[offset[t] + c];
         arg = t;
       }
@@ -884,21 +961,60 @@ void pool_forward(const WindowGeom& g, const T* x, T* y, Pixel&& pixel) {
   });
 }
 
+// Channels [c, c + nv * lanes) of one max-pool output pixel, the maxima of the taps in registers
+// and stored once. The running maximum is maxps (`x > o ? x : o`, one instruction, as g++ makes of
+// the scalar form), which drops a NaN tap; a running sum of the taps tells whether one was NaN.
+// Only then (or when +inf and -inf meet in the sum) is the block redone with max_nan: a NaN-free
+// window costs two instructions a vector and tap, where max_nan costs four.
+template <class T, int nv, class Tap>
+inline void max_pool_channels(T* out, i64 c, TapRange ti, TapRange tj, const Tap& tap) {
+  constexpr i64 lanes = 16 / sizeof(T);
+  constexpr int ns = nv < 2 ? nv : 2;  // sums shared by the vectors: few registers, short chains
+  SseOf<T> acc[nv], sum[ns];
+  const T* first = tap(ti.begin, tj.begin) + c;
+  for (int v = 0; v < nv; ++v) acc[v] = load_sse(first + v * lanes);
+  for (int v = 0; v < ns; ++v) sum[v] = acc[v];
+  for (int v = ns; v < nv; ++v) sum[v % ns] = add_sse(sum[v % ns], acc[v]);
+  for (i64 i = ti.begin; i < ti.end; ++i)
+    for (i64 j = tj.begin + (i == ti.begin); j < tj.end; ++j) {
+      const T* p = tap(i, j) + c;
+      for (int v = 0; v < nv; ++v) {
+        const SseOf<T> x = load_sse(p + v * lanes);
+        acc[v] = max_sse(x, acc[v]);
+        sum[v % ns] = add_sse(sum[v % ns], x);
+      }
+    }
+  bool nan = false;
+  for (int v = 0; v < ns; ++v) nan |= has_nan(sum[v]);
+  if (nan) {
+    for (int v = 0; v < nv; ++v) acc[v] = load_sse(first + v * lanes);
+    for (i64 i = ti.begin; i < ti.end; ++i)
+      for (i64 j = tj.begin; j < tj.end; ++j)
+        for (int v = 0; v < nv; ++v) acc[v] = max_nan(load_sse(tap(i, j) + c + v * lanes), acc[v]);
+  }
+  for (int v = 0; v < nv; ++v) store_sse(out + c + v * lanes, acc[v]);
+}
+
+// The max of a window is NaN if a tap is NaN (tf.nn.max_pool), else the largest tap.
 template <class T>
 void max_pool_forward_t(const WindowGeom& g, const T* x, T* y) {
   const i64 C = g.c;
+  constexpr i64 lanes = 16 / sizeof(T);
   pool_forward(g, x, y, [&](T* out, const T* img, i64 ih0, i64 iw0, TapRange ti, TapRange tj) {
-    bool first = true;
-    for (i64 i = ti.begin; i < ti.end; ++i)
-      for (i64 j = tj.begin; j < tj.end; ++j) {
-        const T* xp = img + ((ih0 + i) * g.w + iw0 + j) * C;
-        if (first) {
-          copy_run(xp, C, out);
-          first = false;
-        } else {
-          for (i64 c = 0; c < C; ++c) out[c] = xp[c] > out[c] ? xp[c] : out[c];
+    const auto tap = [&](i64 i, i64 j) { return img + ((ih0 + i) * g.w + iw0 + j) * C; };
+    i64 c = 0;
+    for (; c + 8 * lanes <= C; c += 8 * lanes) max_pool_channels<T, 8>(out, c, ti, tj, tap);
+    for (; c + 4 * lanes <= C; c += 4 * lanes) max_pool_channels<T, 4>(out, c, ti, tj, tap);
+    for (; c + lanes <= C; c += lanes) max_pool_channels<T, 1>(out, c, ti, tj, tap);
+    for (; c < C; ++c) {
+      T best = tap(ti.begin, tj.begin)[c];
+      for (i64 i = ti.begin; i < ti.end; ++i)
+        for (i64 j = tj.begin; j < tj.end; ++j) {
+          const T v = tap(i, j)[c];
+          best = v > best || v != v ? v : best;
         }
-      }
+      out[c] = best;
+    }
   });
 }
 

@@ -1,7 +1,15 @@
 #pragma once
 // The CPU kernels of contiguous runs, compiled once per instruction set (src/cpu/simd/) and
-// picked at start-up by what the processor supports (AVX2+FMA, else SSE2).
+// picked at start-up by what the processor supports (AVX2+FMA, else SSE2). This build has no
+// AVX-512 table.
+//
+// Forcing a level (tests, benchmarks of the baseline path): the environment variable
+// KEEL_SIMD=sse2|avx2 is read once, at the first kernel call; a level the processor or the
+// build lacks falls back to the best one, with a warning on stderr. Tests that sweep every
+// level in one process use simd_levels() and set_simd_level() below.
 #include <cstdint>
+#include <string_view>
+#include <vector>
 
 namespace keel::cpu {
 
@@ -31,7 +39,15 @@ struct SimdKernels {
   TypedKernels<double> f64;
 };
 
+// The active kernel table.
 const SimdKernels& simd();
+
+// Internal, for tests: the tables this processor can run, best first ("avx2+fma", "sse2").
+const std::vector<SimdKernels>& simd_levels();
+// Makes the table named `isa` ("avx2" or "avx2+fma", "sse2") the active one for every thread;
+// false (and no change) if this processor or build has no such table. Not for use while
+// kernels run on other threads.
+bool set_simd_level(std::string_view isa);
 
 template <class T> const TypedKernels<T>& typed_kernels();
 template <> inline const TypedKernels<float>& typed_kernels<float>() { return simd().f32; }

@@ -28,12 +28,20 @@ T identity(ReduceOp op) {
 }
 
 template <class T>
+bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
+  else return false;
+}
+
+// Max and min keep a NaN of either side, as the SIMD kernels do (tf.reduce_max of a tensor with
+// a NaN is NaN); sum and prod carry NaN by arithmetic.
+template <class T>
 T combine(ReduceOp op, T a, T b) {
   switch (op) {
     case ReduceOp::sum: return static_cast<T>(a + b);
     case ReduceOp::prod: return static_cast<T>(a * b);
-    case ReduceOp::max: return a > b ? a : b;
-    case ReduceOp::min: return a < b ? a : b;
+    case ReduceOp::max: return a > b || is_nan(a) ? a : b;
+    case ReduceOp::min: return a < b || is_nan(a) ? a : b;
   }
   return a;
 }
@@ -108,10 +116,6 @@ void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, const Te
       });
       T acc = identity<T>(op);
       for (T v : partial) acc = combine(op, acc, v);
-      if constexpr (std::is_floating_point_v<T>) {
-        for (T v : partial)
-          if (std::isnan(v)) acc = v;
-      }
       y[0] = acc;
       return;
     }
@@ -134,10 +138,9 @@ void arg_reduce(bool is_max, const Tensor& x, int axis, const Tensor& out) {
                      const T* row = xp + r * n;
                      std::int64_t best = 0;
                      for (std::int64_t i = 1; i < n; ++i) {
-                       if constexpr (std::is_floating_point_v<T>) {
-                         if (std::isnan(row[best])) break;  // NaN wins, like NumPy
-                         if (std::isnan(row[i])) { best = i; break; }
-                       }
+                       // The first NaN wins, like NumPy and tf.math.argmax
+                       if (is_nan(row[best])) break;
+                       if (is_nan(row[i])) { best = i; break; }
                        if (is_max ? row[i] > row[best] : row[i] < row[best]) best = i;
                      }
                      y[r] = best;

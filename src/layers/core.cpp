@@ -220,7 +220,8 @@ Tensor ReLU::call(const Tensor& x, bool) {
   } else {
     // Keras' piecewise definition: x where x > threshold (so the output jumps from 0 to
     // threshold there), clipped to max_value; negative_slope * (x - threshold) elsewhere.
-    Tensor pos = o.threshold == 0 ? relu(x) : where(greater(x, scalar_like(x, o.threshold)), x, zeros_like(x));
+    // Keras masks by multiplying, x * (x > threshold), so a NaN input stays NaN.
+    Tensor pos = o.threshold == 0 ? relu(x) : mul(x, cast(greater(x, scalar_like(x, o.threshold)), x.dtype()));
     if (o.max_value) pos = minimum(pos, *o.max_value);
     y = pos;
     if (o.negative_slope != 0) y = sub(pos, mul(scalar_like(x, o.negative_slope), relu(sub(scalar_like(x, o.threshold), x))));

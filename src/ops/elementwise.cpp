@@ -279,10 +279,16 @@ Tensor sigmoid(const Tensor& x) {
   return y;
 }
 
+// TensorFlow's ReluGrad and Relu6Grad multiply by the mask rather than select: an upstream NaN
+// stays NaN where the mask is 0 (NaN * 0), so a NaN loss reaches every weight before it.
+namespace {
+Tensor masked_grad(const Tensor& g, const Tensor& mask) { return mul(g, cast(mask, g.dtype())); }
+}  // namespace
+
 Tensor relu(const Tensor& x) {
   Tensor y = unary_op("relu", UnaryOp::relu, x);
   record_unary("relu", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
-    return where(greater(x, zero_of(x)), g, zero_of(g));
+    return masked_grad(g, greater(x, zero_of(x)));
   });
   return y;
 }
@@ -290,7 +296,7 @@ Tensor relu(const Tensor& x) {
 Tensor relu6(const Tensor& x) {
   Tensor y = unary_op("relu6", UnaryOp::relu6, x);
   record_unary("relu6", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
-    return where(logical_and(greater(x, zero_of(x)), less(x, scalar_like(x, 6.0))), g, zero_of(g));
+    return masked_grad(g, logical_and(greater(x, zero_of(x)), less(x, scalar_like(x, 6.0))));
   });
   return y;
 }
@@ -388,6 +394,8 @@ Tensor where(const Tensor& condition, const Tensor& x, const Tensor& y) {
   return z;
 }
 
+// maximum and minimum propagate NaN, so clip_by_value(NaN, lo, hi) is NaN, as in TensorFlow
+// (a clipped probability of NaN must not turn into a finite loss).
 Tensor clip_by_value(const Tensor& x, double clip_min, double clip_max) {
   detail::check_defined(x, "clip_by_value");
   if (clip_min > clip_max)

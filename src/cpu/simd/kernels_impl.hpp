@@ -12,6 +12,47 @@
 
 namespace keel::cpu::simd_impl {
 
+// ---- pow with C99's special cases ----------------------------------------------------------------
+// xsimd 8.1's pow is exp(y log|x|) with a sign fix: pow(0, y) is 0 for every y (NaN and y < 0
+// included), and 0 * inf turns pow(x, 0) with infinite x, pow(1, inf) and pow(-1, inf) into NaN.
+// std::pow, CUDA's pow and TensorFlow (Eigen) follow C99 Annex F; so does this, case by case.
+template <class B>
+inline B pow_c99(const B& x, const B& y) {
+  using T = typename B::value_type;
+  const B zero(T(0)), one(T(1)), inf(std::numeric_limits<T>::infinity());
+  B z = xsimd::pow(x, y);
+  // x = +-0 or +-inf: inf when (x = 0, y < 0) or (x = inf, y > 0), else 0; an odd integer y
+  // keeps x's sign (pow(-0, -1) = -inf, pow(-inf, 3) = -inf).
+  const auto x_zero = x == zero, x_inf = xsimd::isinf(x);
+  B edge = xsimd::select((x_zero && y < zero) || (x_inf && y > zero), inf, zero);
+  edge = xsimd::select(xsimd::is_odd(y), xsimd::copysign(edge, x), edge);
+  z = xsimd::select(x_zero || x_inf, edge, z);
+  // A NaN operand gives NaN (xsimd's x = 0 branch above would say 0 for pow(0, NaN)) ...
+  z = xsimd::select(xsimd::isnan(x) || xsimd::isnan(y), x + y, z);
+  // ... except the two cases C99 defines as 1 for every other operand, NaN included:
+  // pow(x, +-0) = 1 and pow(1, y) = 1; and pow(-1, +-inf) = 1.
+  return xsimd::select(y == zero || x == one || (x == -one && xsimd::isinf(y)), one, z);
+}
+
+// ---- NaN-propagating max and min ---------------------------------------------------------------
+// TensorFlow's max/min-based kernels return NaN when an operand is NaN. x86's maxps(a, b) (which
+// xsimd::max(a, b) is on SSE2, AVX and AVX-512) is `a > b ? a : b`: it returns its SECOND operand
+// when either is NaN, and on ties. So max(v, u) already carries u's NaN and keeps u on ties
+// (ties go to the first operand, as tf.maximum's gradient assumes); one select adds v's NaN.
+// Three instructions, where a compare-and-select chain takes six.
+//
+// NaN tests use xsimd::isnan, never `v != v`: xsimd 8.1 compiles != to the ORDERED not-equal
+// (_CMP_NEQ_OQ) on AVX, AVX2 and AVX-512, which is false for NaN; only SSE2's cmpneq is
+// unordered. `v != v` thus finds NaNs on one level and none on the others.
+template <class B>
+inline B max_nan(const B& u, const B& v) {
+  return xsimd::select(xsimd::isnan(v), v, xsimd::max(v, u));
+}
+template <class B>
+inline B min_nan(const B& u, const B& v) {
+  return xsimd::select(xsimd::isnan(v), v, xsimd::min(v, u));
+}
+
 // Outputs this large (bytes) bypass the caches with streaming stores: they would evict the
 // inputs anyway, and a streaming store skips the read-for-ownership of the destination line,
 // saving a third of an elementwise op's memory traffic.
@@ -123,7 +164,7 @@ void unary(UnaryOp op, const T* x, T* y, std::int64_t n, T alpha) {
     case UnaryOp::sign:
       return map_unary<A>(x, y, n, [=](B v) {
         const B s = xsimd::select(v > zero, one, xsimd::select(v < zero, -one, zero));
-        return xsimd::select(v != v, v, s);  // sign(NaN) is NaN
+        return xsimd::select(xsimd::isnan(v), v, s);  // tf.sign(NaN) is NaN
       });
     case UnaryOp::square: return map_unary<A>(x, y, n, [](B v) { return v * v; });
     case UnaryOp::sqrt: return map_unary<A>(x, y, n, [](B v) { return xsimd::sqrt(v); });
@@ -136,12 +177,13 @@ void unary(UnaryOp op, const T* x, T* y, std::int64_t n, T alpha) {
     case UnaryOp::tanh: return map_unary<A>(x, y, n, [](B v) { return xsimd::tanh(v); });
     case UnaryOp::sigmoid:
       return map_unary<A>(x, y, n, [=](B v) { return one / (one + xsimd::exp(-v)); });
-    case UnaryOp::relu:
-      return map_unary<A>(x, y, n, [=](B v) { return xsimd::select(v > zero, v, zero); });
-    case UnaryOp::relu6:
-      return map_unary<A>(x, y, n, [=](B v) {
-        return xsimd::select(v > zero, xsimd::select(v < B(T(6)), v, B(T(6))), zero);
-      });
+    // maxps(0, v) is `0 > v ? 0 : v`: one instruction that keeps a NaN v (tf.nn.relu(NaN) is
+    // NaN) and, like TensorFlow's Eigen max, relu(-0) = -0.
+    case UnaryOp::relu: return map_unary<A>(x, y, n, [=](B v) { return xsimd::max(zero, v); });
+    case UnaryOp::relu6: {
+      const B six(T(6));
+      return map_unary<A>(x, y, n, [=](B v) { return xsimd::min(six, xsimd::max(zero, v)); });
+    }
     case UnaryOp::leaky_relu: {
       const B a(alpha);
       return map_unary<A>(x, y, n, [=](B v) { return xsimd::select(v > zero, v, a * v); });
@@ -160,8 +202,9 @@ void unary(UnaryOp op, const T* x, T* y, std::int64_t n, T alpha) {
                           [=](B v) { return half * v * (one + xsimd::tanh(c * (v + k * v * v * v))); });
     }
     case UnaryOp::softplus:
+      // max(0, v) keeps a NaN v (max(v, 0) would give 0 and rely on the log1p term for the NaN).
       return map_unary<A>(x, y, n, [=](B v) {
-        return xsimd::max(v, zero) + xsimd::log1p(xsimd::exp(-xsimd::abs(v)));
+        return xsimd::max(zero, v) + xsimd::log1p(xsimd::exp(-xsimd::abs(v)));
       });
     case UnaryOp::silu: return map_unary<A>(x, y, n, [=](B v) { return v / (one + xsimd::exp(-v)); });
     case UnaryOp::erf: return map_unary<A>(x, y, n, [](B v) { return xsimd::erf(v); });
@@ -177,16 +220,10 @@ void binary(BinaryOp op, const T* a, std::int64_t sa, const T* b, std::int64_t s
     case BinaryOp::sub: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return u - v; });
     case BinaryOp::mul: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return u * v; });
     case BinaryOp::div: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return u / v; });
-    case BinaryOp::pow: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return xsimd::pow(u, v); });
-    case BinaryOp::maximum:
-      // NaN propagates like tf.maximum.
-      return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) {
-        return xsimd::select(u != u, u, xsimd::select(v != v, v, xsimd::select(u >= v, u, v)));
-      });
-    case BinaryOp::minimum:
-      return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) {
-        return xsimd::select(u != u, u, xsimd::select(v != v, v, xsimd::select(u <= v, u, v)));
-      });
+    case BinaryOp::pow: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return pow_c99(u, v); });
+    // NaN if either is NaN, like tf.maximum / tf.minimum; ties give u.
+    case BinaryOp::maximum: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return max_nan(u, v); });
+    case BinaryOp::minimum: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return min_nan(u, v); });
   }
 }
 
@@ -245,10 +282,10 @@ T reduce(ReduceOp op, const T* x, std::int64_t n) {
       return total;
     }
     case ReduceOp::prod: return fold<A>(x, n, init, [](B u, B v) { return u * v; });
-    case ReduceOp::max:
-      return fold<A>(x, n, init, [](B u, B v) { return xsimd::select(v != v, v, xsimd::select(u != u, u, xsimd::max(u, v))); });
-    case ReduceOp::min:
-      return fold<A>(x, n, init, [](B u, B v) { return xsimd::select(v != v, v, xsimd::select(u != u, u, xsimd::min(u, v))); });
+    // A NaN anywhere makes the result NaN (tf.reduce_max): once an accumulator lane holds NaN,
+    // max_nan keeps it.
+    case ReduceOp::max: return fold<A>(x, n, init, [](B u, B v) { return max_nan(u, v); });
+    case ReduceOp::min: return fold<A>(x, n, init, [](B u, B v) { return min_nan(u, v); });
   }
   return init;
 }
@@ -259,14 +296,8 @@ void accumulate(ReduceOp op, T* acc, const T* x, std::int64_t n) {
   switch (op) {
     case ReduceOp::sum: return map_binary<A>(acc, 1, x, 1, acc, n, [](B u, B v) { return u + v; });
     case ReduceOp::prod: return map_binary<A>(acc, 1, x, 1, acc, n, [](B u, B v) { return u * v; });
-    case ReduceOp::max:
-      return map_binary<A>(acc, 1, x, 1, acc, n, [](B u, B v) {
-        return xsimd::select(v != v, v, xsimd::select(u != u, u, xsimd::max(u, v)));
-      });
-    case ReduceOp::min:
-      return map_binary<A>(acc, 1, x, 1, acc, n, [](B u, B v) {
-        return xsimd::select(v != v, v, xsimd::select(u != u, u, xsimd::min(u, v)));
-      });
+    case ReduceOp::max: return map_binary<A>(acc, 1, x, 1, acc, n, [](B u, B v) { return max_nan(u, v); });
+    case ReduceOp::min: return map_binary<A>(acc, 1, x, 1, acc, n, [](B u, B v) { return min_nan(u, v); });
   }
 }
 
