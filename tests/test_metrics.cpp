@@ -8,6 +8,8 @@
 #include <catch2/catch.hpp>
 
 #include <keel/keel.hpp>
+
+#include "metric_fixtures.hpp"
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -18,15 +20,9 @@
 #include <vector>
 
 using namespace keel;
+using keel_test::f32;
+using keel_test::i64;
 using Catch::Contains;
-
-namespace {
-
-Tensor f32(std::vector<float> v, Shape s) { return constant(v, std::move(s)); }
-Tensor f32(std::vector<float> v) { return constant(v); }
-Tensor i64(std::vector<std::int64_t> v, Shape s) { return constant(v, std::move(s)); }
-
-}  // namespace
 
 // ---- Mean and MeanMetricWrapper ---------------------------------------------------------------------
 

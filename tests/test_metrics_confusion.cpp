@@ -5,18 +5,18 @@
 #include <catch2/catch.hpp>
 
 #include <keel/keel.hpp>
+
+#include "metric_fixtures.hpp"
 #include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <vector>
 
 using namespace keel;
+using keel_test::f32;
 using Catch::Contains;
 
 namespace {
-
-Tensor f32(std::vector<float> v, Shape s) { return constant(v, std::move(s)); }
-Tensor f32(std::vector<float> v) { return constant(v); }
 
 // Approximate equality of two vectors of doubles.
 void check_all(const std::vector<double>& got, const std::vector<double>& want) {

@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include <keel/keel.hpp>
+
+#include "metric_fixtures.hpp"
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -17,13 +19,11 @@
 #include <vector>
 
 using namespace keel;
+using keel_test::f32;
+using keel_test::i64;
 using Catch::Contains;
 
 namespace {
-
-Tensor f32(std::vector<float> v, Shape s) { return constant(v, std::move(s)); }
-Tensor f32(std::vector<float> v) { return constant(v); }
-Tensor i64(std::vector<std::int64_t> v, Shape s) { return constant(v, std::move(s)); }
 
 // -(y log p + (1 - y) log(1 - p)) for one element.
 double bce(double y, double p) { return -(y * std::log(p) + (1 - y) * std::log(1 - p)); }

@@ -51,13 +51,11 @@ std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* op, const s
 }
 
 std::int64_t checked_elements(const Shape& shape, const char* op) {
-  for (auto d : shape.dims())
-    if (d == 0) return 0;
-  std::int64_t n = 1;
-  for (auto d : shape.dims())
-    if (__builtin_mul_overflow(n, d, &n))
-      throw ValueError(fmt::format("{}: shape {} has more elements than a 64-bit count holds", op, shape.to_string()));
-  return n;
+  try {
+    return shape.num_elements();
+  } catch (const ValueError& e) {
+    throw ValueError(fmt::format("{}: {}", op, e.what()));
+  }
 }
 
 Tensor empty_tensor(const Shape& shape, DType dtype, Device device, const char* op) {

@@ -22,10 +22,12 @@ class Shape {
   // ValueError when it does not fit in 64 bits.
   std::int64_t num_elements() const {
     std::int64_t n = 1;
-    for (auto d : dims_)
+    bool overflow = false;  // only an error if no later dimension is 0
+    for (auto d : dims_) {
       if (d == 0) return 0;
-    for (auto d : dims_)
-      if (__builtin_mul_overflow(n, d, &n)) too_many_elements();
+      overflow |= __builtin_mul_overflow(n, d, &n);
+    }
+    if (overflow) too_many_elements();
     return n;
   }
   auto begin() const { return dims_.begin(); }
