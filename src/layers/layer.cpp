@@ -164,7 +164,6 @@ std::shared_ptr<Layer> Layer::move_to_heap() {
 
 namespace {
 
-bool is_half(DType dt) { return dt == DType::float16 || dt == DType::bfloat16; }
 
 // A floating tensor in `dtype`; a mask riding on it rides on the cast too.
 Tensor cast_floating(const Tensor& x, DType dtype) {

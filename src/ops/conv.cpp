@@ -39,7 +39,6 @@ namespace {
 
 // ---- argument checks -------------------------------------------------------------------------
 
-bool is_half(DType dt) { return dt == DType::float16 || dt == DType::bfloat16; }
 
 // x and kernel: defined, on one device, of one floating dtype.
 void check_operands(const char* op, const Tensor& x, const Tensor& kernel) {

@@ -29,7 +29,6 @@ bool integer_ok(UnaryOp op) {
          op == UnaryOp::relu;
 }
 
-bool is_half(DType dt) { return dt == DType::float16 || dt == DType::bfloat16; }
 
 // float16/bfloat16 on the CPU: the op runs in float32 and the result is rounded once, as a GPU
 // kernel does it. Not recorded: the op that called this records its own node.

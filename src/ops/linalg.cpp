@@ -46,7 +46,6 @@ bool blas_layout(const Tensor& x, bool transpose, cpu::MatrixArg& arg) {
   return false;
 }
 
-bool is_half(DType dt) { return dt == DType::float16 || dt == DType::bfloat16; }
 
 // The element offset of every batch's matrix is i * stride for batch index i (after broadcasting
 // the batch axes and flattening them), as one strided-batched cuBLAS call needs. `strides` are

@@ -68,7 +68,6 @@ WindowGeom pool_geometry(const char* op, const Tensor& x, std::array<int, 2> poo
   return g;
 }
 
-bool is_half(DType dt) { return dt == DType::float16 || dt == DType::bfloat16; }
 
 Shape input_shape(const WindowGeom& g) { return Shape{g.n, g.h, g.w, g.c}; }
 Shape output_shape(const WindowGeom& g) { return Shape{g.n, g.ho, g.wo, g.c}; }

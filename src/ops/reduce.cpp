@@ -41,7 +41,6 @@ ReducedShapes reduced_shapes(const Tensor& x, const std::vector<int>& axes, bool
   return r;
 }
 
-bool is_half(DType dt) { return dt == DType::float16 || dt == DType::bfloat16; }
 
 // x's CUDA view with the kept axes first and the `axes` after them, each group merged on its
 // own; `kept` receives the number of kept axes left after merging.

@@ -12,6 +12,8 @@ std::string_view name(DType);
 std::size_t itemsize(DType);
 bool is_floating(DType);          // float16, bfloat16, float32, float64
 bool is_integral(DType);          // int32, int64, uint8 (not bool)
+// float16 or bfloat16: the 16-bit float types that are stored as such and computed in float32.
+constexpr bool is_half(DType dt) { return dt == DType::float16 || dt == DType::bfloat16; }
 
 // IEEE half and bfloat16 as 16-bit storage types; arithmetic happens after astype().
 struct float16_t { std::uint16_t bits = 0; };
