@@ -1,6 +1,6 @@
 #pragma once
 // The CUDA kernels of the indexing ops (gather, unsorted_segment_sum, one_hot) and of dropout,
-// as src/ops/shape.cpp and src/ops/dropout.cpp call them. Plain C++17 with no CUDA header, like
+// as src/ops/shape.cpp and src/backend/random.cpp call them. Plain C++17 with no CUDA header, like
 // cuda/backend.hpp; without KEEL_WITH_CUDA every function throws DeviceError
 // (src/core/cuda_indexing_unavailable.cpp).
 //

@@ -6,7 +6,7 @@
 // Every product, quotient, sum and square root goes through the _rn intrinsics: nvcc would
 // otherwise contract a * b + c into a fused multiply-add, which rounds once where the CPU rounds
 // twice, and a float32 update would drift from the CPU's by an ulp here and there. The order of
-// the operations is the CPU's (src/optimizers/optimizers.cpp), so float32 and float64 updates
+// the operations is the CPU's (one rule for both: core/optimizer_rules.hpp), so float32 and float64 updates
 // give the CPU's bits for finite data.
 //
 // maximum and minimum propagate NaN as the ops do (tf.maximum): a NaN gradient stays NaN through
@@ -46,11 +46,11 @@ __device__ __forceinline__ T nan_min(T u, T v) {
 
 // ---- the kernel -----------------------------------------------------------------------------------
 
-// The hyper-parameters rounded to T once, as the CPU rounds them to float (or keeps them double)
-// before its loop.
+// StepContext's numbers rounded to T once, as the CPU rounds them to float (or keeps them
+// double) before its loop; the rule's own constants are kernel::RuleConstants.
 template <class T>
 struct Constants {
-  T scale, lo, hi, decay, lr, momentum, eps, c1, c2, alpha, rho, crho, cm, cg, cv;
+  T scale, lo, hi, decay;
   bool do_scale, do_clip, do_decay;
 
   __device__ explicit Constants(const OptimizerParams& p)
@@ -58,27 +58,27 @@ struct Constants {
         lo(-static_cast<T>(p.clipvalue)),
         hi(static_cast<T>(p.clipvalue)),
         decay(static_cast<T>(p.decay)),
-        lr(static_cast<T>(p.lr)),
-        momentum(static_cast<T>(p.momentum)),
-        eps(static_cast<T>(p.epsilon)),
-        c1(static_cast<T>(p.one_minus_b1)),
-        c2(static_cast<T>(p.one_minus_b2)),
-        alpha(static_cast<T>(p.alpha)),
-        rho(static_cast<T>(p.rho)),
-        crho(static_cast<T>(p.one_minus_rho)),
-        cm(static_cast<T>(p.cm)),
-        cg(static_cast<T>(p.cg)),
-        cv(static_cast<T>(p.cv)),
         // The CPU tests these in double on the unrounded values.
         do_scale(p.grad_scale != 1),
         do_clip(p.clipvalue > 0),
         do_decay(p.decay != 0) {}
 };
 
+// The rules' arithmetic (core/optimizer_rules.hpp), rounded as the CPU rounds: no contraction.
+struct RoundedMath {
+  template <class T> __device__ static T add(T a, T b) { return keel::cuda::add(a, b); }
+  template <class T> __device__ static T sub(T a, T b) { return keel::cuda::sub(a, b); }
+  template <class T> __device__ static T mul(T a, T b) { return keel::cuda::mul(a, b); }
+  template <class T> __device__ static T div(T a, T b) { return keel::cuda::div(a, b); }
+  template <class T> __device__ static T root(T a) { return keel::cuda::root(a); }
+  template <class T> __device__ static T max(T a, T b) { return nan_max(a, b); }
+};
+
 template <class T>
 __global__ void optimizer_kernel(OptimizerParams p, std::int64_t n, T* __restrict__ w, const T* __restrict__ grad,
                                  T* __restrict__ s0, T* __restrict__ s1, T* __restrict__ s2) {
   const Constants<T> c(p);
+  const kernel::RuleConstants<T> rule(p);
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     // StepContext first: the gradient scaled and clamped, the weight decayed (prepare_gradient).
@@ -88,69 +88,11 @@ __global__ void optimizer_kernel(OptimizerParams p, std::int64_t n, T* __restric
     T wi = w[i];
     if (c.do_decay) wi = sub(wi, mul(wi, c.decay));
 
-    switch (p.rule) {
-      case OptimizerRule::sgd:
-        wi = sub(wi, mul(g, c.lr));
-        break;
-      case OptimizerRule::sgd_momentum: {
-        const T m = sub(mul(s0[i], c.momentum), mul(g, c.lr));
-        s0[i] = m;
-        wi = p.nesterov ? add(wi, sub(mul(m, c.momentum), mul(g, c.lr))) : add(wi, m);
-        break;
-      }
-      case OptimizerRule::adam: {
-        const T m0 = s0[i], v0 = s1[i];
-        const T m = add(m0, mul(sub(g, m0), c.c1));
-        const T v = add(v0, mul(sub(mul(g, g), v0), c.c2));
-        s0[i] = m;
-        s1[i] = v;
-        T denom_v = v;
-        if (p.amsgrad) {
-          denom_v = nan_max(s2[i], v);
-          s2[i] = denom_v;
-        }
-        wi = sub(wi, div(mul(m, c.alpha), add(root(denom_v), c.eps)));
-        break;
-      }
-      case OptimizerRule::rmsprop: {
-        const T vel = add(mul(c.rho, s0[i]), mul(c.crho, mul(g, g)));
-        s0[i] = vel;
-        T denom;
-        if (p.centered) {
-          const T avg = add(mul(c.rho, s2[i]), mul(c.crho, g));
-          s2[i] = avg;
-          denom = add(sub(vel, mul(avg, avg)), c.eps);
-        } else {
-          denom = add(vel, c.eps);
-        }
-        const T increment = div(mul(c.lr, g), root(denom));
-        if (p.has_momentum) {
-          const T mo = add(mul(c.momentum, s1[i]), increment);
-          s1[i] = mo;
-          wi = sub(wi, mo);
-        } else {
-          wi = sub(wi, increment);
-        }
-        break;
-      }
-      case OptimizerRule::adagrad: {
-        const T acc = add(s0[i], mul(g, g));
-        s0[i] = acc;
-        wi = sub(wi, div(mul(c.lr, g), root(add(acc, c.eps))));
-        break;
-      }
-      case OptimizerRule::nadam: {
-        const T m0 = s0[i], v0 = s1[i];
-        const T m = add(m0, mul(sub(g, m0), c.c1));
-        const T v = add(v0, mul(sub(mul(g, g), v0), c.c2));
-        s0[i] = m;
-        s1[i] = v;
-        const T m_hat = add(mul(c.cm, m), mul(c.cg, g));
-        const T v_hat = div(v, c.cv);
-        wi = sub(wi, div(mul(m_hat, c.lr), add(root(v_hat), c.eps)));
-        break;
-      }
-    }
+    T m0 = s0 ? s0[i] : T(0), m1 = s1 ? s1[i] : T(0), m2 = s2 ? s2[i] : T(0);
+    kernel::apply_rule<RoundedMath>(p, rule, wi, g, m0, m1, m2);
+    if (s0) s0[i] = m0;
+    if (s1) s1[i] = m1;
+    if (s2) s2[i] = m2;
     w[i] = wi;
   }
 }
@@ -167,26 +109,6 @@ const char* rule_name(const OptimizerParams& p) {
     case OptimizerRule::nadam: return "Nadam update";
   }
   return "optimizer update";
-}
-
-// Which of slot[0..2] the rule reads and writes.
-void slots_needed(const OptimizerParams& p, bool need[3]) {
-  need[0] = need[1] = need[2] = false;
-  switch (p.rule) {
-    case OptimizerRule::sgd: break;
-    case OptimizerRule::sgd_momentum:
-    case OptimizerRule::adagrad: need[0] = true; break;
-    case OptimizerRule::adam:
-      need[0] = need[1] = true;
-      need[2] = p.amsgrad;
-      break;
-    case OptimizerRule::rmsprop:
-      need[0] = true;
-      need[1] = p.has_momentum;
-      need[2] = p.centered;
-      break;
-    case OptimizerRule::nadam: need[0] = need[1] = true; break;
-  }
 }
 
 template <class T>
@@ -207,7 +129,7 @@ void optimizer_update(DType dtype, const OptimizerParams& params, std::int64_t n
   if (n < 0) throw ValueError(std::string(what) + ": negative element count " + std::to_string(n));
   if (n == 0) return;
   bool need[3];
-  slots_needed(params, need);
+  kernel::slots_needed(params, need);
   if (w == nullptr || g == nullptr)
     throw ValueError(std::string(what) + ": null weight or gradient on cuda:" + std::to_string(device));
   for (int k = 0; k < 3; ++k)

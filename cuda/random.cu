@@ -1,6 +1,6 @@
 // dropout on the GPU (see cuda/indexing.hpp): the keep mask is the CPU's, word for word. Each
 // thread computes one Philox block (cuda/philox.cuh) and decides the four elements it covers,
-// exactly as src/ops/dropout.cpp does on the host, so a seed (or the global generator's state)
+// exactly as src/cpu/dropout.cpp does on the host, so a seed (or the global generator's state)
 // drops the same elements on either device.
 #include <cstdint>
 #include <string>

@@ -7,6 +7,7 @@
 #include <keel/keel.hpp>
 
 #include "auto_name.hpp"
+#include "policy_guard.hpp"
 #include <nlohmann/json.hpp>
 
 #include <cctype>
@@ -19,17 +20,10 @@
 
 using namespace keel;
 using keel_test::is_auto_name;
+using keel_test::PolicyGuard;
 namespace mp = keel::mixed_precision;
 
 namespace {
-
-// Sets a global policy for one test and puts float32 back at the end of it.
-struct PolicyGuard {
-  explicit PolicyGuard(const std::string& name) { mp::set_global_policy(name); }
-  ~PolicyGuard() { mp::set_global_policy("float32"); }
-  PolicyGuard(const PolicyGuard&) = delete;
-  PolicyGuard& operator=(const PolicyGuard&) = delete;
-};
 
 Tensor scalar1(double v) { return constant(std::vector<float>{static_cast<float>(v)}, Shape{1}); }
 

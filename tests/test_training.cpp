@@ -318,6 +318,27 @@ TEST_CASE("fit and evaluate take a data::Dataset of batches", "[training][data]"
   CHECK_THROWS_AS(model.fit(ds, {.verbose = 0, .validation_split = 0.5}), ValueError);
 }
 
+TEST_CASE("tensors and the same batches as a Dataset train and evaluate alike", "[training][data]") {
+  // fit, evaluate and predict run over one epoch iterator: unshuffled tensors in batches of 3
+  // are the Dataset from_tensor_slices(...).batch(3), step for step (steps_per_epoch included).
+  const Tensor x = reshape(arange(8), {8, 1});
+  const Tensor y = x * 2.0 + 1.0;
+  auto from_tensors = linear_model(), from_dataset = linear_model();
+  from_tensors.compile({.optimizer = optimizers::SGD(0.01), .loss = "mse"});
+  from_dataset.compile({.optimizer = optimizers::SGD(0.01), .loss = "mse"});
+  const auto a = from_tensors.fit(x, y, {.batch_size = 3, .epochs = 2, .verbose = 0, .shuffle = false,
+                                         .steps_per_epoch = 2});
+  const auto ds = data::Dataset<>::from_tensor_slices(std::make_pair(x, y)).batch(3);
+  const auto b = from_dataset.fit(ds, {.epochs = 2, .verbose = 0, .steps_per_epoch = 2});
+  CHECK(a.history.at("loss") == b.history.at("loss"));
+  CHECK(from_tensors.trainable_weights()[0]->peek().item<float>() ==
+        from_dataset.trainable_weights()[0]->peek().item<float>());
+  CHECK(from_tensors.evaluate(x, y, {.batch_size = 3, .verbose = 0}).at("loss") ==
+        from_dataset.evaluate(ds, {.verbose = 0}).at("loss"));
+  CHECK(from_tensors.predict(x, {.batch_size = 3}).to_vector<float>() ==
+        from_dataset.predict(x, {.batch_size = 8}).to_vector<float>());
+}
+
 TEST_CASE("the first batch of a model built by its first call trains too", "[training]") {
   // No InputLayer: the Dense creates its weights inside the first train_step. Keras already
   // updates them on that step. x = [1, 2], y = [2, 4], w = 1, b = 0: the predictions are [1, 2],

@@ -7,18 +7,17 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <new>
 
 #include <fmt/core.h>
 
 #include "core/tensor_util.hpp"
+#include "io/read_file.hpp"
 
 namespace keel::data {
 
@@ -35,17 +34,7 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-std::string read_file(const std::string& path, const char* op) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IOError(fmt::format("{}: cannot open {}: {}", op, path, std::strerror(errno)));
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw IOError(fmt::format("{}: cannot read the size of {}", op, path));
-  in.seekg(0);
-  std::string bytes(static_cast<std::size_t>(size), '\0');
-  if (size > 0 && !in.read(bytes.data(), size)) throw IOError(fmt::format("{}: cannot read {}", op, path));
-  return bytes;
-}
+using io::detail::read_file;
 
 std::uint32_t be32(const std::string& b, std::size_t at) {
   return (static_cast<std::uint32_t>(static_cast<unsigned char>(b[at])) << 24) |

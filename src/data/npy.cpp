@@ -4,9 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cctype>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <string_view>
 #include <vector>
@@ -14,6 +12,7 @@
 #include <fmt/core.h>
 
 #include "core/tensor_util.hpp"
+#include "io/read_file.hpp"
 #include "io/zip.hpp"
 #include "keel/io/safetensors.hpp"  // io::atomic_write
 #include "keel/ops/shape.hpp"
@@ -40,17 +39,7 @@ struct Where {
   throw IOError(fmt::format("{}: {}: byte offset {}: {}", op, w.label, w.base + at, what));
 }
 
-std::string read_file(const std::string& path, const char* op) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IOError(fmt::format("{}: cannot open {}: {}", op, path, std::strerror(errno)));
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw IOError(fmt::format("{}: cannot read the size of {}", op, path));
-  in.seekg(0);
-  std::string bytes(static_cast<std::size_t>(size), '\0');
-  if (size > 0 && !in.read(bytes.data(), size)) throw IOError(fmt::format("{}: cannot read {}", op, path));
-  return bytes;
-}
+using detail::read_file;
 
 using zip::put_le;
 std::uint64_t le(std::string_view b, std::size_t at, int n) { return zip::read_le(b, at, n); }

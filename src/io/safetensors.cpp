@@ -3,10 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <string_view>
 #include <vector>
@@ -14,6 +12,7 @@
 #include <fmt/core.h>
 
 #include "core/tensor_util.hpp"
+#include "io/read_file.hpp"
 #include "io/safetensors_file.hpp"
 
 namespace keel::io {
@@ -50,17 +49,7 @@ bool parse_dtype(const std::string& s, DType& dt) {
   throw IOError(fmt::format("load_safetensors: {}: {}", path, what));
 }
 
-std::string read_file(const std::string& path, const char* op) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IOError(fmt::format("{}: cannot open {}: {}", op, path, std::strerror(errno)));
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw IOError(fmt::format("{}: cannot read the size of {}", op, path));
-  in.seekg(0);
-  std::string bytes(static_cast<std::size_t>(size), '\0');
-  if (size > 0 && !in.read(bytes.data(), size)) throw IOError(fmt::format("{}: cannot read {}", op, path));
-  return bytes;
-}
+using detail::read_file;
 
 struct Parsed {
   nlohmann::json header;

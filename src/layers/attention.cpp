@@ -171,7 +171,7 @@ Tensor MultiHeadAttention::call(const std::vector<Tensor>& inputs, bool training
   const Tensor value_mask = as_bool(get_mask(value));
   const Tensor key_mask = key.defined() ? as_bool(get_mask(key)) : Tensor();
 
-  const DType dt = detail::compute_dtype(query);
+  const DType dt = query.dtype();  // the compute dtype operator() cast the inputs to
   query = detail::as_dtype(query, dt);
   value = detail::as_dtype(value, dt);
   key = key.defined() ? detail::as_dtype(key, dt) : value;
@@ -266,28 +266,6 @@ Tensor MultiHeadAttention::call(const std::vector<Tensor>& inputs, bool training
   if (query_mask.defined()) y = detail::attach_mask(y, query_mask);
   if (options_.activity_regularizer.active()) add_loss(options_.activity_regularizer(y));
   return y;
-}
-
-nlohmann::json MultiHeadAttention::get_config() const {
-  nlohmann::json config = Layer::get_config();
-  config["num_heads"] = num_heads_;
-  config["key_dim"] = key_dim_;
-  config["value_dim"] = value_dim();
-  config["dropout"] = options_.dropout;
-  config["use_bias"] = options_.use_bias;
-  config["output_shape"] = options_.output_shape.empty() ? nlohmann::json(nullptr)
-                                                         : nlohmann::json(options_.output_shape);
-  config["attention_axes"] = options_.attention_axes.empty() ? nlohmann::json(nullptr)
-                                                             : nlohmann::json(options_.attention_axes);
-  config["kernel_initializer"] = detail::initializer_json(options_.kernel_initializer);
-  config["bias_initializer"] = detail::initializer_json(options_.bias_initializer);
-  config["kernel_regularizer"] = detail::regularizer_config(options_.kernel_regularizer);
-  config["bias_regularizer"] = detail::regularizer_config(options_.bias_regularizer);
-  config["activity_regularizer"] = detail::regularizer_config(options_.activity_regularizer);
-  config["kernel_constraint"] = nullptr;
-  config["bias_constraint"] = nullptr;
-  config["seed"] = detail::seed_config(options_.seed);
-  return config;
 }
 
 }  // namespace keel::layers

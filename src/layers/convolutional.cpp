@@ -20,12 +20,9 @@
 namespace keel::layers {
 
 using detail::checked_data_format;
-using detail::compute_input;
 using detail::in_layer;
-using detail::initializer_json;
 using detail::like;
 using detail::lowercase;
-using detail::regularizer_json;
 using detail::required;
 using detail::who;
 
@@ -79,8 +76,6 @@ Tensor to_channels_first(const Tensor& x) {
   return x.rank() == 4 ? transpose(x, {0, 3, 1, 2}) : transpose(x, {0, 2, 1});
 }
 
-nlohmann::json pair_json(std::array<int, 2> v) { return nlohmann::json::array({v[0], v[1]}); }
-
 // Keras accepts an initializer or activation by name in a config, which is what we keep.
 
 void add_activity_loss(Layer& layer, const regularizers::Regularizer& r, const Tensor& y) {
@@ -122,7 +117,7 @@ template <class Options, class Op>
 Tensor conv_call(Layer& layer, const Tensor& inputs, const Variable* kernel, const Variable* bias,
                  const Options& options, Op&& op) {
   const bool cf = options.data_format == "channels_first";
-  Tensor x = compute_input(inputs);
+  Tensor x = inputs;  // in the compute dtype (Layer::operator())
   if (cf) x = to_channels_last(x);
   const Tensor k = like(kernel->value(), x);
   Tensor y = in_layer(layer, [&] { return op(x, k); });
@@ -143,21 +138,6 @@ Tensor grouped(int groups, const Tensor& x, const Tensor& k, Conv&& conv) {
   std::vector<Tensor> ys;
   for (int i = 0; i < groups; ++i) ys.push_back(conv(xs[i], ks[i]));
   return concat(ys, axis);
-}
-
-// The config keys of Conv1D, Conv2D and Conv2DTranspose that follow their geometry.
-template <class Options>
-nlohmann::json conv_weights_config(nlohmann::json c, const Options& options) {
-  c["activation"] = options.activation.name();
-  c["use_bias"] = options.use_bias;
-  c["kernel_initializer"] = initializer_json(options.kernel_initializer);
-  c["bias_initializer"] = initializer_json(options.bias_initializer);
-  c["kernel_regularizer"] = regularizer_json(options.kernel_regularizer);
-  c["bias_regularizer"] = regularizer_json(options.bias_regularizer);
-  c["activity_regularizer"] = regularizer_json(options.activity_regularizer);
-  c["kernel_constraint"] = nullptr;
-  c["bias_constraint"] = nullptr;
-  return c;
 }
 
 }  // namespace
@@ -195,18 +175,6 @@ Tensor Conv1D::call(const Tensor& inputs, bool) {
 Variable& Conv1D::kernel() const { return required(*this, kernel_, "kernel", "use_bias"); }
 Variable& Conv1D::bias() const { return required(*this, bias_, "bias", "use_bias"); }
 
-nlohmann::json Conv1D::get_config() const {
-  auto c = Layer::get_config();
-  c["filters"] = filters_;
-  c["kernel_size"] = nlohmann::json::array({kernel_size_});
-  c["strides"] = nlohmann::json::array({options_.strides});
-  c["padding"] = options_.padding;
-  c["data_format"] = options_.data_format;
-  c["dilation_rate"] = nlohmann::json::array({options_.dilation_rate});
-  c["groups"] = options_.groups;
-  return conv_weights_config(c, options_);
-}
-
 // ---- Conv2D ----------------------------------------------------------------------------------
 
 Conv2D::Conv2D(int filters, std::array<int, 2> kernel_size, Conv2DOptions options)
@@ -238,18 +206,6 @@ Tensor Conv2D::call(const Tensor& inputs, bool) {
 
 Variable& Conv2D::kernel() const { return required(*this, kernel_, "kernel", "use_bias"); }
 Variable& Conv2D::bias() const { return required(*this, bias_, "bias", "use_bias"); }
-
-nlohmann::json Conv2D::get_config() const {
-  auto c = Layer::get_config();
-  c["filters"] = filters_;
-  c["kernel_size"] = pair_json(kernel_size_);
-  c["strides"] = pair_json(options_.strides);
-  c["padding"] = options_.padding;
-  c["data_format"] = options_.data_format;
-  c["dilation_rate"] = pair_json(options_.dilation_rate);
-  c["groups"] = options_.groups;
-  return conv_weights_config(c, options_);
-}
 
 // ---- Conv2DTranspose -------------------------------------------------------------------------
 
@@ -294,18 +250,6 @@ Tensor Conv2DTranspose::call(const Tensor& inputs, bool) {
 Variable& Conv2DTranspose::kernel() const { return required(*this, kernel_, "kernel", "use_bias"); }
 Variable& Conv2DTranspose::bias() const { return required(*this, bias_, "bias", "use_bias"); }
 
-nlohmann::json Conv2DTranspose::get_config() const {
-  auto c = Layer::get_config();
-  c["filters"] = filters_;
-  c["kernel_size"] = pair_json(kernel_size_);
-  c["strides"] = pair_json(options_.strides);
-  c["padding"] = options_.padding;
-  c["output_padding"] = options_.output_padding ? pair_json(*options_.output_padding) : nlohmann::json(nullptr);
-  c["data_format"] = options_.data_format;
-  c["dilation_rate"] = pair_json(options_.dilation_rate);
-  return conv_weights_config(c, options_);
-}
-
 // ---- DepthwiseConv2D -------------------------------------------------------------------------
 
 DepthwiseConv2D::DepthwiseConv2D(std::array<int, 2> kernel_size, DepthwiseConv2DOptions options)
@@ -341,26 +285,6 @@ Tensor DepthwiseConv2D::call(const Tensor& inputs, bool) {
 Variable& DepthwiseConv2D::depthwise_kernel() const { return required(*this, kernel_, "depthwise_kernel", "use_bias"); }
 Variable& DepthwiseConv2D::bias() const { return required(*this, bias_, "bias", "use_bias"); }
 
-nlohmann::json DepthwiseConv2D::get_config() const {
-  auto c = Layer::get_config();
-  c["kernel_size"] = pair_json(kernel_size_);
-  c["strides"] = pair_json(options_.strides);
-  c["padding"] = options_.padding;
-  c["depth_multiplier"] = options_.depth_multiplier;
-  c["data_format"] = options_.data_format;
-  c["dilation_rate"] = pair_json(options_.dilation_rate);
-  c["activation"] = options_.activation.name();
-  c["use_bias"] = options_.use_bias;
-  c["depthwise_initializer"] = initializer_json(options_.depthwise_initializer);
-  c["bias_initializer"] = initializer_json(options_.bias_initializer);
-  c["depthwise_regularizer"] = regularizer_json(options_.depthwise_regularizer);
-  c["bias_regularizer"] = regularizer_json(options_.bias_regularizer);
-  c["activity_regularizer"] = regularizer_json(options_.activity_regularizer);
-  c["depthwise_constraint"] = nullptr;
-  c["bias_constraint"] = nullptr;
-  return c;
-}
-
 // ---- MaxPooling2D / AveragePooling2D ---------------------------------------------------------
 
 namespace {
@@ -377,19 +301,10 @@ void validate_pooling(const Layer& layer, std::array<int, 2> pool_size, Options&
 template <class Op>
 Tensor pool_call(const Layer& layer, const Tensor& inputs, const std::string& data_format, Op&& op) {
   const bool cf = data_format == "channels_first";
-  Tensor x = compute_input(inputs);
+  Tensor x = inputs;  // in the compute dtype (Layer::operator())
   if (cf) x = to_channels_last(x);
   Tensor y = in_layer(layer, [&] { return op(x); });
   return cf && y.rank() >= 3 ? to_channels_first(y) : y;  // [N, C] needs no change
-}
-
-template <class Options>
-nlohmann::json pooling_config(nlohmann::json c, std::array<int, 2> pool_size, const Options& options) {
-  c["pool_size"] = pair_json(pool_size);
-  c["padding"] = options.padding;
-  c["strides"] = pair_json(options.strides.value_or(pool_size));
-  c["data_format"] = options.data_format;
-  return c;
 }
 
 }  // namespace
@@ -408,8 +323,6 @@ Tensor MaxPooling2D::call(const Tensor& inputs, bool) {
                    [&](const Tensor& x) { return max_pool2d(x, pool_size_, strides(), options_.padding); });
 }
 
-nlohmann::json MaxPooling2D::get_config() const { return pooling_config(Layer::get_config(), pool_size_, options_); }
-
 AveragePooling2D::AveragePooling2D(std::array<int, 2> pool_size, AveragePooling2DOptions options)
     : Layer(options.name), pool_size_(pool_size), options_(std::move(options)) {
   validate_pooling(*this, pool_size_, options_);
@@ -422,10 +335,6 @@ void AveragePooling2D::check_input_shape(const Shape& s) const { check_rank_only
 Tensor AveragePooling2D::call(const Tensor& inputs, bool) {
   return pool_call(*this, inputs, options_.data_format,
                    [&](const Tensor& x) { return avg_pool2d(x, pool_size_, strides(), options_.padding); });
-}
-
-nlohmann::json AveragePooling2D::get_config() const {
-  return pooling_config(Layer::get_config(), pool_size_, options_);
 }
 
 // ---- global pooling --------------------------------------------------------------------------
@@ -446,13 +355,6 @@ Tensor GlobalAveragePooling2D::call(const Tensor& inputs, bool) {
   });
 }
 
-nlohmann::json GlobalAveragePooling2D::get_config() const {
-  auto c = Layer::get_config();
-  c["data_format"] = options_.data_format;
-  c["keepdims"] = options_.keepdims;
-  return c;
-}
-
 GlobalMaxPooling2D::GlobalMaxPooling2D(GlobalMaxPooling2DOptions options)
     : Layer(options.name), options_(std::move(options)) {
   options_.data_format = checked_data_format(*this, options_.data_format);
@@ -466,13 +368,6 @@ Tensor GlobalMaxPooling2D::call(const Tensor& inputs, bool) {
   return pool_call(*this, inputs, options_.data_format, [&](const Tensor& x) {
     return global_max_pool2d(x, options_.keepdims);
   });
-}
-
-nlohmann::json GlobalMaxPooling2D::get_config() const {
-  auto c = Layer::get_config();
-  c["data_format"] = options_.data_format;
-  c["keepdims"] = options_.keepdims;
-  return c;
 }
 
 }  // namespace keel::layers

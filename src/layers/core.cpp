@@ -21,8 +21,6 @@
 
 namespace keel::layers {
 
-using detail::regularizer_config;
-using detail::seed_config;
 using detail::who;
 
 namespace {
@@ -31,15 +29,6 @@ namespace {
 // a unique name ("dropout") from the pool for a layer that never comes to exist.
 std::string ctor_label(const char* cls, const std::string& name) {
   return name.empty() ? std::string(cls) : fmt::format("{} '{}'", cls, name);
-}
-
-nlohmann::json dims_json(const Shape& s) {
-  nlohmann::json out = nlohmann::json::array();
-  for (auto d : s) {
-    if (d < 0) out.push_back(nullptr);  // Keras' None
-    else out.push_back(d);
-  }
-  return out;
 }
 
 // Keras passes a mask through every layer that supports masking; here the mask rides on the
@@ -138,9 +127,9 @@ void Dense::check_input_shape(const Shape& s) const {
 }
 
 Tensor Dense::call(const Tensor& inputs, bool) {
-  const Tensor& k = kernel_->value();
-  // Keras casts inputs to the layer's compute dtype (so integer features work).
-  const Tensor x = inputs.dtype() == k.dtype() ? inputs : cast(inputs, k.dtype());
+  // The inputs arrive in the compute dtype (Layer::operator()); the kernel is read in it.
+  const Tensor& x = inputs;
+  const Tensor k = detail::like(kernel_->value(), x);
   Tensor y;
   if (x.rank() == 2) {
     y = matmul(x, k);
@@ -152,7 +141,7 @@ Tensor Dense::call(const Tensor& inputs, bool) {
     out_dims.push_back(units_);
     y = reshape(matmul(reshape(x, Shape{rows, d.back()}), k), Shape(out_dims));
   }
-  if (bias_) y = add(y, bias_->value());
+  if (bias_) y = add(y, detail::like(bias_->value(), y));
   y = options_.activation(y);
   if (options_.activity_regularizer.active()) add_loss(options_.activity_regularizer(y));
   return pass_mask(inputs, y);
@@ -169,21 +158,6 @@ Variable& Dense::bias() {
   return *bias_;
 }
 
-nlohmann::json Dense::get_config() const {
-  auto c = Layer::get_config();
-  c["units"] = units_;
-  c["activation"] = options_.activation.name();
-  c["use_bias"] = options_.use_bias;
-  c["kernel_initializer"] = detail::initializer_json(options_.kernel_initializer);
-  c["bias_initializer"] = detail::initializer_json(options_.bias_initializer);
-  c["kernel_regularizer"] = regularizer_config(options_.kernel_regularizer);
-  c["bias_regularizer"] = regularizer_config(options_.bias_regularizer);
-  c["activity_regularizer"] = regularizer_config(options_.activity_regularizer);
-  c["kernel_constraint"] = nullptr;
-  c["bias_constraint"] = nullptr;
-  return c;
-}
-
 // ---- Activation, ReLU, LeakyReLU, Softmax ---------------------------------------------------
 
 Activation::Activation(activations::ActivationFn activation, ActivationOptions options)
@@ -192,12 +166,6 @@ Activation::Activation(activations::ActivationFn activation, ActivationOptions o
 }
 
 Tensor Activation::call(const Tensor& inputs, bool) { return pass_mask(inputs, activation_(inputs)); }
-
-nlohmann::json Activation::get_config() const {
-  auto c = Layer::get_config();
-  c["activation"] = activation_.name();
-  return c;
-}
 
 ReLU::ReLU(ReLUOptions options) : Layer(options.name), options_(std::move(options)) {
   const std::string who = ctor_label("ReLU", options_.name);
@@ -229,14 +197,6 @@ Tensor ReLU::call(const Tensor& x, bool) {
   return pass_mask(x, y);
 }
 
-nlohmann::json ReLU::get_config() const {
-  auto c = Layer::get_config();
-  c["max_value"] = options_.max_value ? nlohmann::json(*options_.max_value) : nlohmann::json(nullptr);
-  c["negative_slope"] = options_.negative_slope;
-  c["threshold"] = options_.threshold;
-  return c;
-}
-
 LeakyReLU::LeakyReLU(LeakyReLUOptions options) : Layer(options.name), options_(std::move(options)) {
   if (!(options_.negative_slope >= 0))
     throw ValueError(fmt::format("{}: negative_slope cannot be negative, got {}", ctor_label("LeakyReLU", options_.name),
@@ -244,12 +204,6 @@ LeakyReLU::LeakyReLU(LeakyReLUOptions options) : Layer(options.name), options_(s
 }
 
 Tensor LeakyReLU::call(const Tensor& x, bool) { return pass_mask(x, leaky_relu(x, options_.negative_slope)); }
-
-nlohmann::json LeakyReLU::get_config() const {
-  auto c = Layer::get_config();
-  c["negative_slope"] = options_.negative_slope;
-  return c;
-}
 
 Softmax::Softmax(SoftmaxOptions options) : Layer(options.name), options_(std::move(options)) {
   if (!options_.dtype.empty()) set_dtype_policy(options_.dtype);
@@ -269,12 +223,6 @@ Tensor Softmax::call(const Tensor& inputs, bool) {
     x = add(x, mul(sub(scalar_like(x, 1.0), cast(mask, x.dtype())), scalar_like(x, large_negative)));
   }
   return pass_mask(inputs, softmax(x, options_.axis));
-}
-
-nlohmann::json Softmax::get_config() const {
-  auto c = Layer::get_config();
-  c["axis"] = options_.axis;
-  return c;
 }
 
 // ---- Flatten, Reshape, Permute ---------------------------------------------------------------
@@ -308,12 +256,6 @@ Tensor Flatten::call(const Tensor& inputs, bool) {
   return reshape(x, Shape{batch, per_example});
 }
 
-nlohmann::json Flatten::get_config() const {
-  auto c = Layer::get_config();
-  c["data_format"] = options_.data_format;
-  return c;
-}
-
 Reshape::Reshape(Shape target_shape, ReshapeOptions options)
     : Layer(std::move(options.name)), target_shape_(std::move(target_shape)) {
   int unknown = 0;
@@ -345,12 +287,6 @@ Tensor Reshape::call(const Tensor& inputs, bool) {
   return reshape(inputs, Shape(dims));
 }
 
-nlohmann::json Reshape::get_config() const {
-  auto c = Layer::get_config();
-  c["target_shape"] = target_shape_.dims();
-  return c;
-}
-
 Permute::Permute(std::vector<int> dims, PermuteOptions options) : Layer(std::move(options.name)), dims_(std::move(dims)) {
   std::vector<int> sorted = dims_;
   std::sort(sorted.begin(), sorted.end());
@@ -375,12 +311,6 @@ Tensor Permute::call(const Tensor& inputs, bool) {
   std::vector<int> perm{0};  // the batch axis stays first
   perm.insert(perm.end(), dims_.begin(), dims_.end());
   return transpose(inputs, perm);
-}
-
-nlohmann::json Permute::get_config() const {
-  auto c = Layer::get_config();
-  c["dims"] = dims_;
-  return c;
 }
 
 // ---- Dropout ---------------------------------------------------------------------------------
@@ -436,20 +366,6 @@ Tensor Masking::call(const Tensor& inputs, bool) {
   const Tensor keep = reduce_any(not_equal(inputs, scalar_like(inputs, mask_value_)), {-1}, true);
   const Tensor y = mul(inputs, cast(keep, inputs.dtype()));
   return with_mask(y, squeeze(keep, {-1}));
-}
-
-nlohmann::json Masking::get_config() const {
-  auto c = Layer::get_config();
-  c["mask_value"] = mask_value_;
-  return c;
-}
-
-nlohmann::json Dropout::get_config() const {
-  auto c = Layer::get_config();
-  c["rate"] = rate_;
-  c["noise_shape"] = options_.noise_shape.empty() ? nlohmann::json(nullptr) : dims_json(Shape(options_.noise_shape));
-  c["seed"] = seed_config(options_.seed);
-  return c;
 }
 
 // ---- Add, Multiply, Concatenate --------------------------------------------------------------
@@ -513,30 +429,17 @@ Tensor Concatenate::call(const std::vector<Tensor>& inputs, bool) {
   return concat(inputs, options_.axis);
 }
 
-nlohmann::json Concatenate::get_config() const {
-  auto c = Layer::get_config();
-  c["axis"] = options_.axis;
-  return c;
-}
-
 // ---- Rescaling -------------------------------------------------------------------------------
 
 Rescaling::Rescaling(double scale, RescalingOptions options)
     : Layer(options.name), scale_(scale), options_(std::move(options)) {}
 
 Tensor Rescaling::call(const Tensor& inputs, bool) {
-  // Integer inputs (uint8 images) become floats in the compute dtype (float16 under mixed_float16).
-  const Tensor x = is_floating(inputs.dtype()) ? inputs : cast(inputs, compute_dtype());
+  // Integer inputs (uint8 images) arrive as floats in the compute dtype (floating_inputs()).
+  const Tensor& x = inputs;
   Tensor y = mul(x, scalar_like(x, scale_));
   if (options_.offset != 0) y = add(y, scalar_like(x, options_.offset));
   return pass_mask(inputs, y);
-}
-
-nlohmann::json Rescaling::get_config() const {
-  auto c = Layer::get_config();
-  c["scale"] = scale_;
-  c["offset"] = options_.offset;
-  return c;
 }
 
 // ---- Embedding -------------------------------------------------------------------------------
@@ -575,19 +478,6 @@ Tensor Embedding::call(const Tensor& inputs, bool) {
 Variable& Embedding::embeddings() {
   if (!embeddings_) throw ValueError(fmt::format("{}: embeddings() before the layer is built", who(*this)));
   return *embeddings_;
-}
-
-nlohmann::json Embedding::get_config() const {
-  auto c = Layer::get_config();
-  c["input_dim"] = input_dim_;
-  c["output_dim"] = output_dim_;
-  c["embeddings_initializer"] = detail::initializer_json(options_.embeddings_initializer);
-  c["embeddings_regularizer"] = regularizer_config(options_.embeddings_regularizer);
-  c["activity_regularizer"] = regularizer_config(options_.activity_regularizer);
-  c["embeddings_constraint"] = nullptr;
-  c["mask_zero"] = options_.mask_zero;
-  c["input_length"] = options_.input_length ? nlohmann::json(*options_.input_length) : nlohmann::json(nullptr);
-  return c;
 }
 
 }  // namespace keel::layers

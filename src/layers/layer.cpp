@@ -164,26 +164,39 @@ std::shared_ptr<Layer> Layer::move_to_heap() {
 
 namespace {
 
+// The dtype operator() hands an input of dtype `x` to call() in, for a layer computing in
+// `compute` (Keras' DTypePolicy.convert_input): floating inputs are cast to it, except float64
+// under a float32 policy, which stays float64 so that gradients can be checked in double
+// precision. Integer inputs are cast for layers that compute on floats only; bool tensors
+// (masks) and the integer inputs of other layers (ids, shape layers) stay as they are.
+DType input_dtype(DType x, DType compute, bool mixed, bool floating_inputs) {
+  if (is_floating(x)) return x == DType::float64 && !mixed ? x : compute;
+  return floating_inputs && x != DType::bool_ ? compute : x;
+}
 
-// A floating tensor in `dtype`; a mask riding on it rides on the cast too.
-Tensor cast_floating(const Tensor& x, DType dtype) {
-  if (!x.defined() || !is_floating(x.dtype()) || x.dtype() == dtype) return x;
+// `x` as call() receives it; a mask riding on it rides on the cast too.
+Tensor converted(const Tensor& x, DType compute, bool mixed, bool floating_inputs) {
+  if (!x.defined()) return x;
+  const DType dtype = input_dtype(x.dtype(), compute, mixed, floating_inputs);
+  if (dtype == x.dtype()) return x;
   const Tensor mask = get_mask(x);
   const Tensor y = cast(x, dtype);
   return mask.defined() ? with_mask(y, mask) : y;
 }
 
-std::vector<Tensor> cast_floating(const std::vector<Tensor>& xs, DType dtype) {
+std::vector<Tensor> converted(const std::vector<Tensor>& xs, DType compute, bool mixed, bool floating_inputs) {
   std::vector<Tensor> out;
   out.reserve(xs.size());
-  for (const auto& x : xs) out.push_back(cast_floating(x, dtype));
+  for (const auto& x : xs) out.push_back(converted(x, compute, mixed, floating_inputs));
   return out;
 }
 
-bool any_half(const Tensor& x) { return is_half(x.dtype()); }
-bool any_half(const std::vector<Tensor>& xs) {
+bool needs_cast(const Tensor& x, DType compute, bool floating_inputs) {
+  return input_dtype(x.dtype(), compute, false, floating_inputs) != x.dtype();
+}
+bool needs_cast(const std::vector<Tensor>& xs, DType compute, bool floating_inputs) {
   for (const auto& x : xs)
-    if (is_half(x.dtype())) return true;
+    if (needs_cast(x, compute, floating_inputs)) return true;
   return false;
 }
 
@@ -191,52 +204,41 @@ bool any_half(const std::vector<Tensor>& xs) {
 
 class LayerAccess {
  public:
-  // call() under the layer's dtype policy (see Layer::Autocast). Float32 layers with float32
-  // inputs, the common case, take the first branch: no casts, no allocation.
+  // call() under the layer's dtype policy (see Layer::Autocast): the one place where a layer's
+  // inputs are cast to the dtype it computes in. Float32 layers with float32 inputs, the common
+  // case, take the first branch: no casts, no allocation.
   template <class Inputs>
   static Tensor call(Layer& layer, const Inputs& inputs, bool training) {
     const mixed_precision::Policy& policy = layer.policy_;
     const bool mixed = policy.is_mixed();
-    if (!mixed && !any_half(inputs)) {
+    const Layer::Autocast mode = layer.autocast();
+    const bool floating_inputs = layer.floating_inputs();
+    // The dtype call() computes in: the policy's, or float32 for the layers that declare it.
+    const DType compute = mode == Layer::Autocast::float32 ? DType::float32 : policy.compute_dtype();
+    if (!mixed && (mode == Layer::Autocast::none || mode == Layer::Autocast::variables ||
+                   !needs_cast(inputs, compute, floating_inputs))) {
       if (autograd::AutocastScope::current()) {  // inside a mixed layer: read weights as they are
         autograd::AutocastScope off(std::nullopt);
         return layer.call(inputs, training);
       }
       return layer.call(inputs, training);
     }
-    const DType compute = policy.compute_dtype();
-    const std::optional<DType> read_as = mixed ? std::optional<DType>(compute) : std::nullopt;
-    switch (layer.autocast()) {
-      case Layer::Autocast::none: {
-        autograd::AutocastScope scope(std::nullopt);
+    // Weights are read in the dtype the layer computes in: float32 variables cast to the compute
+    // dtype of a mixed policy, and as they are otherwise.
+    const std::optional<DType> read_as =
+        mixed && mode != Layer::Autocast::float32 && mode != Layer::Autocast::none ? std::optional<DType>(compute)
+                                                                                   : std::nullopt;
+    autograd::AutocastScope scope(read_as);
+    switch (mode) {
+      case Layer::Autocast::none:
+      case Layer::Autocast::variables:
         return layer.call(inputs, training);
-      }
-      case Layer::Autocast::variables: {
-        autograd::AutocastScope scope(read_as);
-        return layer.call(inputs, training);
-      }
       case Layer::Autocast::compute:
-        if (!layer.float32_fallback_) {
-          try {
-            autograd::AutocastScope scope(read_as);
-            return layer.call(cast_floating(inputs, compute), training);
-          } catch (const DTypeError&) {
-            // Some op of this layer takes no half precision (yet): run it the way Keras runs
-            // float32-only ops, from now on. A layer with sublayers is not run twice (their
-            // state, batch statistics for one, would be updated twice): the error stands.
-            if (!mixed || !layer.sublayers_.empty()) throw;
-            layer.float32_fallback_ = true;
-            layer.call_losses_.clear();
-          }
-        }
-        [[fallthrough]];
+        return layer.call(converted(inputs, compute, mixed, floating_inputs), training);
       case Layer::Autocast::float32: {
-        Tensor y;
-        {
-          autograd::AutocastScope scope(std::nullopt);
-          y = layer.call(cast_floating(inputs, DType::float32), training);
-        }
-        return y.defined() && y.dtype() == DType::float32 ? cast_floating(y, compute) : y;
+        // Computed in float32, handed back in the compute dtype (Keras' BatchNormalization).
+        const Tensor y = layer.call(converted(inputs, compute, mixed, floating_inputs), training);
+        return y.defined() && y.dtype() == DType::float32 ? converted(y, policy.compute_dtype(), mixed, false) : y;
       }
     }
     return layer.call(inputs, training);

@@ -31,10 +31,6 @@ std::string checked_data_format(const Layer& layer, const std::string& data_form
                                who(layer), data_format));
 }
 
-DType compute_dtype(const Tensor& x) { return x.dtype() == DType::float64 ? DType::float64 : DType::float32; }
-
-Tensor compute_input(const Tensor& x) { return as_dtype(x, compute_dtype(x)); }
-
 Tensor as_dtype(const Tensor& t, DType dtype) { return !t.defined() || t.dtype() == dtype ? t : cast(t, dtype); }
 
 Tensor like(const Tensor& w, const Tensor& x) { return as_dtype(w, x.dtype()); }

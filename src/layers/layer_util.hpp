@@ -1,6 +1,6 @@
 #pragma once
-// Helpers the layer implementations share: how a layer names itself in errors, the dtype it
-// computes in, and how Keras spells the pieces of a config.
+// Helpers the layer implementations share: how a layer names itself in errors, weights in the
+// dtype of their inputs, and how Keras spells the pieces of a config.
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -38,10 +38,6 @@ std::string lowercase(std::string s);
 // Keras lower-cases data_format before checking it; so do we. ValueError naming the layer.
 std::string checked_data_format(const Layer& layer, const std::string& data_format);
 
-// Keras computes in float32 (its default compute dtype): integer, bool and half inputs are cast,
-// and float64 stays float64 so that gradients can be checked in double precision.
-DType compute_dtype(const Tensor& x);
-Tensor compute_input(const Tensor& x);
 // t in `dtype`; an undefined t (an optional weight) stays undefined.
 Tensor as_dtype(const Tensor& t, DType dtype);
 // A weight (float32) in the dtype of the input it meets.

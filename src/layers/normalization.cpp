@@ -24,10 +24,8 @@
 
 namespace keel::layers {
 
-using detail::compute_input;
 using detail::in_layer;
 using detail::like;
-using detail::regularizer_json;
 using detail::required;
 using detail::who;
 
@@ -39,19 +37,6 @@ int normalized_axis(const Layer& layer, int axis, const Shape& s) {
     throw ValueError(fmt::format("{}: axis {} is out of range for an input of shape {} (rank {})", who(layer), axis,
                                  s.to_string(), rank));
   return axis < 0 ? axis + rank : axis;
-}
-
-// The config keys of the beta and gamma weights, which both layers' options name alike.
-template <class Options>
-void put_beta_gamma_config(nlohmann::json& c, const Options& options) {
-  c["center"] = options.center;
-  c["scale"] = options.scale;
-  c["beta_initializer"] = detail::initializer_json(options.beta_initializer);
-  c["gamma_initializer"] = detail::initializer_json(options.gamma_initializer);
-  c["beta_regularizer"] = regularizer_json(options.beta_regularizer);
-  c["gamma_regularizer"] = regularizer_json(options.gamma_regularizer);
-  c["beta_constraint"] = nullptr;
-  c["gamma_constraint"] = nullptr;
 }
 
 void check_epsilon(const Layer& layer, double epsilon) {
@@ -117,7 +102,7 @@ std::pair<Tensor, Tensor> masked_moments(const Tensor& x, const Tensor& weights)
 }  // namespace
 
 Tensor BatchNormalization::call(const Tensor& inputs, bool training) {
-  Tensor x = compute_input(inputs);
+  Tensor x = inputs;  // float32 (or float64) from Layer::operator()
   const int rank = static_cast<int>(x.rank());
   const Tensor mask = get_mask(inputs);
   if (mask.defined() && mask.rank() != rank - 1)
@@ -177,18 +162,6 @@ Variable& BatchNormalization::moving_variance() const {
   return required(*this, moving_variance_, "moving_variance", "");
 }
 
-nlohmann::json BatchNormalization::get_config() const {
-  auto c = Layer::get_config();
-  c["axis"] = options_.axis;
-  c["momentum"] = options_.momentum;
-  c["epsilon"] = options_.epsilon;
-  put_beta_gamma_config(c, options_);
-  c["moving_mean_initializer"] = detail::initializer_json(options_.moving_mean_initializer);
-  c["moving_variance_initializer"] = detail::initializer_json(options_.moving_variance_initializer);
-  c["synchronized"] = false;
-  return c;
-}
-
 // ---- LayerNormalization ----------------------------------------------------------------------
 
 LayerNormalization::LayerNormalization(LayerNormalizationOptions options)
@@ -226,7 +199,7 @@ void LayerNormalization::check_input_shape(const Shape& s) const {
 }
 
 Tensor LayerNormalization::call(const Tensor& inputs, bool) {
-  const Tensor x = compute_input(inputs);
+  const Tensor& x = inputs;  // float32 (or float64) from Layer::operator()
   const Tensor gamma = gamma_ ? like(gamma_->value(), x) : Tensor();
   const Tensor beta = beta_ ? like(beta_->value(), x) : Tensor();
   return in_layer(*this, [&] { return layer_norm(x, gamma, beta, axes_, options_.epsilon); });
@@ -234,15 +207,5 @@ Tensor LayerNormalization::call(const Tensor& inputs, bool) {
 
 Variable& LayerNormalization::gamma() const { return required(*this, gamma_, "gamma", "scale"); }
 Variable& LayerNormalization::beta() const { return required(*this, beta_, "beta", "center"); }
-
-nlohmann::json LayerNormalization::get_config() const {
-  auto c = Layer::get_config();
-  const auto& axes = options_.axis.axes;
-  c["axis"] = axes.size() == 1 ? nlohmann::json(axes[0]) : nlohmann::json(axes);
-  c["epsilon"] = options_.epsilon;
-  put_beta_gamma_config(c, options_);
-  c["rms_scaling"] = false;
-  return c;
-}
 
 }  // namespace keel::layers

@@ -31,7 +31,6 @@
 namespace keel::layers {
 
 using detail::checked_data_format;
-using detail::compute_input;
 using detail::who;
 
 // ---- randomness ------------------------------------------------------------------------------
@@ -177,7 +176,7 @@ void RandomFlip::build(const Shape& s) { require_image_rank(*this, s); }
 void RandomFlip::check_input_shape(const Shape& s) const { require_image_rank(*this, s); }
 
 Tensor RandomFlip::call(const Tensor& inputs, bool training) {
-  const Tensor x = compute_input(inputs);
+  const Tensor& x = inputs;  // in the compute dtype (Layer::operator())
   if (!training) return x;
   Batch b = to_batch(x, options_.data_format);
   const std::int64_t n = b.x.shape()[0];
@@ -209,14 +208,6 @@ Tensor RandomFlip::call(const Tensor& inputs, bool training) {
   return from_batch(b, y);
 }
 
-nlohmann::json RandomFlip::get_config() const {
-  auto c = Layer::get_config();
-  c["seed"] = options_.seed ? nlohmann::json(*options_.seed) : nlohmann::json(nullptr);
-  c["mode"] = mode_;
-  c["data_format"] = options_.data_format;
-  return c;
-}
-
 // ---- RandomCrop ------------------------------------------------------------------------------
 
 RandomCrop::RandomCrop(int height, int width, RandomCropOptions options)
@@ -231,7 +222,7 @@ void RandomCrop::build(const Shape& s) { require_image_rank(*this, s); }
 void RandomCrop::check_input_shape(const Shape& s) const { require_image_rank(*this, s); }
 
 Tensor RandomCrop::call(const Tensor& inputs, bool training) {
-  Batch b = to_batch(compute_input(inputs), options_.data_format);
+  Batch b = to_batch(inputs, options_.data_format);
   const std::int64_t h = b.x.shape()[1], w = b.x.shape()[2];
   Tensor y;
   if (training && h >= height_ && w >= width_) {
@@ -252,15 +243,6 @@ Tensor RandomCrop::call(const Tensor& inputs, bool training) {
     y = resize_bilinear(y, height_, width_);
   }
   return from_batch(b, y);
-}
-
-nlohmann::json RandomCrop::get_config() const {
-  auto c = Layer::get_config();
-  c["height"] = height_;
-  c["width"] = width_;
-  c["seed"] = options_.seed ? nlohmann::json(*options_.seed) : nlohmann::json(nullptr);
-  c["data_format"] = options_.data_format;
-  return c;
 }
 
 // ---- RandomTranslation -----------------------------------------------------------------------
@@ -366,7 +348,7 @@ void RandomTranslation::build(const Shape& s) { require_image_rank(*this, s); }
 void RandomTranslation::check_input_shape(const Shape& s) const { require_image_rank(*this, s); }
 
 Tensor RandomTranslation::call(const Tensor& inputs, bool training) {
-  const Tensor x = compute_input(inputs);
+  const Tensor& x = inputs;  // in the compute dtype (Layer::operator())
   if (!training) return x;
   Batch b = to_batch(x, options_.data_format);
   const std::int64_t n = b.x.shape()[0], h = b.x.shape()[1], w = b.x.shape()[2];
@@ -390,21 +372,6 @@ Tensor RandomTranslation::call(const Tensor& inputs, bool training) {
   if (moves(dy)) y = resample_axis(y, shifted_axis(dy, h, fill, bilinear), fill_value);
   if (moves(dx)) y = resample_width(y, shifted_axis(dx, w, fill, bilinear), fill_value);
   return from_batch(b, y);
-}
-
-nlohmann::json RandomTranslation::get_config() const {
-  const auto factor = [](const TranslationFactor& f) {
-    return f.pair ? nlohmann::json::array({f.lower, f.upper}) : nlohmann::json(f.upper);
-  };
-  auto c = Layer::get_config();
-  c["height_factor"] = factor(height_factor_);
-  c["width_factor"] = factor(width_factor_);
-  c["fill_mode"] = options_.fill_mode;
-  c["interpolation"] = options_.interpolation;
-  c["seed"] = options_.seed ? nlohmann::json(*options_.seed) : nlohmann::json(nullptr);
-  c["fill_value"] = options_.fill_value;
-  c["data_format"] = options_.data_format;
-  return c;
 }
 
 }  // namespace keel::layers

@@ -48,10 +48,6 @@ std::string strip_prefix(const std::string& s, const std::string& prefix) {
   return s.rfind(prefix, 0) == 0 ? s.substr(prefix.size()) : s;
 }
 
-nlohmann::json layer_config(const Layer& layer) {
-  return {{"class_name", layer.class_name()}, {"config", layer.get_config()}};
-}
-
 // Recurrent::Common from SimpleRNN's, LSTM's or GRU's options, which name those fields alike.
 template <class Common, class Options>
 Common common_of(const Options& o) {
@@ -87,26 +83,6 @@ std::shared_ptr<Recurrent> clone_with(int units, Options options, bool go_backwa
 // h_{t-1} with the call's recurrent dropout mask applied (Keras' DropoutRNNCell), if any.
 Tensor dropped(const Tensor& h, const Tensor& recurrent_mask) {
   return recurrent_mask.defined() ? mul(h, recurrent_mask) : h;
-}
-
-// The config keys SimpleRNN, LSTM and GRU share; their option structs name them alike.
-template <class Options>
-void put_cell_config(nlohmann::json& config, const Options& options) {
-  config["activation"] = options.activation.name();
-  config["use_bias"] = options.use_bias;
-  config["kernel_initializer"] = detail::initializer_json(options.kernel_initializer);
-  config["recurrent_initializer"] = detail::initializer_json(options.recurrent_initializer);
-  config["bias_initializer"] = detail::initializer_json(options.bias_initializer);
-  config["kernel_regularizer"] = detail::regularizer_config(options.kernel_regularizer);
-  config["recurrent_regularizer"] = detail::regularizer_config(options.recurrent_regularizer);
-  config["bias_regularizer"] = detail::regularizer_config(options.bias_regularizer);
-  config["activity_regularizer"] = detail::regularizer_config(options.activity_regularizer);
-  config["kernel_constraint"] = nullptr;
-  config["recurrent_constraint"] = nullptr;
-  config["bias_constraint"] = nullptr;
-  config["dropout"] = options.dropout;
-  config["recurrent_dropout"] = options.recurrent_dropout;
-  config["seed"] = detail::seed_config(options.seed);
 }
 
 }  // namespace
@@ -170,11 +146,11 @@ Tensor Recurrent::run(const Tensor& x_in, const std::vector<Tensor>& initial_sta
   if (x_in.rank() != 3)
     throw ShapeError(fmt::format("{} ({}): expected inputs of rank 3 [batch, time, features], got {}", name(),
                                  class_name(), x_in.shape().to_string()));
-  const DType dt = detail::compute_dtype(x_in);
+  const DType dt = x_in.dtype();  // the compute dtype operator() cast the input to
   const std::int64_t batch = x_in.shape()[0], time = x_in.shape()[1], features = x_in.shape()[2];
   const std::int64_t units = units_;
   DeviceScope device_scope(x_in.device());
-  Tensor x = detail::as_dtype(x_in, dt);
+  Tensor x = x_in;
 
   Tensor mask = get_mask(x_in);
   if (mask.defined()) {
@@ -277,17 +253,6 @@ Tensor Recurrent::run(const Tensor& x_in, const std::vector<Tensor>& initial_sta
   return y;
 }
 
-nlohmann::json Recurrent::rnn_config() const {
-  nlohmann::json config = Layer::get_config();
-  config["return_sequences"] = common_.return_sequences;
-  config["return_state"] = common_.return_state;
-  config["go_backwards"] = common_.go_backwards;
-  config["stateful"] = common_.stateful;
-  config["unroll"] = common_.unroll;
-  config["zero_output_for_mask"] = zero_output_for_mask_;
-  return config;
-}
-
 // ---- SimpleRNN ---------------------------------------------------------------------------------
 
 SimpleRNN::SimpleRNN(int units, SimpleRNNOptions options)
@@ -314,13 +279,6 @@ Recurrent::StepFn SimpleRNN::make_step(DType dtype, const Tensor& recurrent_mask
     if (bias.defined()) z = add(z, bias);
     return {activation(add(z, matmul(h, recurrent)))};
   };
-}
-
-nlohmann::json SimpleRNN::get_config() const {
-  nlohmann::json config = rnn_config();
-  config["units"] = units();
-  put_cell_config(config, options_);
-  return config;
 }
 
 std::shared_ptr<Recurrent> SimpleRNN::clone(bool go_backwards) const {
@@ -386,15 +344,6 @@ bool LSTM::run_fused(const Tensor& x, const std::vector<Tensor>& initial_states,
   outputs = r.outputs;
   final_states = {r.h, r.c};
   return true;
-}
-
-nlohmann::json LSTM::get_config() const {
-  nlohmann::json config = rnn_config();
-  config["units"] = units();
-  put_cell_config(config, options_);
-  config["recurrent_activation"] = options_.recurrent_activation.name();
-  config["unit_forget_bias"] = options_.unit_forget_bias;
-  return config;
 }
 
 std::shared_ptr<Recurrent> LSTM::clone(bool go_backwards) const {
@@ -472,15 +421,6 @@ bool GRU::run_fused(const Tensor& x, const std::vector<Tensor>& initial_states, 
   outputs = r.outputs;
   final_states = {r.h};
   return true;
-}
-
-nlohmann::json GRU::get_config() const {
-  nlohmann::json config = rnn_config();
-  config["units"] = units();
-  put_cell_config(config, options_);
-  config["recurrent_activation"] = options_.recurrent_activation.name();
-  config["reset_after"] = options_.reset_after;
-  return config;
 }
 
 std::shared_ptr<Recurrent> GRU::clone(bool go_backwards) const {
@@ -617,14 +557,6 @@ void Bidirectional::reset_states() {
   backward_->reset_states();
 }
 
-nlohmann::json Bidirectional::get_config() const {
-  nlohmann::json config = Layer::get_config();
-  config["merge_mode"] = options_.merge_mode;
-  config["layer"] = layer_config(*forward_);
-  config["backward_layer"] = layer_config(*backward_);
-  return config;
-}
-
 // ---- TimeDistributed ---------------------------------------------------------------------------
 
 TimeDistributed::TimeDistributed(LayerRef layer, TimeDistributedOptions options)
@@ -672,12 +604,6 @@ Tensor TimeDistributed::call(const Tensor& inputs, bool training) {
   Tensor result = reshape(y, Shape(out));
   if (mask.defined()) result = detail::attach_mask(result, mask);
   return result;
-}
-
-nlohmann::json TimeDistributed::get_config() const {
-  nlohmann::json config = Layer::get_config();
-  config["layer"] = layer_config(*layer_);
-  return config;
 }
 
 }  // namespace keel::layers

@@ -243,61 +243,36 @@ Tensor MeanAbsoluteError::call(const Tensor& y_true, const Tensor& y_pred) const
   return mean_absolute_error(t, p);
 }
 
-Huber::Huber(HuberOptions o) : Loss(std::move(o.name), std::move(o.reduction)), delta_(o.delta) {
+Huber::Huber(HuberOptions o) : Loss(o.name, o.reduction), options_(std::move(o)) {
   // Checked here too, so that a bad delta fails when the loss is made, not at the first batch.
-  if (!std::isfinite(delta_) || delta_ < 0)
-    throw ValueError(fmt::format("Huber: delta must be finite and >= 0, got {}", delta_));
+  if (!std::isfinite(options_.delta) || options_.delta < 0)
+    throw ValueError(fmt::format("Huber: delta must be finite and >= 0, got {}", options_.delta));
 }
 Tensor Huber::call(const Tensor& y_true, const Tensor& y_pred) const {
   auto [t, p] = squeeze_or_expand_to_same_rank(y_true, y_pred);
-  return huber(t, p, delta_);
-}
-nlohmann::json Huber::get_config() const {
-  auto c = Loss::get_config();
-  c["delta"] = delta_;
-  return c;
+  return huber(t, p, options_.delta);
 }
 
 BinaryCrossentropy::BinaryCrossentropy(BinaryCrossentropyOptions o)
-    : Loss(std::move(o.name), std::move(o.reduction)),
-      from_logits_(o.from_logits),
-      label_smoothing_(o.label_smoothing),
-      axis_(o.axis) {
-  check_label_smoothing(label_smoothing_, "BinaryCrossentropy");
+    : Loss(o.name, o.reduction), options_(std::move(o)) {
+  check_label_smoothing(options_.label_smoothing, "BinaryCrossentropy");
 }
 Tensor BinaryCrossentropy::call(const Tensor& y_true, const Tensor& y_pred) const {
   auto [t, p] = squeeze_or_expand_to_same_rank(y_true, y_pred);
-  return binary_crossentropy(t, p, from_logits_, label_smoothing_, axis_);
-}
-nlohmann::json BinaryCrossentropy::get_config() const {
-  auto c = Loss::get_config();
-  c["from_logits"] = from_logits_;
-  c["label_smoothing"] = label_smoothing_;
-  c["axis"] = axis_;
-  return c;
+  return binary_crossentropy(t, p, options_.from_logits, options_.label_smoothing, options_.axis);
 }
 
 CategoricalCrossentropy::CategoricalCrossentropy(CategoricalCrossentropyOptions o)
-    : Loss(std::move(o.name), std::move(o.reduction)),
-      from_logits_(o.from_logits),
-      label_smoothing_(o.label_smoothing),
-      axis_(o.axis) {
-  check_label_smoothing(label_smoothing_, "CategoricalCrossentropy");
+    : Loss(o.name, o.reduction), options_(std::move(o)) {
+  check_label_smoothing(options_.label_smoothing, "CategoricalCrossentropy");
 }
 Tensor CategoricalCrossentropy::call(const Tensor& y_true, const Tensor& y_pred) const {
   auto [t, p] = squeeze_or_expand_to_same_rank(y_true, y_pred);
-  return categorical_crossentropy(t, p, from_logits_, label_smoothing_, axis_);
-}
-nlohmann::json CategoricalCrossentropy::get_config() const {
-  auto c = Loss::get_config();
-  c["from_logits"] = from_logits_;
-  c["label_smoothing"] = label_smoothing_;
-  c["axis"] = axis_;
-  return c;
+  return categorical_crossentropy(t, p, options_.from_logits, options_.label_smoothing, options_.axis);
 }
 
 SparseCategoricalCrossentropy::SparseCategoricalCrossentropy(SparseCategoricalCrossentropyOptions o)
-    : Loss(std::move(o.name), std::move(o.reduction)), from_logits_(o.from_logits), ignore_class_(o.ignore_class) {}
+    : Loss(o.name, o.reduction), options_(std::move(o)) {}
 
 Tensor SparseCategoricalCrossentropy::call(const Tensor& y_true, const Tensor& y_pred) const {
   return call_with_mask(y_true, y_pred).first;
@@ -306,28 +281,19 @@ Tensor SparseCategoricalCrossentropy::call(const Tensor& y_true, const Tensor& y
 std::pair<Tensor, Tensor> SparseCategoricalCrossentropy::call_with_mask(const Tensor& y_true,
                                                                         const Tensor& y_pred) const {
   auto [t, p] = squeeze_or_expand_to_same_rank(y_true, y_pred);
-  if (!ignore_class_) return {sparse_categorical_crossentropy(t, p, from_logits_), Tensor()};
-  const Tensor valid = not_equal(t, scalar_like(t, static_cast<double>(*ignore_class_)));
+  if (!options_.ignore_class) return {sparse_categorical_crossentropy(t, p, options_.from_logits), Tensor()};
+  const Tensor valid = not_equal(t, scalar_like(t, static_cast<double>(*options_.ignore_class)));
   // Ignored labels (often -1 or a padding id outside the classes) become class 0 so that the
   // per-example function accepts them; their loss is replaced by 0 below. Unlike Keras, the
   // prediction rows are left as they are: zeroing them would put 0/0 into the probability path,
   // and a NaN there would leak into the gradient even through the `where`.
   const Tensor labels = mul(t, cast(valid, t.dtype()));
-  Tensor res = sparse_categorical_crossentropy(labels, p, from_logits_);
+  Tensor res = sparse_categorical_crossentropy(labels, p, options_.from_logits);
   const Tensor valid_res = reshape(valid, res.shape());
   res = where(valid_res, res, zeros_like(res));
   return {res, valid_res};
 }
 
-nlohmann::json SparseCategoricalCrossentropy::get_config() const {
-  auto c = Loss::get_config();
-  c["from_logits"] = from_logits_;
-  if (ignore_class_)
-    c["ignore_class"] = *ignore_class_;
-  else
-    c["ignore_class"] = nullptr;
-  return c;
-}
 
 KLDivergence::KLDivergence(KLDivergenceOptions o) : Loss(std::move(o.name), std::move(o.reduction)) {}
 Tensor KLDivergence::call(const Tensor& y_true, const Tensor& y_pred) const {

@@ -227,20 +227,6 @@ double single(const std::vector<double>& values, const std::vector<double>& thre
       m.class_name(), m.name(), what, thresholds.size(), list_of(thresholds)));
 }
 
-// Keras' config: thresholds as they were given (a float, a list or null), top_k, class_id.
-nlohmann::json confusion_config(nlohmann::json c, const Thresholds& thresholds, const std::optional<int>& top_k,
-                                const std::optional<int>& class_id) {
-  if (!thresholds.has_value())
-    c["thresholds"] = nullptr;
-  else if (thresholds.is_list())
-    c["thresholds"] = thresholds.values();
-  else
-    c["thresholds"] = thresholds.values()[0];
-  c["top_k"] = top_k ? nlohmann::json(*top_k) : nlohmann::json(nullptr);
-  c["class_id"] = class_id ? nlohmann::json(*class_id) : nlohmann::json(nullptr);
-  return c;
-}
-
 std::vector<double> ratios(const std::vector<double>& tp, const std::vector<double>& other) {
   std::vector<double> out(tp.size());
   for (std::size_t i = 0; i < tp.size(); ++i) out[i] = divide_no_nan(tp[i], tp[i] + other[i]);
@@ -253,19 +239,17 @@ std::vector<double> ratios(const std::vector<double>& tp, const std::vector<doub
 
 Precision::Precision(PrecisionOptions o)
     : Metric(std::move(o.name)),
-      init_thresholds_(o.thresholds),
+      options_(o),
       thresholds_(applied_thresholds(o.thresholds, o.top_k, "Precision")),
-      evenly_(evenly_distributed(thresholds_)),
-      top_k_(o.top_k),
-      class_id_(o.class_id) {
-  check_top_k_class_id(top_k_, class_id_, "Precision");
+      evenly_(evenly_distributed(thresholds_)) {
+  check_top_k_class_id(options_.top_k, options_.class_id, "Precision");
   reset_state();
   set_direction("up");
 }
 
 void Precision::update_state(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) {
   autograd::NoRecordScope no_record;
-  const ConfusionInputs in = confusion_inputs(y_true, y_pred, sample_weight, top_k_, class_id_, name());
+  const ConfusionInputs in = confusion_inputs(y_true, y_pred, sample_weight, options_.top_k, options_.class_id, name());
   count(in, thresholds_, evenly_, 1, counts_);
 }
 
@@ -275,27 +259,21 @@ double Precision::true_positives() const { return single(counts_.tp, thresholds_
 double Precision::false_positives() const { return single(counts_.fp, thresholds_, *this, "false_positives"); }
 void Precision::reset_state() { counts_.reset(thresholds_.size()); }
 
-nlohmann::json Precision::get_config() const {
-  return confusion_config(Metric::get_config(), init_thresholds_, top_k_, class_id_);
-}
-
 // ---- Recall ---------------------------------------------------------------------------------------
 
 Recall::Recall(RecallOptions o)
     : Metric(std::move(o.name)),
-      init_thresholds_(o.thresholds),
+      options_(o),
       thresholds_(applied_thresholds(o.thresholds, o.top_k, "Recall")),
-      evenly_(evenly_distributed(thresholds_)),
-      top_k_(o.top_k),
-      class_id_(o.class_id) {
-  check_top_k_class_id(top_k_, class_id_, "Recall");
+      evenly_(evenly_distributed(thresholds_)) {
+  check_top_k_class_id(options_.top_k, options_.class_id, "Recall");
   reset_state();
   set_direction("up");
 }
 
 void Recall::update_state(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) {
   autograd::NoRecordScope no_record;
-  const ConfusionInputs in = confusion_inputs(y_true, y_pred, sample_weight, top_k_, class_id_, name());
+  const ConfusionInputs in = confusion_inputs(y_true, y_pred, sample_weight, options_.top_k, options_.class_id, name());
   count(in, thresholds_, evenly_, 1, counts_);
 }
 
@@ -304,10 +282,6 @@ double Recall::result() const { return single(results(), thresholds_, *this, "re
 double Recall::true_positives() const { return single(counts_.tp, thresholds_, *this, "true_positives"); }
 double Recall::false_negatives() const { return single(counts_.fn, thresholds_, *this, "false_negatives"); }
 void Recall::reset_state() { counts_.reset(thresholds_.size()); }
-
-nlohmann::json Recall::get_config() const {
-  return confusion_config(Metric::get_config(), init_thresholds_, top_k_, class_id_);
-}
 
 // ---- AUC ------------------------------------------------------------------------------------------
 
@@ -502,20 +476,6 @@ double AUC::result() const {
     }
   }
   return label_weights_.empty() ? sum / labels_ : divide_no_nan(weighted, weights);
-}
-
-nlohmann::json AUC::get_config() const {
-  auto c = Metric::get_config();
-  c["num_thresholds"] = num_thresholds_;
-  c["curve"] = curve_;
-  c["summation_method"] = summation_method_;
-  c["multi_label"] = multi_label_;
-  c["num_labels"] = init_num_labels_ ? nlohmann::json(*init_num_labels_) : nlohmann::json(nullptr);
-  c["label_weights"] = label_weights_.empty() ? nlohmann::json(nullptr) : nlohmann::json(label_weights_);
-  c["from_logits"] = from_logits_;
-  if (init_from_thresholds_)  // without the end points, so that a config round-trips
-    c["thresholds"] = std::vector<double>(thresholds_.begin() + 1, thresholds_.end() - 1);
-  return c;
 }
 
 }  // namespace keel::metrics

@@ -1,173 +1,187 @@
-// metrics::from_config: a built-in metric rebuilt from its class name and get_config(), as Keras'
-// Metric.from_config. What a config holds is what each get_config writes; model saving
-// (src/models/serialization.cpp) calls this for the compiled metrics it restores.
+// The configs of the built-in metrics: one field list per options struct drives get_config and
+// metrics::from_config (Keras' Metric.from_config), and the metric registry (class name ->
+// factory) is filled from the same lists. The name and dtype are the base Metric's, written by
+// Metric::get_config. Model saving (src/models/compile_config.cpp) calls from_config for the
+// compiled metrics it restores.
 #include "keel/metrics/metric.hpp"
 
-#include <functional>
+#include <concepts>
 #include <map>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "core/config_fields.hpp"
+
 namespace keel::metrics {
+
+// Precision's and Recall's thresholds as they were given: null, a number or a list of numbers.
+static void to_json(nlohmann::json& j, const Thresholds& t) {
+  if (!t.has_value())
+    j = nullptr;
+  else if (t.is_list())
+    j = t.values();
+  else
+    j = t.values()[0];
+}
+
+template <class Wrong>
+static Thresholds read_field(const nlohmann::json& v, const char* key, const Wrong& wrong, Thresholds*) {
+  if (v.is_number()) return v.get<double>();
+  if (!v.is_array()) wrong(key, v);
+  std::vector<double> values;
+  for (const auto& x : v) {
+    if (!x.is_number()) wrong(key, v);
+    values.push_back(x.get<double>());
+  }
+  return values;
+}
+
+}  // namespace keel::metrics
+
+namespace keel::config_fields {
+
+template <class V>
+void fields(V&& v, metrics::BinaryAccuracyOptions& o) {
+  v("threshold", o.threshold);
+}
+
+template <class V, class O>
+  requires std::same_as<O, metrics::TopKCategoricalAccuracyOptions> ||
+           std::same_as<O, metrics::SparseTopKCategoricalAccuracyOptions>
+void fields(V&& v, O& o) {
+  v("k", o.k);
+}
+
+template <class V, class O>
+  requires std::same_as<O, metrics::PrecisionOptions> || std::same_as<O, metrics::RecallOptions>
+void fields(V&& v, O& o) {
+  v("thresholds", o.thresholds);
+  v("top_k", o.top_k);
+  v("class_id", o.class_id);
+}
+
+template <class V>
+void fields(V&& v, metrics::AUCOptions& o) {
+  v("num_thresholds", o.num_thresholds);
+  v("curve", o.curve);
+  v("summation_method", o.summation_method);
+  v("thresholds", o.thresholds);
+  v("multi_label", o.multi_label);
+  v("num_labels", o.num_labels);
+  v("label_weights", o.label_weights);
+  v("from_logits", o.from_logits);
+}
+
+template <class V>
+void fields(V&& v, metrics::BinaryCrossentropyOptions& o) {
+  v("from_logits", o.from_logits);
+  v("label_smoothing", o.label_smoothing);
+}
+
+template <class V>
+void fields(V&& v, metrics::CategoricalCrossentropyOptions& o) {
+  v("from_logits", o.from_logits);
+  v("label_smoothing", o.label_smoothing);
+  v("axis", o.axis);
+}
+
+template <class V>
+void fields(V&& v, metrics::SparseCategoricalCrossentropyOptions& o) {
+  v("from_logits", o.from_logits);
+  v("ignore_class", o.ignore_class);
+  v("axis", o.axis);
+}
+
+// The metrics whose options hold only the base field (name).
+template <class V> void fields(V&&, metrics::MeanOptions&) {}
+template <class V> void fields(V&&, metrics::AccuracyOptions&) {}
+template <class V> void fields(V&&, metrics::CategoricalAccuracyOptions&) {}
+template <class V> void fields(V&&, metrics::SparseCategoricalAccuracyOptions&) {}
+template <class V> void fields(V&&, metrics::MeanSquaredErrorOptions&) {}
+template <class V> void fields(V&&, metrics::MeanAbsoluteErrorOptions&) {}
+
+}  // namespace keel::config_fields
+
+namespace keel::metrics {
+
+using config_fields::with_fields;
+
+nlohmann::json BinaryAccuracy::get_config() const { return with_fields(Metric::get_config(), options_); }
+nlohmann::json TopKCategoricalAccuracy::get_config() const { return with_fields(Metric::get_config(), options_); }
+nlohmann::json SparseTopKCategoricalAccuracy::get_config() const {
+  return with_fields(Metric::get_config(), options_);
+}
+nlohmann::json Precision::get_config() const { return with_fields(Metric::get_config(), options_); }
+nlohmann::json Recall::get_config() const { return with_fields(Metric::get_config(), options_); }
+nlohmann::json BinaryCrossentropy::get_config() const { return with_fields(Metric::get_config(), options_); }
+nlohmann::json CategoricalCrossentropy::get_config() const { return with_fields(Metric::get_config(), options_); }
+nlohmann::json SparseCategoricalCrossentropy::get_config() const {
+  return with_fields(Metric::get_config(), options_);
+}
+
+// AUC writes its options as it applies them (the curve and summation method normalised, the
+// explicit thresholds sorted, without the end points), so that a config round-trips.
+nlohmann::json AUC::get_config() const {
+  AUCOptions o;
+  o.num_thresholds = num_thresholds_;
+  o.curve = curve_;
+  o.summation_method = summation_method_;
+  if (init_from_thresholds_) o.thresholds.assign(thresholds_.begin() + 1, thresholds_.end() - 1);
+  o.multi_label = multi_label_;
+  o.num_labels = init_num_labels_;
+  o.label_weights = label_weights_;
+  o.from_logits = from_logits_;
+  auto c = with_fields(Metric::get_config(), o);
+  if (!init_from_thresholds_) c.erase("thresholds");
+  return c;
+}
 
 namespace {
 
 using json = nlohmann::json;
+using Factory = std::shared_ptr<Metric> (*)(const std::string& cls, const json& config);
 
-// The entries of one class's config, read with their defaults; a ValueError names the class and
-// the entry when one has the wrong type.
-class ConfigReader {
- public:
-  ConfigReader(const std::string& cls, const json& c) : cls_(cls), c_(c) {}
-
-  template <class T>
-  T get(const char* key, T def) const {
-    const json* v = find(key);
-    if (v == nullptr) return def;
-    if (!has_type<T>(*v)) wrong(key, *v);
-    return v->get<T>();
-  }
-  template <class T>
-  std::optional<T> optional(const char* key) const {
-    const json* v = find(key);
-    if (v == nullptr) return std::nullopt;
-    if (!has_type<T>(*v)) wrong(key, *v);
-    return v->get<T>();
-  }
-  std::vector<double> numbers(const char* key) const {
-    const json* v = find(key);
-    if (v == nullptr) return {};
-    if (!v->is_array()) wrong(key, *v);
-    std::vector<double> out;
-    for (const auto& x : *v) {
-      if (!x.is_number()) wrong(key, *v);
-      out.push_back(x.get<double>());
-    }
-    return out;
-  }
-  // Precision's and Recall's thresholds: null, a number or a list of numbers.
-  Thresholds thresholds() const {
-    const json* v = find("thresholds");
-    if (v == nullptr) return {};
-    if (v->is_number()) return v->get<double>();
-    return numbers("thresholds");
-  }
-  std::string name(const char* def) const { return get<std::string>("name", def); }
-
- private:
-  const json* find(const char* key) const {
-    if (!c_.is_object()) return nullptr;
-    const auto it = c_.find(key);
-    return it == c_.end() || it->is_null() ? nullptr : &*it;
-  }
-  template <class T>
-  static bool has_type(const json& v) {
-    if constexpr (std::is_same_v<T, bool>) return v.is_boolean();
-    if constexpr (std::is_same_v<T, std::string>) return v.is_string();
-    if constexpr (std::is_integral_v<T>) return v.is_number_integer();
-    return v.is_number();
-  }
-  [[noreturn]] void wrong(const char* key, const json& v) const {
-    throw ValueError(fmt::format("metrics::from_config: {} config entry '{}' has the wrong type: {}", cls_, key,
-                                 v.dump()));
-  }
-  const std::string& cls_;
-  const json& c_;
-};
-
-using Make = std::function<std::shared_ptr<Metric>(const ConfigReader&)>;
-
+// A metric of class M from a config: its name and M's own options, each kept at its default
+// where the config has none; a ValueError names the class and the entry of the wrong type.
 template <class M, class O>
-std::shared_ptr<Metric> named(const ConfigReader& r, const char* def) {
+std::shared_ptr<Metric> make_from_config(const std::string& cls, const json& config) {
+  const config_fields::Reader reader{config, [&cls](const char* key, const json& v) {
+    throw ValueError(fmt::format("metrics::from_config: {} config entry '{}' has the wrong type: {}", cls, key,
+                                 v.dump()));
+  }};
   O o;
-  o.name = r.name(def);
+  reader("name", o.name);
+  fields(reader, o);
   return std::make_shared<M>(std::move(o));
 }
 
-std::shared_ptr<Metric> precision(const ConfigReader& r) {
-  return std::make_shared<Precision>(
-      PrecisionOptions{r.thresholds(), r.optional<int>("top_k"), r.optional<int>("class_id"), r.name("precision")});
-}
-
-std::shared_ptr<Metric> recall(const ConfigReader& r) {
-  return std::make_shared<Recall>(
-      RecallOptions{r.thresholds(), r.optional<int>("top_k"), r.optional<int>("class_id"), r.name("recall")});
-}
-
-std::shared_ptr<Metric> auc(const ConfigReader& r) {
-  return std::make_shared<AUC>(AUCOptions{.num_thresholds = r.get("num_thresholds", 200),
-                                          .curve = r.get<std::string>("curve", "ROC"),
-                                          .summation_method = r.get<std::string>("summation_method", "interpolation"),
-                                          .name = r.name("auc"),
-                                          .thresholds = r.numbers("thresholds"),
-                                          .multi_label = r.get("multi_label", false),
-                                          .num_labels = r.optional<int>("num_labels"),
-                                          .label_weights = r.numbers("label_weights"),
-                                          .from_logits = r.get("from_logits", false)});
-}
-
-std::shared_ptr<Metric> binary_crossentropy(const ConfigReader& r) {
-  return std::make_shared<BinaryCrossentropy>(BinaryCrossentropyOptions{
-      r.name("binary_crossentropy"), r.get("from_logits", false), r.get("label_smoothing", 0.0)});
-}
-
-std::shared_ptr<Metric> categorical_crossentropy(const ConfigReader& r) {
-  return std::make_shared<CategoricalCrossentropy>(
-      CategoricalCrossentropyOptions{r.name("categorical_crossentropy"), r.get("from_logits", false),
-                                     r.get("label_smoothing", 0.0), r.get("axis", -1)});
-}
-
-std::shared_ptr<Metric> sparse_categorical_crossentropy(const ConfigReader& r) {
-  return std::make_shared<SparseCategoricalCrossentropy>(SparseCategoricalCrossentropyOptions{
-      r.name("sparse_categorical_crossentropy"), r.get("from_logits", false),
-      r.optional<std::int64_t>("ignore_class"), r.get("axis", -1)});
-}
-
-const std::map<std::string, Make>& registry() {
-  static const std::map<std::string, Make> table = {
-      {"Mean", [](const ConfigReader& r) { return named<Mean, MeanOptions>(r, "mean"); }},
-      {"Accuracy", [](const ConfigReader& r) { return named<Accuracy, AccuracyOptions>(r, "accuracy"); }},
-      {"BinaryAccuracy",
-       [](const ConfigReader& r) {
-         return std::make_shared<BinaryAccuracy>(
-             BinaryAccuracyOptions{r.name("binary_accuracy"), r.get("threshold", 0.5)});
-       }},
-      {"CategoricalAccuracy",
-       [](const ConfigReader& r) {
-         return named<CategoricalAccuracy, CategoricalAccuracyOptions>(r, "categorical_accuracy");
-       }},
-      {"SparseCategoricalAccuracy",
-       [](const ConfigReader& r) {
-         return named<SparseCategoricalAccuracy, SparseCategoricalAccuracyOptions>(r, "sparse_categorical_accuracy");
-       }},
-      {"TopKCategoricalAccuracy",
-       [](const ConfigReader& r) {
-         return std::make_shared<TopKCategoricalAccuracy>(
-             TopKCategoricalAccuracyOptions{r.get("k", 5), r.name("top_k_categorical_accuracy")});
-       }},
+const std::map<std::string, Factory>& registry() {
+  static const std::map<std::string, Factory> table = {
+      {"Mean", &make_from_config<Mean, MeanOptions>},
+      {"Accuracy", &make_from_config<Accuracy, AccuracyOptions>},
+      {"BinaryAccuracy", &make_from_config<BinaryAccuracy, BinaryAccuracyOptions>},
+      {"CategoricalAccuracy", &make_from_config<CategoricalAccuracy, CategoricalAccuracyOptions>},
+      {"SparseCategoricalAccuracy", &make_from_config<SparseCategoricalAccuracy, SparseCategoricalAccuracyOptions>},
+      {"TopKCategoricalAccuracy", &make_from_config<TopKCategoricalAccuracy, TopKCategoricalAccuracyOptions>},
       {"SparseTopKCategoricalAccuracy",
-       [](const ConfigReader& r) {
-         return std::make_shared<SparseTopKCategoricalAccuracy>(
-             SparseTopKCategoricalAccuracyOptions{r.get("k", 5), r.name("sparse_top_k_categorical_accuracy")});
-       }},
-      {"MeanSquaredError",
-       [](const ConfigReader& r) { return named<MeanSquaredError, MeanSquaredErrorOptions>(r, "mean_squared_error"); }},
-      {"MeanAbsoluteError",
-       [](const ConfigReader& r) {
-         return named<MeanAbsoluteError, MeanAbsoluteErrorOptions>(r, "mean_absolute_error");
-       }},
-      {"Precision", &precision},
-      {"Recall", &recall},
-      {"AUC", &auc},
-      {"BinaryCrossentropy", &binary_crossentropy},
-      {"CategoricalCrossentropy", &categorical_crossentropy},
-      {"SparseCategoricalCrossentropy", &sparse_categorical_crossentropy},
+       &make_from_config<SparseTopKCategoricalAccuracy, SparseTopKCategoricalAccuracyOptions>},
+      {"MeanSquaredError", &make_from_config<MeanSquaredError, MeanSquaredErrorOptions>},
+      {"MeanAbsoluteError", &make_from_config<MeanAbsoluteError, MeanAbsoluteErrorOptions>},
+      {"Precision", &make_from_config<Precision, PrecisionOptions>},
+      {"Recall", &make_from_config<Recall, RecallOptions>},
+      {"AUC", &make_from_config<AUC, AUCOptions>},
+      {"BinaryCrossentropy", &make_from_config<BinaryCrossentropy, BinaryCrossentropyOptions>},
+      {"CategoricalCrossentropy", &make_from_config<CategoricalCrossentropy, CategoricalCrossentropyOptions>},
+      {"SparseCategoricalCrossentropy",
+       &make_from_config<SparseCategoricalCrossentropy, SparseCategoricalCrossentropyOptions>},
   };
   return table;
 }
 
 }  // namespace
+
+std::vector<std::string> registered_metrics() { return config_fields::names_of(registry()); }
 
 std::shared_ptr<Metric> from_config(const std::string& class_name, const nlohmann::json& config) {
   const auto& table = registry();
@@ -180,7 +194,7 @@ std::shared_ptr<Metric> from_config(const std::string& class_name, const nlohman
         "SparseTopKCategoricalAccuracy, MeanSquaredError, MeanAbsoluteError, Precision, Recall, AUC, "
         "BinaryCrossentropy, CategoricalCrossentropy, SparseCategoricalCrossentropy",
         class_name));
-  return it->second(ConfigReader(class_name, config));
+  return it->second(class_name, config);
 }
 
 }  // namespace keel::metrics

@@ -278,14 +278,9 @@ Accuracy::Accuracy(AccuracyOptions o) : MeanMetricWrapper(&metrics::accuracy, st
 BinaryAccuracy::BinaryAccuracy(BinaryAccuracyOptions o)
     : MeanMetricWrapper([t = o.threshold](const Tensor& a, const Tensor& b) { return binary_accuracy(a, b, t); },
                         std::move(o.name), "up"),
-      threshold_(o.threshold) {
-  if (!(threshold_ > 0 && threshold_ < 1))
-    throw ValueError(fmt::format("BinaryAccuracy: threshold must be in (0, 1), got {}", threshold_));
-}
-nlohmann::json BinaryAccuracy::get_config() const {
-  auto c = Metric::get_config();
-  c["threshold"] = threshold_;
-  return c;
+      options_(o) {
+  if (!(o.threshold > 0 && o.threshold < 1))
+    throw ValueError(fmt::format("BinaryAccuracy: threshold must be in (0, 1), got {}", o.threshold));
 }
 
 CategoricalAccuracy::CategoricalAccuracy(CategoricalAccuracyOptions o)
@@ -297,26 +292,16 @@ SparseCategoricalAccuracy::SparseCategoricalAccuracy(SparseCategoricalAccuracyOp
 TopKCategoricalAccuracy::TopKCategoricalAccuracy(TopKCategoricalAccuracyOptions o)
     : MeanMetricWrapper([k = o.k](const Tensor& a, const Tensor& b) { return top_k_categorical_accuracy(a, b, k); },
                         std::move(o.name), "up"),
-      k_(o.k) {
-  if (k_ < 1) throw ValueError(fmt::format("TopKCategoricalAccuracy: k must be >= 1, got {}", k_));
-}
-nlohmann::json TopKCategoricalAccuracy::get_config() const {
-  auto c = Metric::get_config();
-  c["k"] = k_;
-  return c;
+      options_(o) {
+  if (options_.k < 1) throw ValueError(fmt::format("TopKCategoricalAccuracy: k must be >= 1, got {}", options_.k));
 }
 
 SparseTopKCategoricalAccuracy::SparseTopKCategoricalAccuracy(SparseTopKCategoricalAccuracyOptions o)
     : MeanMetricWrapper(
           [k = o.k](const Tensor& a, const Tensor& b) { return sparse_top_k_categorical_accuracy(a, b, k); },
           std::move(o.name), "up"),
-      k_(o.k) {
-  if (k_ < 1) throw ValueError(fmt::format("SparseTopKCategoricalAccuracy: k must be >= 1, got {}", k_));
-}
-nlohmann::json SparseTopKCategoricalAccuracy::get_config() const {
-  auto c = Metric::get_config();
-  c["k"] = k_;
-  return c;
+      options_(o) {
+  if (options_.k < 1) throw ValueError(fmt::format("SparseTopKCategoricalAccuracy: k must be >= 1, got {}", options_.k));
 }
 
 MeanSquaredError::MeanSquaredError(MeanSquaredErrorOptions o)

@@ -54,14 +54,8 @@ BinaryCrossentropy::BinaryCrossentropy(BinaryCrossentropyOptions o)
             return losses::binary_crossentropy(tt, pp, from_logits, s);
           },
           std::move(o.name), "down"),
-      from_logits_(o.from_logits),
-      label_smoothing_(checked_smoothing(o.label_smoothing, "BinaryCrossentropy")) {}
-
-nlohmann::json BinaryCrossentropy::get_config() const {
-  auto c = Metric::get_config();
-  c["from_logits"] = from_logits_;
-  c["label_smoothing"] = label_smoothing_;
-  return c;
+      options_(o) {
+  checked_smoothing(o.label_smoothing, "BinaryCrossentropy");
 }
 
 // ---- CategoricalCrossentropy ----------------------------------------------------------------------
@@ -73,16 +67,8 @@ CategoricalCrossentropy::CategoricalCrossentropy(CategoricalCrossentropyOptions 
             return losses::categorical_crossentropy(tt, pp, from_logits, s, axis);
           },
           std::move(o.name), "down"),
-      from_logits_(o.from_logits),
-      label_smoothing_(checked_smoothing(o.label_smoothing, "CategoricalCrossentropy")),
-      axis_(o.axis) {}
-
-nlohmann::json CategoricalCrossentropy::get_config() const {
-  auto c = Metric::get_config();
-  c["from_logits"] = from_logits_;
-  c["label_smoothing"] = label_smoothing_;
-  c["axis"] = axis_;
-  return c;
+      options_(o) {
+  checked_smoothing(o.label_smoothing, "CategoricalCrossentropy");
 }
 
 // ---- SparseCategoricalCrossentropy ----------------------------------------------------------------
@@ -122,13 +108,11 @@ SparseCategoricalCrossentropy::SparseCategoricalCrossentropy(SparseCategoricalCr
                                                            from_logits, axis);
           },
           std::move(o.name), "down"),
-      from_logits_(o.from_logits),
-      ignore_class_(o.ignore_class),
-      axis_(o.axis) {}
+      options_(o) {}
 
 void SparseCategoricalCrossentropy::update_state(const Tensor& y_true, const Tensor& y_pred,
                                                  const Tensor& sample_weight) {
-  if (!ignore_class_) return MeanMetricWrapper::update_state(y_true, y_pred, sample_weight);
+  if (!options_.ignore_class) return MeanMetricWrapper::update_state(y_true, y_pred, sample_weight);
   autograd::NoRecordScope no_record;
   const std::string context =
       fmt::format("{} ({}): y_true {}, y_pred {}, sample_weight {}: ", name(), class_name(), util::shape_of(y_true),
@@ -136,23 +120,15 @@ void SparseCategoricalCrossentropy::update_state(const Tensor& y_true, const Ten
   util::with_context(context, [&] {
     const Tensor p = prepared_pred(y_pred, name());
     const Tensor t = squeezed_labels(util::host(y_true, name(), "y_true"), p);
-    const Tensor valid = not_equal(t, scalar_like(t, static_cast<double>(*ignore_class_)));
+    const Tensor valid = not_equal(t, scalar_like(t, static_cast<double>(*options_.ignore_class)));
     // Ignored labels (often -1 or a padding id outside the classes) become class 0 so that the
     // loss function accepts them; their loss is replaced by 0 and their weight is 0.
     const Tensor labels = mul(t, cast(valid, t.dtype()));
-    Tensor values = losses::sparse_categorical_crossentropy(labels, p, from_logits_, axis_);
+    Tensor values = losses::sparse_categorical_crossentropy(labels, p, options_.from_logits, options_.axis);
     const Tensor valid_values = reshape(valid, values.shape());
     values = where(valid_values, values, zeros_like(values));
     accumulate(values, valid_weights(valid_values, sample_weight, name()));
   });
-}
-
-nlohmann::json SparseCategoricalCrossentropy::get_config() const {
-  auto c = Metric::get_config();
-  c["from_logits"] = from_logits_;
-  c["ignore_class"] = ignore_class_ ? nlohmann::json(*ignore_class_) : nlohmann::json(nullptr);
-  c["axis"] = axis_;
-  return c;
 }
 
 }  // namespace keel::metrics

@@ -1,7 +1,6 @@
 // Model::compile / fit / evaluate / predict and the default train_step / test_step: Keras'
-// training loop over in-memory tensors.
+// training loop, over the batches of an EpochIterator (in-memory tensors or a Dataset).
 #include <cmath>
-#include <numeric>
 
 #include <fmt/core.h>
 
@@ -14,9 +13,15 @@
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/reduce.hpp"
 #include "keel/ops/shape.hpp"
+#include "models/epoch_iterator.hpp"
 #include "models/progbar.hpp"
 
 namespace keel::models {
+
+using detail::Batch;
+using detail::check_xy;
+using detail::EpochIterator;
+using detail::rows;
 
 namespace {
 
@@ -41,24 +46,6 @@ void check_fit_options(Model& m, const FitOptions& o) {
   if (auto* seq = dynamic_cast<Sequential*>(&m); seq && seq->layers().empty())
     throw ValueError(fmt::format("{}: fit() on a Sequential with no layers; add layers first", m.name()));
 }
-
-void check_xy(const Tensor& x, const Tensor& y, const char* op) {
-  if (!x.defined()) throw ValueError(fmt::format("{}: x is undefined", op));
-  if (x.rank() == 0) throw ShapeError(fmt::format("{}: x needs a batch axis, got shape {}", op, x.shape().to_string()));
-  if (y.defined() && (y.rank() == 0 || y.shape()[0] != x.shape()[0]))
-    throw ShapeError(fmt::format("{}: x and y have different numbers of samples: {} and {}", op,
-                                 x.shape().to_string(), y.shape().to_string()));
-}
-
-Tensor rows(const Tensor& t, std::int64_t begin, std::int64_t end) {
-  if (!t.defined()) return t;
-  std::vector<std::int64_t> b(static_cast<std::size_t>(t.rank()), 0), s(t.shape().dims());
-  b[0] = begin;
-  s[0] = end - begin;
-  return slice(t, b, s);
-}
-
-Tensor take_rows(const Tensor& t, const Tensor& idx) { return t.defined() ? gather(t, idx, 0) : t; }
 
 // Metrics read half-precision predictions in float32, as Keras' metrics convert them to their
 // float32 dtype (the loss does the same in Loss::operator()).
@@ -88,17 +75,6 @@ Tensor combine_weights(const Tensor& cw, const Tensor& sw) {
   std::vector<std::int64_t> dims(static_cast<std::size_t>(sw.rank()), 1);
   dims[0] = cw.shape()[0];
   return mul(reshape(cw, Shape(dims)), sw);
-}
-
-// A seeded permutation of [0, n) from keel's generator (same seed, same order).
-Tensor permutation(std::int64_t n) {
-  const auto keys = random::uniform({n}, 0, 1, DType::float64).to_vector<double>();
-  std::vector<std::int64_t> idx(static_cast<std::size_t>(n));
-  std::iota(idx.begin(), idx.end(), 0);
-  std::stable_sort(idx.begin(), idx.end(), [&](std::int64_t a, std::int64_t b) {
-    return keys[static_cast<std::size_t>(a)] < keys[static_cast<std::size_t>(b)];
-  });
-  return constant(idx);
 }
 
 }  // namespace
@@ -239,32 +215,8 @@ History Model::fit(const Tensor& x_all, const Tensor& y_all, FitOptions o) {
     y = rows(y, 0, split_at);
     sw = rows(sw, 0, split_at);
   }
-  const std::int64_t n = x.shape()[0];
-  if (n == 0) throw ValueError("fit: no training samples");
-  const std::int64_t batches = (n + o.batch_size - 1) / o.batch_size;
-  const std::int64_t steps = o.steps_per_epoch > 0 ? std::min(o.steps_per_epoch, batches) : batches;
-  auto epoch_batches = [&](const BatchSink& step_fn) {
-    // Shuffling indices and class weights are made beside the data, wherever the model is.
-    DeviceScope beside_data(x.device());
-    const Tensor order = o.shuffle ? permutation(n) : Tensor();
-    for (std::int64_t step = 0; step < steps; ++step) {
-      const std::int64_t b = step * o.batch_size, e = std::min(n, b + o.batch_size);
-      Tensor xb, yb, swb;
-      if (o.shuffle) {
-        const Tensor idx = rows(order, b, e);
-        xb = take_rows(x, idx);
-        yb = take_rows(y, idx);
-        swb = take_rows(sw, idx);
-      } else {
-        xb = rows(x, b, e);
-        yb = rows(y, b, e);
-        swb = rows(sw, b, e);
-      }
-      if (!o.class_weight.empty()) swb = combine_weights(class_weights(o.class_weight, yb), swb);
-      if (!step_fn(xb, yb, swb)) return;
-    }
-  };
-  return fit_loop(epoch_batches, steps, o, val, val_sw);
+  if (x.shape()[0] == 0) throw ValueError("fit: no training samples");
+  return fit_loop(EpochIterator(x, y, sw, o.batch_size, o.shuffle, o.steps_per_epoch), o, val, val_sw);
 }
 
 History Model::fit(const data::Dataset<std::pair<Tensor, Tensor>>& train, FitOptions o) {
@@ -272,52 +224,41 @@ History Model::fit(const data::Dataset<std::pair<Tensor, Tensor>>& train, FitOpt
   check_fit_options(*this, o);
   if (o.validation_split != 0)
     throw ValueError("fit: validation_split is not supported for a Dataset; pass validation_data");
-  auto epoch_batches = [&](const BatchSink& step_fn) {
-    std::int64_t step = 0;
-    for (const auto& [xb, yb] : train) {
-      if (o.steps_per_epoch > 0 && step >= o.steps_per_epoch) return;
-      check_xy(xb, yb, "fit");
-      Tensor swb;
-      if (!o.class_weight.empty()) {
-        DeviceScope beside_data(yb.device());
-        swb = class_weights(o.class_weight, yb);
-      }
-      if (!step_fn(xb, yb, swb)) return;
-      ++step;
-    }
-  };
-  return fit_loop(epoch_batches, o.steps_per_epoch, o, o.validation_data, Tensor());
+  return fit_loop(EpochIterator(train, o.steps_per_epoch, "fit"), o, o.validation_data, Tensor());
 }
 
-History Model::fit_loop(const std::function<void(const BatchSink&)>& epoch_batches, std::int64_t steps,
-                        const FitOptions& o, const std::optional<std::pair<Tensor, Tensor>>& val,
-                        const Tensor& val_sw) {
+History Model::fit_loop(const EpochIterator& data, const FitOptions& o,
+                        const std::optional<std::pair<Tensor, Tensor>>& val, const Tensor& val_sw) {
   History history;
   if (o.seed) seed_generator_.reset(*o.seed);
   random::GeneratorScope own_stream(seed_generator_);
   for (auto& cb : o.callbacks) cb->set_model(this);
   stop_training = false;
   for (auto& cb : o.callbacks) cb->on_train_begin({});
-  std::int64_t known_steps = steps;  // a Dataset's length is known after its first pass
+  std::int64_t known_steps = data.steps();  // a Dataset's length is known after its first pass
   for (int epoch = o.initial_epoch; epoch < o.epochs; ++epoch) {
     reset_metrics();
     for (auto& cb : o.callbacks) cb->on_epoch_begin(epoch, {});
     if (o.verbose) std::cout << "Epoch " << epoch + 1 << "/" << o.epochs << std::endl;
     Progbar bar(known_steps, o.verbose, std::cout);
     std::map<std::string, double> logs;
-    std::int64_t step = 0;
-    epoch_batches([&](const Tensor& xb, const Tensor& yb, const Tensor& swb) {
+    const std::int64_t steps = data.run_epoch([&](std::int64_t step, const Batch& batch) {
+      Tensor sw = batch.sample_weight;
+      if (!o.class_weight.empty()) {
+        // Class weights are made beside the data, wherever the model is.
+        DeviceScope beside_data(batch.y.device());
+        sw = combine_weights(class_weights(o.class_weight, batch.y), sw);
+      }
       for (auto& cb : o.callbacks) cb->on_train_batch_begin(step, logs);
       const Device d = model_device(*this);
-      logs = train_step(placed(xb, d), placed(yb, d), placed(swb, d));
+      logs = train_step(placed(batch.x, d), placed(batch.y, d), placed(sw, d));
       for (auto& cb : o.callbacks) cb->on_train_batch_end(step, logs);
-      ++step;
       if (stop_training) return false;
-      bar.update(step, logs, false);
+      bar.update(step + 1, logs, false);
       return true;
     });
-    if (step == 0) throw ValueError("fit: the training data yielded no batches");
-    known_steps = step;
+    if (steps == 0) throw ValueError("fit: the training data yielded no batches");
+    known_steps = steps;
     std::map<std::string, double> epoch_logs = logs;
     if (val && (epoch + 1 - o.initial_epoch) % o.validation_freq == 0) {
       EvaluateOptions eo;
@@ -330,7 +271,7 @@ History Model::fit_loop(const std::function<void(const BatchSink&)>& epoch_batch
     // Keras runs History and the progress bar after the user's callbacks, which may add to
     // the logs (LearningRateScheduler's "learning_rate").
     for (auto& cb : o.callbacks) cb->on_epoch_end(epoch, epoch_logs);
-    bar.update(step, epoch_logs, true);
+    bar.update(steps, epoch_logs, true);
     for (const auto& [k, v] : epoch_logs) history.history[k].push_back(v);
     history.epoch.push_back(epoch);
     if (stop_training) break;
@@ -341,55 +282,38 @@ History Model::fit_loop(const std::function<void(const BatchSink&)>& epoch_batch
 
 std::map<std::string, double> Model::evaluate(const data::Dataset<std::pair<Tensor, Tensor>>& data, EvaluateOptions o) {
   require_compiled(*this, "evaluate");
-  reset_metrics();
-  for (auto& cb : o.callbacks) {
-    cb->set_model(this);
-    cb->on_test_begin({});
-  }
-  Progbar bar(o.steps, o.verbose, std::cout);
-  std::map<std::string, double> logs;
-  autograd::NoRecordScope no_record;
-  random::GeneratorScope own_stream(seed_generator_);
-  std::int64_t step = 0;
-  for (const auto& [xb, yb] : data) {
-    if (o.steps > 0 && step >= o.steps) break;
-    check_xy(xb, yb, "evaluate");
-    for (auto& cb : o.callbacks) cb->on_test_batch_begin(step, logs);
-    const Device d = model_device(*this);
-    logs = test_step(placed(xb, d), placed(yb, d), Tensor());
-    for (auto& cb : o.callbacks) cb->on_test_batch_end(step, logs);
-    bar.update(++step, logs, false);
-  }
-  if (step == 0) throw ValueError("evaluate: the data yielded no batches");
-  bar.update(step, logs, true);
-  for (auto& cb : o.callbacks) cb->on_test_end(logs);
-  return logs;
+  return evaluate_loop(EpochIterator(data, o.steps, "evaluate"), o);
 }
 
 std::map<std::string, double> Model::evaluate(const Tensor& x, const Tensor& y, EvaluateOptions o) {
   require_compiled(*this, "evaluate");
   check_xy(x, y, "evaluate");
   if (o.batch_size <= 0) throw ValueError(fmt::format("evaluate: batch_size must be positive, got {}", o.batch_size));
-  const std::int64_t n = x.shape()[0];
-  const std::int64_t batches = (n + o.batch_size - 1) / o.batch_size;
-  const std::int64_t steps = o.steps > 0 ? std::min(o.steps, batches) : batches;
+  return evaluate_loop(EpochIterator(x, y, o.sample_weight, o.batch_size, false, o.steps), o);
+}
+
+std::map<std::string, double> Model::evaluate_loop(const EpochIterator& data, const EvaluateOptions& o) {
   reset_metrics();
   for (auto& cb : o.callbacks) {
     cb->set_model(this);
     cb->on_test_begin({});
   }
-  Progbar bar(steps, o.verbose, std::cout);
+  Progbar bar(data.steps(), o.verbose, std::cout);
   std::map<std::string, double> logs;
   autograd::NoRecordScope no_record;
   random::GeneratorScope own_stream(seed_generator_);
-  for (std::int64_t step = 0; step < steps; ++step) {
-    const std::int64_t b = step * o.batch_size, e = std::min(n, b + o.batch_size);
+  bool finalized = false;
+  const std::int64_t steps = data.run_epoch([&](std::int64_t step, const Batch& batch) {
     for (auto& cb : o.callbacks) cb->on_test_batch_begin(step, logs);
     const Device d = model_device(*this);
-    logs = test_step(placed(rows(x, b, e), d), placed(rows(y, b, e), d), placed(rows(o.sample_weight, b, e), d));
+    logs = test_step(placed(batch.x, d), placed(batch.y, d), placed(batch.sample_weight, d));
     for (auto& cb : o.callbacks) cb->on_test_batch_end(step, logs);
-    bar.update(step + 1, logs, step + 1 == steps);
-  }
+    finalized = step + 1 == data.steps();
+    bar.update(step + 1, logs, finalized);
+    return true;
+  });
+  if (steps == 0 && data.from_dataset()) throw ValueError("evaluate: the data yielded no batches");
+  if (!finalized && steps > 0) bar.update(steps, logs, true);
   for (auto& cb : o.callbacks) cb->on_test_end(logs);
   return logs;
 }
@@ -397,24 +321,22 @@ std::map<std::string, double> Model::evaluate(const Tensor& x, const Tensor& y, 
 Tensor Model::predict(const Tensor& x, PredictOptions o) {
   check_xy(x, Tensor(), "predict");
   if (o.batch_size <= 0) throw ValueError(fmt::format("predict: batch_size must be positive, got {}", o.batch_size));
-  const std::int64_t n = x.shape()[0];
-  const std::int64_t batches = (n + o.batch_size - 1) / o.batch_size;
-  const std::int64_t steps = o.steps > 0 ? std::min(o.steps, batches) : batches;
+  const EpochIterator data(x, Tensor(), Tensor(), o.batch_size, false, o.steps);
   for (auto& cb : o.callbacks) {
     cb->set_model(this);
     cb->on_predict_begin({});
   }
-  Progbar bar(steps, o.verbose, std::cout);
+  Progbar bar(data.steps(), o.verbose, std::cout);
   std::vector<Tensor> outs;
   autograd::NoRecordScope no_record;
   random::GeneratorScope own_stream(seed_generator_);
-  for (std::int64_t step = 0; step < steps; ++step) {
-    const std::int64_t b = step * o.batch_size, e = std::min(n, b + o.batch_size);
+  data.run_epoch([&](std::int64_t step, const Batch& batch) {
     for (auto& cb : o.callbacks) cb->on_predict_batch_begin(step, {});
-    outs.push_back((*this)(placed(rows(x, b, e), model_device(*this)), false));
+    outs.push_back((*this)(placed(batch.x, model_device(*this)), false));
     for (auto& cb : o.callbacks) cb->on_predict_batch_end(step, {});
-    bar.update(step + 1, {}, step + 1 == steps);
-  }
+    bar.update(step + 1, {}, step + 1 == data.steps());
+    return true;
+  });
   for (auto& cb : o.callbacks) cb->on_predict_end({});
   if (outs.empty()) throw ValueError("predict: no samples");
   return outs.size() == 1 ? outs[0] : concat(outs, 0);

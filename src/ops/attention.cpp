@@ -30,6 +30,10 @@ constexpr double kMaskedScore = -1e9;
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& mask) {
+  // Half-precision shim (until the kernel takes float16/bfloat16): float32 inside, rounded once.
+  if (q.defined() && is_half(q.dtype()))
+    return cast(scaled_dot_product_attention(cast(q, DType::float32), cast(k, DType::float32),
+                                             cast(v, DType::float32), mask), q.dtype());
   const char* op = "scaled_dot_product_attention";
   detail::check_float(q, op, "query");
   detail::check_float(k, op, "key");
@@ -64,6 +68,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 
 Tensor multi_head_attention(const Tensor& query, const Tensor& value, const Tensor& key_in,
                             const MultiHeadAttentionWeights& w, int num_heads, const Tensor& mask) {
+  // Half-precision shim (until the kernel takes float16/bfloat16): float32 inside, rounded once.
+  if (query.defined() && is_half(query.dtype())) {
+    const auto f = [](const Tensor& t) { return t.defined() ? cast(t, DType::float32) : t; };
+    const MultiHeadAttentionWeights w32{f(w.wq), f(w.bq), f(w.wk), f(w.bk), f(w.wv), f(w.bv), f(w.wo), f(w.bo)};
+    return cast(multi_head_attention(f(query), f(value), f(key_in), w32, num_heads, mask), query.dtype());
+  }
   const char* op = "multi_head_attention";
   const Tensor& key = key_in.defined() ? key_in : value;
   detail::check_float(query, op, "query");

@@ -1,27 +1,24 @@
 // Embedding lookup, the fused cross-entropies and the per-example Keras losses.
 //
-// The three cross-entropies with logits are fused ops: a numerically stable CPU forward (the
-// log-sum-exp shifted by the row max, so exp never overflows and nothing cancels to Inf - Inf)
-// recorded as ONE node with the closed-form gradient, written with differentiable ops (softmax,
-// sigmoid) so that an outer tape can differentiate the gradient again.
+// The three cross-entropies with logits are fused ops where the device has their kernels
+// (backend/fused.hpp; src/cpu/cross_entropy.cpp): a numerically stable forward (the log-sum-exp
+// shifted by the row max, so exp never overflows and nothing cancels to Inf - Inf) recorded as
+// ONE node with the closed-form gradient, written with differentiable ops (softmax, sigmoid) so
+// that an outer tape can differentiate the gradient again.
 //
 // The losses:: functions are composites, following Keras 3's definitions line by line; their
 // gradients come from the ops they are made of.
 #include "keel/ops/nn.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <vector>
 
 #include <fmt/core.h>
 
 #include "autograd/record.hpp"
-#include "core/dispatch.hpp"
+#include "backend/fused.hpp"
 #include "core/tensor_util.hpp"
-#include "cpu/kernels.hpp"
-#include "cpu/strided.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/reduce.hpp"
@@ -54,29 +51,6 @@ void check_labels(const std::vector<std::int64_t>& ids, std::int64_t classes, co
     if (ids[i] < 0 || ids[i] >= classes)
       throw ValueError(fmt::format("{}: label {} at position {} is outside [0, {}) (the number of classes is {})",
                                    op, ids[i], i, classes, classes));
-}
-
-std::int64_t row_grain(std::int64_t cols) {
-  return std::max<std::int64_t>(1, cpu::kParallelGrain / std::max<std::int64_t>(cols, 1));
-}
-
-// log(sum(exp(row))) as (shift, log-sum) with lse = shift + logsum: `buf` receives
-// exp(row - shift). The shift is the row max, so every exponent is <= 0 and the sum is >= 1.
-// As in TensorFlow's SoftmaxCrossEntropyWithLogits kernel (and softmax), the max is taken as it
-// is: a NaN logit makes it NaN, and a +inf logit or a row of -inf gives inf - inf; either way
-// the row's loss is NaN, as TensorFlow's.
-template <class T>
-void row_logsumexp(const T* row, std::int64_t k, T* buf, T& shift, double& logsum) {
-  T m = -std::numeric_limits<T>::infinity();
-  for (std::int64_t j = 0; j < k; ++j) m = row[j] > m || row[j] != row[j] ? row[j] : m;
-#pragma omp simd
-  for (std::int64_t j = 0; j < k; ++j) buf[j] = row[j] - m;
-  cpu::typed_kernels<T>().unary(cpu::UnaryOp::exp, buf, buf, k, T(0));
-  double s = 0;
-#pragma omp simd reduction(+ : s)
-  for (std::int64_t j = 0; j < k; ++j) s += static_cast<double>(buf[j]);
-  shift = m;
-  logsum = std::log(s);
 }
 
 // Moves `axis` to the end (the others keep their order), as a contiguous tensor.
@@ -120,8 +94,9 @@ Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
   detail::check_same_dtype(labels, logits, op);
   check_same_shape(labels, logits, op, "labels", "logits");
   detail::check_same_device(labels, logits, op);
-  if (logits.device().is_cuda()) {
-    // Composite on the GPU: logsumexp(x) - sum(z * x), stable through reduce_logsumexp's shift.
+  if (!backend::has_fused(backend::Fused::softmax_cross_entropy, logits.device())) {
+    // Composite where there is no fused kernel (the GPU): logsumexp(x) - sum(z * x), stable
+    // through reduce_logsumexp's shift.
     return sub(reduce_logsumexp(logits, {axis}), reduce_sum(mul(labels, logits), {axis}));
   }
   const int a = detail::normalize_axis(axis, logits.rank(), op);
@@ -130,31 +105,8 @@ Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
   const Tensor lg = axis_last(logits, a);
   const Tensor lb = axis_last(labels, a);
   std::vector<std::int64_t> out_dims(lg.shape().dims().begin(), lg.shape().dims().end() - 1);
-  const std::int64_t k = lg.shape()[lg.rank() - 1];
   Tensor loss = detail::empty_tensor(Shape(out_dims), logits.dtype(), logits.device());
-  const std::int64_t rows = loss.size();
-  detail::dispatch_float(logits.dtype(), op, [&]<class T>() {
-    const T* xp = lg.data<T>();
-    const T* zp = lb.data<T>();
-    T* out = static_cast<T*>(loss.raw_data());
-    cpu::parallel_for(rows, row_grain(k), [&](std::int64_t r0, std::int64_t r1) {
-      std::vector<T> buf(static_cast<std::size_t>(k));
-      for (std::int64_t r = r0; r < r1; ++r) {
-        const T* x = xp + r * k;
-        const T* z = zp + r * k;
-        T m;
-        double logsum;
-        row_logsumexp(x, k, buf.data(), m, logsum);
-        // lse - x_j = logsum - (x_j - m): both terms are small, nothing large cancels.
-        double s = 0;
-        for (std::int64_t j = 0; j < k; ++j) {
-          if (z[j] == T(0)) continue;  // 0 * anything finite; also keeps -inf logits out
-          s += static_cast<double>(z[j]) * (logsum - static_cast<double>(x[j] - m));
-        }
-        out[r] = static_cast<T>(s);
-      }
-    });
-  });
+  backend::softmax_cross_entropy(lb, lg, loss);
 
   if (autograd::recording())
     autograd::record(op, {labels, logits}, {loss}, [labels, logits, a](const Grads& g, const Needs& n) {
@@ -175,7 +127,7 @@ Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tens
   detail::check_float(logits, op, "logits");
   check_index_dtype(labels, op, "labels");
   detail::check_same_device(labels, logits, op);
-  if (logits.device().is_cuda())
+  if (!backend::has_fused(backend::Fused::sparse_softmax_cross_entropy, logits.device()))
     // On the host (through the differentiable Tensor::to, so the gradient reaches the GPU logits).
     return sparse_softmax_cross_entropy_with_logits(labels.to(Device::cpu()), logits.to(Device::cpu()))
         .to(logits.device());
@@ -190,24 +142,8 @@ Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tens
   const std::vector<std::int64_t> ids = detail::read_indices(labels, op);
   check_labels(ids, k, op);
 
-  const Tensor lg = logits.contiguous();
   Tensor loss = detail::empty_tensor(labels.shape(), logits.dtype(), logits.device());
-  const std::int64_t rows = loss.size();
-  detail::dispatch_float(logits.dtype(), op, [&]<class T>() {
-    const T* xp = lg.data<T>();
-    T* out = static_cast<T*>(loss.raw_data());
-    cpu::parallel_for(rows, row_grain(k), [&](std::int64_t r0, std::int64_t r1) {
-      std::vector<T> buf(static_cast<std::size_t>(k));
-      for (std::int64_t r = r0; r < r1; ++r) {
-        const T* x = xp + r * k;
-        T m;
-        double logsum;
-        row_logsumexp(x, k, buf.data(), m, logsum);
-        // lse - x[label] = (m - x[label]) + logsum
-        out[r] = static_cast<T>(static_cast<double>(m - x[ids[static_cast<std::size_t>(r)]]) + logsum);
-      }
-    });
-  });
+  backend::sparse_softmax_cross_entropy(labels.contiguous(), logits.contiguous(), loss);
 
   if (autograd::recording())
     autograd::record(op, {labels, logits}, {loss}, [labels, logits, k](const Grads& g, const Needs& n) {
@@ -226,41 +162,15 @@ Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
   detail::check_same_dtype(labels, logits, op);
   detail::check_same_device(labels, logits, op);
   check_same_shape(labels, logits, op, "labels", "logits");
-  if (logits.device().is_cuda()) {
-    // Composite on the GPU, TensorFlow's stable form: max(x, 0) - x z + log1p(exp(-|x|)).
+  if (!backend::has_fused(backend::Fused::sigmoid_cross_entropy, logits.device())) {
+    // Composite where there is no fused kernel (the GPU), TensorFlow's stable form:
+    // max(x, 0) - x z + log1p(exp(-|x|)).
     const Tensor zero = scalar_like(logits, 0.0);
     return add(sub(maximum(logits, zero), mul(logits, labels)), log1p(exp(neg(abs(logits)))));
   }
 
-  const Tensor xc = logits.contiguous();
-  const Tensor zc = labels.contiguous();
   Tensor loss = detail::empty_tensor(logits.shape(), logits.dtype(), logits.device());
-  const std::int64_t n = loss.size();
-  detail::dispatch_float(logits.dtype(), op, [&]<class T>() {
-    const T* xp = xc.data<T>();
-    const T* zp = zc.data<T>();
-    T* out = static_cast<T*>(loss.raw_data());
-    constexpr std::int64_t kChunk = 1024;  // a stack buffer for the SIMD exp and log1p
-    cpu::parallel_for(n, cpu::kParallelGrain, [&](std::int64_t i0, std::int64_t i1) {
-      T buf[kChunk];
-      const auto& kern = cpu::typed_kernels<T>();
-      for (std::int64_t b = i0; b < i1; b += kChunk) {
-        const std::int64_t len = std::min(kChunk, i1 - b);
-        const T* x = xp + b;
-        const T* z = zp + b;
-        // max(x, 0) - x z + log(1 + exp(-|x|)): the exponent is never positive, so exp
-        // cannot overflow, and log1p keeps the tail accurate when exp(-|x|) is tiny.
-#pragma omp simd
-        for (std::int64_t i = 0; i < len; ++i) buf[i] = -std::abs(x[i]);
-        kern.unary(cpu::UnaryOp::exp, buf, buf, len, T(0));
-        kern.unary(cpu::UnaryOp::log1p, buf, buf, len, T(0));
-        T* o = out + b;
-        // (A NaN logit drops out of the max term, but not out of buf = log1p(exp(-|NaN|)) = NaN.)
-#pragma omp simd
-        for (std::int64_t i = 0; i < len; ++i) o[i] = (x[i] > T(0) ? x[i] : T(0)) - x[i] * z[i] + buf[i];
-      }
-    });
-  });
+  backend::sigmoid_cross_entropy(labels.contiguous(), logits.contiguous(), loss);
 
   if (autograd::recording())
     autograd::record(op, {labels, logits}, {loss}, [labels, logits](const Grads& g, const Needs& n) {

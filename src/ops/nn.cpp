@@ -22,6 +22,8 @@ Tensor shifted(const Tensor& x, int axis) { return sub(x, reduce_max(x, {axis}, 
 }  // namespace
 
 Tensor softmax(const Tensor& x, int axis) {
+  // Half-precision shim (until the kernel takes float16/bfloat16): float32 inside, rounded once.
+  if (x.defined() && is_half(x.dtype())) return cast(softmax(cast(x, DType::float32), axis), x.dtype());
   detail::check_float(x, "softmax");
   const int a = detail::normalize_axis(axis, x.rank(), "softmax");
   if (x.size() == 0) return x;  // TensorFlow: an empty input gives an empty output
@@ -40,6 +42,8 @@ Tensor softmax(const Tensor& x, int axis) {
 }
 
 Tensor log_softmax(const Tensor& x, int axis) {
+  // Half-precision shim (until the kernel takes float16/bfloat16): float32 inside, rounded once.
+  if (x.defined() && is_half(x.dtype())) return cast(log_softmax(cast(x, DType::float32), axis), x.dtype());
   detail::check_float(x, "log_softmax");
   const int a = detail::normalize_axis(axis, x.rank(), "log_softmax");
   if (x.size() == 0) return x;

@@ -1,10 +1,11 @@
 // Recurrent cells (LSTM; GRU with reset_after = true) as fused ops, and the whole-sequence
 // drivers built on them.
 //
-// Each cell call is ONE tape node. Forward: the input and recurrent projections go to BLAS, one
+// Each cell call is ONE tape node. Forward, where the device has the fused kernels
+// (backend/fused.hpp; src/cpu/recurrent.cpp): the input and recurrent projections go to BLAS, one
 // pass over the rows adds them (and the bias), and the gate nonlinearities run through the SIMD
 // sigmoid/tanh kernels over whole buffers (a couple of kernel calls per step instead of a dozen
-// recorded ops). Backward: the closed-form gate gradients.
+// recorded ops). Elsewhere the cells are composites of ops. Backward: the closed-form gate gradients.
 //  * When no tape records the backward pass (plain first-order gradients, the training case),
 //    they come from one loop over the activations the forward saved.
 //  * When a tape does record it (second-order gradients, gradient penalties), the same formulas
@@ -26,10 +27,8 @@
 #include <fmt/core.h>
 
 #include "autograd/record.hpp"
-#include "core/dispatch.hpp"
+#include "backend/fused.hpp"
 #include "core/tensor_util.hpp"
-#include "cpu/gemm.hpp"
-#include "cpu/kernels.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/linalg.hpp"
@@ -107,37 +106,13 @@ std::int64_t check_cell_args(const char* op, int gates, std::int64_t batch, std:
   return units;
 }
 
-// ---- small CPU helpers -------------------------------------------------------------------------
+// ---- small helpers -----------------------------------------------------------------------------
 
-// Rows of a 2-D tensor whose last axis has unit stride: element (r, j) is p[r*ld + j].
-// Views (time steps of a sequence, split gradients) are read in place; anything else is
-// copied once into `hold`.
-template <class T>
-struct Rows {
-  const T* p = nullptr;
-  std::int64_t ld = 0;
-  const T* row(std::int64_t r) const { return p + r * ld; }
-};
+// A 2-D tensor as the cell kernels read it: its last axis with unit stride. Views (time steps of
+// a sequence, split gradients) are read in place; anything else is copied once.
+Tensor row_major(const Tensor& t) { return (t.shape()[1] <= 1 || t.strides()[1] == 1) ? t : t.contiguous(); }
 
-template <class T>
-Rows<T> rows_of(const Tensor& t, Tensor& hold) {
-  hold = (t.shape()[1] <= 1 || t.strides()[1] == 1) ? t : t.contiguous();
-  return {hold.template data<T>(), hold.shape()[0] <= 1 ? 0 : hold.strides()[0]};
-}
-
-template <class T>
-T* mutable_data(const Tensor& t) {
-  return static_cast<T*>(t.raw_data());
-}
-
-// out[m, n] (contiguous) = a[m, k] @ b[k, n]: the forward products, straight to BLAS (no tape
-// node, no output shape bookkeeping).
-void gemm_to(const Tensor& a, const Tensor& b, void* out) {
-  const Tensor ac = a.contiguous(), bc = b.contiguous();
-  const std::int64_t m = ac.shape()[0], k = ac.shape()[1], n = bc.shape()[1];
-  cpu::gemm(ac.dtype(), m, n, k, cpu::MatrixArg{ac.raw_data(), k, false},
-            cpu::MatrixArg{bc.raw_data(), n, false}, out, n);
-}
+Tensor contiguous_or_none(const Tensor& t) { return t.defined() ? t.contiguous() : Tensor(); }
 
 Tensor empty_like_shape(const Tensor& like, Shape shape) {
   return detail::empty_tensor(shape, like.dtype(), like.device());
@@ -145,16 +120,9 @@ Tensor empty_like_shape(const Tensor& like, Shape shape) {
 
 Tensor one_like(const Tensor& t) { return scalar_like(t, 1.0); }
 
-// The rows of x @ kernel, [batch, width] with batch from h, computed into `hold`; a sequence
-// step (kernel undefined) passes that product already as x.
-template <class T>
-Rows<T> projected_rows(const Tensor& x, const Tensor& kernel, const Tensor& h, std::int64_t width,
-                       Tensor& hold) {
-  if (!kernel.defined()) return rows_of<T>(x, hold);
-  hold = empty_like_shape(h, Shape{h.shape()[0], width});
-  gemm_to(x, kernel, hold.raw_data());
-  return {hold.template data<T>(), width};
-}
+// A cell's x as the kernels take it: contiguous when the node multiplies it by `kernel`, else
+// (a sequence step: x is the projection already) rows read in place.
+Tensor cell_x(const Tensor& x, const Tensor& kernel) { return kernel.defined() ? x.contiguous() : row_major(x); }
 
 // The gradients that go through the node's matrix products, shared by LSTM and GRU:
 // x (or, in a sequence step, the precomputed projection of x), the kernel and the bias of the
@@ -177,96 +145,6 @@ ProjectionGrads projection_grads(const Tensor& dx_side, const Tensor& dh_side, c
   return r;
 }
 
-// ---- row kernels ----------------------------------------------------------------------------------
-// Plain loops over one batch row. Each __restrict pointer names its own block of memory (gate
-// blocks of one row never overlap), which is what lets the compiler vectorise them: with
-// possible aliasing between a dozen pointers it gives up.
-
-template <class T>
-void add_row(std::int64_t n, T* __restrict a, const T* __restrict x, const T* __restrict b) {
-  if (b != nullptr)
-    for (std::int64_t j = 0; j < n; ++j) a[j] += x[j] + b[j];
-  else
-    for (std::int64_t j = 0; j < n; ++j) a[j] += x[j];
-}
-
-template <class T>
-void sum_row(std::int64_t n, const T* __restrict a, const T* __restrict b, T* __restrict y) {
-  for (std::int64_t j = 0; j < n; ++j) y[j] = a[j] + b[j];
-}
-
-// c' = f*c + i*g
-template <class T>
-void lstm_state_row(std::int64_t u, const T* __restrict i, const T* __restrict f,
-                    const T* __restrict g, const T* __restrict c, T* __restrict c_new) {
-  for (std::int64_t j = 0; j < u; ++j) c_new[j] = f[j] * c[j] + i[j] * g[j];
-}
-
-template <class T>
-void mul_row(std::int64_t n, const T* __restrict a, const T* __restrict b, T* __restrict y) {
-  for (std::int64_t j = 0; j < n; ++j) y[j] = a[j] * b[j];
-}
-
-// The LSTM gate gradients of one row (formulas above lstm_node).
-template <class T>
-void lstm_grad_row(std::int64_t u, const T* __restrict i, const T* __restrict f,
-                   const T* __restrict g, const T* __restrict o, const T* __restrict tc,
-                   const T* __restrict dh, const T* __restrict dc, const T* __restrict c,
-                   T* __restrict dzi, T* __restrict dzf, T* __restrict dzg, T* __restrict dzo,
-                   T* __restrict dc_prev) {
-  for (std::int64_t j = 0; j < u; ++j) {
-    const T one(1);
-    const T dct = dc[j] + dh[j] * o[j] * (one - tc[j] * tc[j]);
-    dzi[j] = dct * g[j] * i[j] * (one - i[j]);
-    dzf[j] = dct * c[j] * f[j] * (one - f[j]);
-    dzg[j] = dct * i[j] * (one - g[j] * g[j]);
-    dzo[j] = dh[j] * tc[j] * o[j] * (one - o[j]);
-    dc_prev[j] = dct * f[j];
-  }
-}
-
-// GRU: the z and r pre-activations x + i + b_in + b_rec.
-template <class T>
-void gru_zr_row(std::int64_t n, const T* __restrict x, const T* __restrict in,
-                const T* __restrict bi, const T* __restrict br, T* __restrict zr) {
-  for (std::int64_t j = 0; j < n; ++j) zr[j] = x[j] + in[j] + bi[j] + br[j];
-}
-
-// hh pre-activation: x_h (+ b_in_h) + r * rec_h.
-template <class T>
-void gru_cand_row(std::int64_t u, const T* __restrict x, const T* __restrict bi,
-                  const T* __restrict r, const T* __restrict rec, T* __restrict hh) {
-  for (std::int64_t j = 0; j < u; ++j) hh[j] = x[j] + bi[j] + r[j] * rec[j];
-}
-
-// h' = z*h + (1-z)*hh
-template <class T>
-void gru_out_row(std::int64_t u, const T* __restrict z, const T* __restrict h,
-                 const T* __restrict hh, T* __restrict out) {
-  for (std::int64_t j = 0; j < u; ++j) out[j] = z[j] * h[j] + (T(1) - z[j]) * hh[j];
-}
-
-// The GRU gate gradients of one row (formulas above gru_node).
-template <class T>
-void gru_grad_row(std::int64_t u, const T* __restrict z, const T* __restrict r,
-                  const T* __restrict hh, const T* __restrict rec, const T* __restrict h,
-                  const T* __restrict d, T* __restrict dxz, T* __restrict dxr, T* __restrict dxh,
-                  T* __restrict diz, T* __restrict dir, T* __restrict dih, T* __restrict dh_direct) {
-  for (std::int64_t j = 0; j < u; ++j) {
-    const T one(1);
-    const T dz_pre = d[j] * (h[j] - hh[j]) * z[j] * (one - z[j]);
-    const T dh_pre = d[j] * (one - z[j]) * (one - hh[j] * hh[j]);
-    const T dr_pre = dh_pre * rec[j] * r[j] * (one - r[j]);
-    dxz[j] = dz_pre;
-    diz[j] = dz_pre;
-    dxr[j] = dr_pre;
-    dir[j] = dr_pre;
-    dxh[j] = dh_pre;
-    dih[j] = dh_pre * r[j];
-    dh_direct[j] = d[j] * z[j];
-  }
-}
-
 // ---- LSTM --------------------------------------------------------------------------------------
 //
 // z = x @ kernel + h @ recurrent_kernel + bias, split into blocks [i | f | g | o] of `units`
@@ -283,49 +161,19 @@ void gru_grad_row(std::int64_t u, const T* __restrict z, const T* __restrict r,
 // Node inputs: {x, h, c, kernel, recurrent_kernel, bias}. When `kernel` is undefined, x is
 // already x @ kernel + bias for this step ([batch, 4u], possibly a strided view) and bias is
 // undefined too: that is a sequence step.
-template <class T>
 LSTMState lstm_node(const char* op, const Tensor& x, const Tensor& h, const Tensor& c,
                     const Tensor& kernel, const Tensor& recurrent_kernel, const Tensor& bias) {
   const std::int64_t batch = h.shape()[0], u = h.shape()[1], width = 4 * u;
-  const auto& k = cpu::typed_kernels<T>();
-
   // act: the activated gates [i | f | g | o] per row, kept for the backward pass.
   Tensor act = empty_like_shape(h, Shape{batch, width});
-  T* a = mutable_data<T>(act);
-  gemm_to(h, recurrent_kernel, a);
-  Tensor x_hold;
-  const Rows<T> xs = projected_rows<T>(x, kernel, h, width, x_hold);
-  Tensor b_hold = bias.defined() ? bias.contiguous() : Tensor();
-  const T* b = bias.defined() ? b_hold.template data<T>() : nullptr;
-
-  // Sum the pre-activations; the g block goes to its own buffer so that both nonlinearities
-  // run as one kernel call each over contiguous memory (sigmoid over all of act; its g block
-  // is overwritten below).
-  Tensor g_buf = empty_like_shape(h, Shape{batch, u});
-  T* gb = mutable_data<T>(g_buf);
-  for (std::int64_t r = 0; r < batch; ++r) {
-    T* ar = a + r * width;
-    add_row<T>(width, ar, xs.row(r), b);
-    std::copy_n(ar + 2 * u, u, gb + r * u);
-  }
-  k.unary(cpu::UnaryOp::sigmoid, a, a, batch * width, T(0));
-  k.unary(cpu::UnaryOp::tanh, gb, gb, batch * u, T(0));
-
-  Tensor c_hold;
-  const Rows<T> cs = rows_of<T>(c, c_hold);
   Tensor c_new = empty_like_shape(h, Shape{batch, u});
   Tensor tanh_c = empty_like_shape(h, Shape{batch, u});
   Tensor h_new = empty_like_shape(h, Shape{batch, u});
-  T* cn = mutable_data<T>(c_new);
-  T* tc = mutable_data<T>(tanh_c);
-  T* hn = mutable_data<T>(h_new);
-  for (std::int64_t r = 0; r < batch; ++r) {
-    T* ar = a + r * width;
-    std::copy_n(gb + r * u, u, ar + 2 * u);
-    lstm_state_row<T>(u, ar, ar + u, gb + r * u, cs.row(r), cn + r * u);
-  }
-  k.unary(cpu::UnaryOp::tanh, cn, tc, batch * u, T(0));
-  for (std::int64_t r = 0; r < batch; ++r) mul_row<T>(u, a + r * width + 3 * u, tc + r * u, hn + r * u);
+  const Tensor x_proj = kernel.defined() ? empty_like_shape(h, Shape{batch, width}) : Tensor();
+  const Tensor g_buf = empty_like_shape(h, Shape{batch, u});
+  backend::lstm_cell(cell_x(x, kernel), h.contiguous(), row_major(c), contiguous_or_none(kernel),
+                     recurrent_kernel.contiguous(), contiguous_or_none(bias), act, c_new, tanh_c, h_new, x_proj,
+                     g_buf);
 
   if (autograd::recording()) {
     autograd::record(
@@ -336,23 +184,9 @@ LSTMState lstm_node(const char* op, const Tensor& x, const Tensor& h, const Tens
           Tensor dz, dc_prev;
           if (!autograd::recording()) {
             // First-order: one fused loop over the saved activations.
-            const std::int64_t batch = act.shape()[0], width = act.shape()[1], u = width / 4;
-            dz = empty_like_shape(act, Shape{batch, width});
-            dc_prev = empty_like_shape(act, Shape{batch, u});
-            Tensor dh_hold, dc_hold, c_hold;
-            const Rows<T> dhs = rows_of<T>(dh, dh_hold), dcs = rows_of<T>(dc, dc_hold),
-                          cs = rows_of<T>(c, c_hold);
-            const T* a = act.template data<T>();
-            const T* tc = tanh_c.template data<T>();
-            T* dzp = mutable_data<T>(dz);
-            T* dcp = mutable_data<T>(dc_prev);
-            for (std::int64_t r = 0; r < batch; ++r) {
-              const T* ar = a + r * width;
-              T* dzr = dzp + r * width;
-              lstm_grad_row<T>(u, ar, ar + u, ar + 2 * u, ar + 3 * u, tc + r * u, dhs.row(r),
-                               dcs.row(r), cs.row(r), dzr, dzr + u, dzr + 2 * u, dzr + 3 * u,
-                               dcp + r * u);
-            }
+            dz = empty_like_shape(act, act.shape());
+            dc_prev = empty_like_shape(act, tanh_c.shape());
+            backend::lstm_cell_backward(act, tanh_c, row_major(dh), row_major(dc), row_major(c), dz, dc_prev);
           } else {
             // Recorded by an outer tape: recompute the gates with differentiable ops.
             Tensor z = kernel.defined() ? matmul(x, kernel) : x;
@@ -408,10 +242,9 @@ Tensor gru_composite(const Tensor& x, const Tensor& h, const Tensor& kernel, con
 
 LSTMState lstm_dispatch(const char* op, const Tensor& x, const Tensor& h, const Tensor& c,
                         const Tensor& kernel, const Tensor& recurrent_kernel, const Tensor& bias) {
-  if (h.device().is_cuda()) return lstm_composite(x, h, c, kernel, recurrent_kernel, bias);
-  return detail::dispatch_float(h.dtype(), op, [&]<class T>() {
-    return lstm_node<T>(op, x, h, c, kernel, recurrent_kernel, bias);
-  });
+  if (!backend::has_fused(backend::Fused::lstm_cell, h.device()))
+    return lstm_composite(x, h, c, kernel, recurrent_kernel, bias);
+  return lstm_node(op, x, h, c, kernel, recurrent_kernel, bias);
 }
 
 // ---- GRU (reset_after = true) -----------------------------------------------------------------
@@ -430,48 +263,19 @@ LSTMState lstm_dispatch(const char* op, const Tensor& x, const Tensor& h, const 
 
 // Node inputs: {x, h, kernel, recurrent_kernel, b_in, b_rec}; a sequence step passes the
 // precomputed x @ kernel + b_in as x with kernel and b_in undefined.
-template <class T>
 Tensor gru_node(const char* op, const Tensor& x, const Tensor& h, const Tensor& kernel,
                 const Tensor& recurrent_kernel, const Tensor& b_in, const Tensor& b_rec) {
   const std::int64_t batch = h.shape()[0], u = h.shape()[1], width = 3 * u;
-  const auto& k = cpu::typed_kernels<T>();
-
-  Tensor inner = empty_like_shape(h, Shape{batch, width});  // h @ R (+ b_rec below)
-  gemm_to(h, recurrent_kernel, inner.raw_data());
-  const T* in = inner.template data<T>();
-  Tensor x_hold;
-  const Rows<T> xs = projected_rows<T>(x, kernel, h, width, x_hold);
-  // An absent bias reads as zeros (the loops stay branch-free).
-  std::vector<T> no_bias;
-  if (!b_in.defined() || !b_rec.defined()) no_bias.assign(static_cast<std::size_t>(width), T(0));
-  Tensor bi_hold = b_in.defined() ? b_in.contiguous() : Tensor();
-  Tensor br_hold = b_rec.defined() ? b_rec.contiguous() : Tensor();
-  const T* bi = b_in.defined() ? bi_hold.template data<T>() : no_bias.data();
-  const T* br = b_rec.defined() ? br_hold.template data<T>() : no_bias.data();
-
   // zr: [z | r] per row; rec_h: I_h (with its bias); cand: the candidate hh. All three are
   // saved for the backward pass.
   Tensor zr = empty_like_shape(h, Shape{batch, 2 * u});
   Tensor rec_h = empty_like_shape(h, Shape{batch, u});
   Tensor cand = empty_like_shape(h, Shape{batch, u});
-  T* zrp = mutable_data<T>(zr);
-  T* rh = mutable_data<T>(rec_h);
-  T* hh = mutable_data<T>(cand);
-  for (std::int64_t r = 0; r < batch; ++r) {
-    const T* ir = in + r * width;
-    gru_zr_row<T>(2 * u, xs.row(r), ir, bi, br, zrp + r * 2 * u);
-    sum_row<T>(u, ir + 2 * u, br + 2 * u, rh + r * u);
-  }
-  k.unary(cpu::UnaryOp::sigmoid, zrp, zrp, batch * 2 * u, T(0));
-  for (std::int64_t r = 0; r < batch; ++r)
-    gru_cand_row<T>(u, xs.row(r) + 2 * u, bi + 2 * u, zrp + r * 2 * u + u, rh + r * u, hh + r * u);
-  k.unary(cpu::UnaryOp::tanh, hh, hh, batch * u, T(0));
-  Tensor h_hold;
-  const Rows<T> hs = rows_of<T>(h, h_hold);
   Tensor h_new = empty_like_shape(h, Shape{batch, u});
-  T* hn = mutable_data<T>(h_new);
-  for (std::int64_t r = 0; r < batch; ++r)
-    gru_out_row<T>(u, zrp + r * 2 * u, hs.row(r), hh + r * u, hn + r * u);
+  const Tensor x_proj = kernel.defined() ? empty_like_shape(h, Shape{batch, width}) : Tensor();
+  const Tensor inner = empty_like_shape(h, Shape{batch, width});  // h @ R
+  backend::gru_cell(cell_x(x, kernel), h.contiguous(), contiguous_or_none(kernel), recurrent_kernel.contiguous(),
+                    contiguous_or_none(b_in), contiguous_or_none(b_rec), zr, rec_h, cand, h_new, x_proj, inner);
 
   if (autograd::recording()) {
     autograd::record(
@@ -481,24 +285,11 @@ Tensor gru_node(const char* op, const Tensor& x, const Tensor& h, const Tensor& 
           const Tensor& d = g[0];
           Tensor dX, dI, dh_direct;
           if (!autograd::recording()) {
-            const std::int64_t batch = cand.shape()[0], u = cand.shape()[1], width = 3 * u;
-            dX = empty_like_shape(cand, Shape{batch, width});
-            dI = empty_like_shape(cand, Shape{batch, width});
+            const std::int64_t batch = cand.shape()[0], u = cand.shape()[1];
+            dX = empty_like_shape(cand, Shape{batch, 3 * u});
+            dI = empty_like_shape(cand, Shape{batch, 3 * u});
             dh_direct = empty_like_shape(cand, Shape{batch, u});
-            Tensor d_hold, h_hold;
-            const Rows<T> ds = rows_of<T>(d, d_hold), hs = rows_of<T>(h, h_hold);
-            const T* zrp = zr.template data<T>();
-            const T* rh = rec_h.template data<T>();
-            const T* hh = cand.template data<T>();
-            T* dxp = mutable_data<T>(dX);
-            T* dip = mutable_data<T>(dI);
-            T* dhd = mutable_data<T>(dh_direct);
-            for (std::int64_t r = 0; r < batch; ++r) {
-              T *dxr = dxp + r * width, *dir = dip + r * width;
-              gru_grad_row<T>(u, zrp + r * 2 * u, zrp + r * 2 * u + u, hh + r * u, rh + r * u,
-                              hs.row(r), ds.row(r), dxr, dxr + u, dxr + 2 * u, dir, dir + u,
-                              dir + 2 * u, dhd + r * u);
-            }
+            backend::gru_cell_backward(zr, rec_h, cand, row_major(h), row_major(d), dX, dI, dh_direct);
           } else {
             // Recorded by an outer tape: recompute the gates with differentiable ops.
             Tensor X = kernel.defined() ? matmul(x, kernel) : x;
@@ -528,10 +319,9 @@ Tensor gru_node(const char* op, const Tensor& x, const Tensor& h, const Tensor& 
 
 Tensor gru_dispatch(const char* op, const Tensor& x, const Tensor& h, const Tensor& kernel,
                     const Tensor& recurrent_kernel, const Tensor& b_in, const Tensor& b_rec) {
-  if (h.device().is_cuda()) return gru_composite(x, h, kernel, recurrent_kernel, b_in, b_rec);
-  return detail::dispatch_float(h.dtype(), op, [&]<class T>() {
-    return gru_node<T>(op, x, h, kernel, recurrent_kernel, b_in, b_rec);
-  });
+  if (!backend::has_fused(backend::Fused::gru_cell, h.device()))
+    return gru_composite(x, h, kernel, recurrent_kernel, b_in, b_rec);
+  return gru_node(op, x, h, kernel, recurrent_kernel, b_in, b_rec);
 }
 
 // ---- sequences ---------------------------------------------------------------------------------
@@ -539,16 +329,9 @@ Tensor gru_dispatch(const char* op, const Tensor& x, const Tensor& h, const Tens
 // x [n, f] @ kernel [f, w] + bias [w] as one node: the bias is added in a pass over the rows
 // of the fresh product (a broadcasting add would be another op, node and output). Linear, so
 // its gradient needs no recomputation: the usual dense rule, written with ops.
-template <class T>
 Tensor projection_node(const Tensor& x, const Tensor& kernel, const Tensor& bias) {
-  const std::int64_t n = x.shape()[0], w = kernel.shape()[1];
-  Tensor y = empty_like_shape(kernel, Shape{n, w});
-  T* yp = mutable_data<T>(y);
-  gemm_to(x, kernel, yp);
-  if (bias.defined()) {
-    const Tensor b = bias.contiguous();
-    for (std::int64_t r = 0; r < n; ++r) add_row<T>(w, yp + r * w, b.template data<T>(), nullptr);
-  }
+  Tensor y = empty_like_shape(kernel, Shape{x.shape()[0], kernel.shape()[1]});
+  backend::recurrent_input_projection(x.contiguous(), kernel.contiguous(), contiguous_or_none(bias), y);
   if (autograd::recording())
     autograd::record(
         "recurrent_input_projection", {x, kernel, bias}, {y},
@@ -568,14 +351,12 @@ std::vector<Tensor> project_steps(const Tensor& x, const Tensor& kernel, const T
   const std::int64_t batch = x.shape()[0], time = x.shape()[1], features = x.shape()[2];
   const std::int64_t width = kernel.shape()[1];
   const Tensor x2 = reshape(x, Shape{batch * time, features});
-  if (x.device().is_cuda()) {
+  if (!backend::has_fused(backend::Fused::recurrent_input_projection, x.device())) {
     Tensor xz = matmul(x2, kernel);
     if (bias.defined()) xz = add(xz, bias);
     return unstack(reshape(xz, Shape{batch, time, width}), 1);
   }
-  const Tensor xz = detail::dispatch_float(x.dtype(), "recurrent_input_projection", [&]<class T>() {
-    return projection_node<T>(x2, kernel, bias);
-  });
+  const Tensor xz = projection_node(x2, kernel, bias);
   return unstack(reshape(xz, Shape{batch, time, width}), 1);
 }
 
@@ -597,12 +378,24 @@ void check_sequence_input(const char* op, const Tensor& x) {
                                  x.shape().to_string()));
 }
 
+// Half-precision shim (until the kernels take float16/bfloat16): operands all of one half dtype
+// run in float32 and the results are rounded once; a composite, so gradients flow through the casts.
+bool half_operands(std::initializer_list<const Tensor*> ts) {
+  const DType d = (*ts.begin())->defined() ? (*ts.begin())->dtype() : DType::float32;
+  return is_half(d) && std::all_of(ts.begin(), ts.end(), [&](const Tensor* t) { return !t->defined() || t->dtype() == d; });
+}
+Tensor f32(const Tensor& t) { return t.defined() ? cast(t, DType::float32) : t; }
+
 }  // namespace
 
 // ---- public ops --------------------------------------------------------------------------------
 
 LSTMState lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& kernel,
                     const Tensor& recurrent_kernel, const Tensor& bias) {
+  if (half_operands({&x, &h, &c, &kernel, &recurrent_kernel, &bias})) {
+    const LSTMState s = lstm_cell(f32(x), f32(h), f32(c), f32(kernel), f32(recurrent_kernel), f32(bias));
+    return {cast(s.h, x.dtype()), cast(s.c, x.dtype())};
+  }
   const char* op = "lstm_cell";
   detail::check_defined(x, op, "x");
   detail::check_defined(h, op, "h");
@@ -619,6 +412,8 @@ LSTMState lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Ten
 
 Tensor gru_cell(const Tensor& x, const Tensor& h, const Tensor& kernel, const Tensor& recurrent_kernel,
                 const Tensor& bias) {
+  if (half_operands({&x, &h, &kernel, &recurrent_kernel, &bias}))
+    return cast(gru_cell(f32(x), f32(h), f32(kernel), f32(recurrent_kernel), f32(bias)), x.dtype());
   const char* op = "gru_cell";
   detail::check_defined(x, op, "x");
   detail::check_defined(h, op, "h");
@@ -635,6 +430,10 @@ Tensor gru_cell(const Tensor& x, const Tensor& h, const Tensor& kernel, const Te
 
 LSTMSequence lstm(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& kernel,
                   const Tensor& recurrent_kernel, const Tensor& bias, bool go_backwards) {
+  if (half_operands({&x, &h0, &c0, &kernel, &recurrent_kernel, &bias})) {
+    const LSTMSequence s = lstm(f32(x), f32(h0), f32(c0), f32(kernel), f32(recurrent_kernel), f32(bias), go_backwards);
+    return {cast(s.outputs, x.dtype()), cast(s.h, x.dtype()), cast(s.c, x.dtype())};
+  }
   const char* op = "lstm";
   check_sequence_input(op, x);
   detail::check_defined(h0, op, "h0");
@@ -665,6 +464,10 @@ LSTMSequence lstm(const Tensor& x, const Tensor& h0, const Tensor& c0, const Ten
 
 GRUSequence gru(const Tensor& x, const Tensor& h0, const Tensor& kernel, const Tensor& recurrent_kernel,
                 const Tensor& bias, bool go_backwards) {
+  if (half_operands({&x, &h0, &kernel, &recurrent_kernel, &bias})) {
+    const GRUSequence s = gru(f32(x), f32(h0), f32(kernel), f32(recurrent_kernel), f32(bias), go_backwards);
+    return {cast(s.outputs, x.dtype()), cast(s.h, x.dtype())};
+  }
   const char* op = "gru";
   check_sequence_input(op, x);
   detail::check_defined(h0, op, "h0");

@@ -19,6 +19,7 @@
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/reduce.hpp"
+#include "optimizers/optimizer_fields.hpp"
 
 namespace keel::optimizers {
 
@@ -354,7 +355,7 @@ void Optimizer::apply(const std::vector<Tensor>& grads, const std::vector<Variab
     if (g.dtype() != v.dtype()) g = cast(g, v.dtype());  // mixed precision: update in the weight's dtype
     // A gradient that is a view of the weight itself would change under the update (weight decay
     // first writes the weight): read it from a copy.
-    else if (g.impl()->storage == v.peek().impl()->storage) g = detail::contiguous_copy(g);
+    else if (g.impl()->storage == v.peek().impl()->storage) g = keel::detail::contiguous_copy(g);
     s.grads[k] = std::move(g);
   }
 
@@ -417,23 +418,12 @@ void Optimizer::apply(const std::vector<Tensor>& grads, const std::vector<Variab
 // ---- config -------------------------------------------------------------------------------------
 
 nlohmann::json Optimizer::get_config() const {
-  const auto opt = [](const auto& o) -> nlohmann::json {
-    if (o) return *o;
-    return nullptr;
-  };
   nlohmann::json config;
   config["name"] = common_.name;
   if (learning_rate_.is_schedule()) config["learning_rate"] = schedules::serialize(*learning_rate_.schedule());
   else config["learning_rate"] = learning_rate();
-  config["weight_decay"] = opt(common_.weight_decay);
-  config["clipnorm"] = opt(common_.clipnorm);
-  config["global_clipnorm"] = opt(common_.global_clipnorm);
-  config["clipvalue"] = opt(common_.clipvalue);
-  config["use_ema"] = common_.use_ema;
-  config["ema_momentum"] = common_.ema_momentum;
-  config["ema_overwrite_frequency"] = opt(common_.ema_overwrite_frequency);
-  config["loss_scale_factor"] = opt(common_.loss_scale_factor);
-  config["gradient_accumulation_steps"] = nullptr;
+  detail::common_fields(detail::FieldWriter{config}, common_);
+  config["gradient_accumulation_steps"] = nullptr;  // Keras' key for what keel has not
   add_config(config);
   return config;
 }

@@ -38,14 +38,6 @@ double ExponentialDecay::operator()(std::int64_t step) const {
   return initial_learning_rate_ * std::pow(decay_rate_, p);
 }
 
-nlohmann::json ExponentialDecay::get_config() const {
-  return {{"initial_learning_rate", initial_learning_rate_},
-          {"decay_steps", decay_steps_},
-          {"decay_rate", decay_rate_},
-          {"staircase", options_.staircase},
-          {"name", options_.name}};
-}
-
 // ---- PiecewiseConstantDecay ---------------------------------------------------------------------
 
 PiecewiseConstantDecay::PiecewiseConstantDecay(std::vector<double> boundaries, std::vector<double> values,
@@ -71,10 +63,6 @@ double PiecewiseConstantDecay::operator()(std::int64_t step) const {
   return result;
 }
 
-nlohmann::json PiecewiseConstantDecay::get_config() const {
-  return {{"boundaries", boundaries_}, {"values", values_}, {"name", options_.name}};
-}
-
 // ---- CosineDecay --------------------------------------------------------------------------------
 
 CosineDecay::CosineDecay(double initial_learning_rate, double decay_steps, CosineDecayOptions options)
@@ -98,17 +86,6 @@ double CosineDecay::operator()(std::int64_t step) const {
   s = std::min(s, decay_steps_ + warmup);
   if (s < warmup) return (target - initial_learning_rate_) * (s / warmup) + initial_learning_rate_;
   return decay(s - warmup, target);
-}
-
-nlohmann::json CosineDecay::get_config() const {
-  nlohmann::json target = nullptr;
-  if (options_.warmup_target) target = *options_.warmup_target;
-  return {{"initial_learning_rate", initial_learning_rate_},
-          {"decay_steps", decay_steps_},
-          {"alpha", options_.alpha},
-          {"name", options_.name},
-          {"warmup_target", target},
-          {"warmup_steps", options_.warmup_steps}};
 }
 
 // ---- CosineDecayRestarts ------------------------------------------------------------------------
@@ -138,15 +115,6 @@ double CosineDecayRestarts::operator()(std::int64_t step) const {
   return initial_learning_rate_ * ((1 - options_.alpha) * cosine_decayed + options_.alpha);
 }
 
-nlohmann::json CosineDecayRestarts::get_config() const {
-  return {{"initial_learning_rate", initial_learning_rate_},
-          {"first_decay_steps", first_decay_steps_},
-          {"t_mul", options_.t_mul},
-          {"m_mul", options_.m_mul},
-          {"alpha", options_.alpha},
-          {"name", options_.name}};
-}
-
 // ---- PolynomialDecay ----------------------------------------------------------------------------
 
 PolynomialDecay::PolynomialDecay(double initial_learning_rate, double decay_steps, PolynomialDecayOptions options)
@@ -169,15 +137,6 @@ double PolynomialDecay::operator()(std::int64_t step) const {
          options_.end_learning_rate;
 }
 
-nlohmann::json PolynomialDecay::get_config() const {
-  return {{"initial_learning_rate", initial_learning_rate_},
-          {"decay_steps", decay_steps_},
-          {"end_learning_rate", options_.end_learning_rate},
-          {"power", options_.power},
-          {"cycle", options_.cycle},
-          {"name", options_.name}};
-}
-
 // ---- InverseTimeDecay ---------------------------------------------------------------------------
 
 InverseTimeDecay::InverseTimeDecay(double initial_learning_rate, double decay_steps, double decay_rate,
@@ -191,71 +150,6 @@ double InverseTimeDecay::operator()(std::int64_t step) const {
   double p = static_cast<double>(step) / decay_steps_;
   if (options_.staircase) p = std::floor(p);
   return initial_learning_rate_ / (1.0 + decay_rate_ * p);
-}
-
-nlohmann::json InverseTimeDecay::get_config() const {
-  return {{"initial_learning_rate", initial_learning_rate_},
-          {"decay_steps", decay_steps_},
-          {"decay_rate", decay_rate_},
-          {"staircase", options_.staircase},
-          {"name", options_.name}};
-}
-
-// ---- (de)serialization --------------------------------------------------------------------------
-
-nlohmann::json serialize(const LearningRateSchedule& schedule) {
-  return {{"module", "keras.optimizers.schedules"},
-          {"class_name", schedule.class_name()},
-          {"config", schedule.get_config()},
-          {"registered_name", nullptr}};
-}
-
-std::shared_ptr<LearningRateSchedule> deserialize(const nlohmann::json& serialized) {
-  if (!serialized.is_object() || !serialized.contains("class_name") || !serialized["class_name"].is_string())
-    throw ValueError(fmt::format("schedules::deserialize: expected an object with a \"class_name\", got {}",
-                                 serialized.dump()));
-  const std::string cls = serialized["class_name"].get<std::string>();
-  const nlohmann::json config = serialized.value("config", nlohmann::json::object());
-  const auto num = [&](const char* key) {
-    if (!config.contains(key) || !config[key].is_number())
-      throw ValueError(fmt::format("schedules::deserialize: {} config lacks the number \"{}\"", cls, key));
-    return config[key].get<double>();
-  };
-  try {
-    if (cls == "ExponentialDecay")
-      return std::make_shared<ExponentialDecay>(
-          num("initial_learning_rate"), num("decay_steps"), num("decay_rate"),
-          ExponentialDecayOptions{config.value("staircase", false), config.value("name", "ExponentialDecay")});
-    if (cls == "PiecewiseConstantDecay")
-      return std::make_shared<PiecewiseConstantDecay>(
-          config.at("boundaries").get<std::vector<double>>(), config.at("values").get<std::vector<double>>(),
-          PiecewiseConstantDecayOptions{config.value("name", "PiecewiseConstant")});
-    if (cls == "CosineDecay") {
-      CosineDecayOptions o{config.value("alpha", 0.0), config.value("name", "CosineDecay"), std::nullopt,
-                           config.value("warmup_steps", std::int64_t{0})};
-      if (config.contains("warmup_target") && !config["warmup_target"].is_null())
-        o.warmup_target = config["warmup_target"].get<double>();
-      return std::make_shared<CosineDecay>(num("initial_learning_rate"), num("decay_steps"), std::move(o));
-    }
-    if (cls == "CosineDecayRestarts")
-      return std::make_shared<CosineDecayRestarts>(
-          num("initial_learning_rate"), num("first_decay_steps"),
-          CosineDecayRestartsOptions{config.value("t_mul", 2.0), config.value("m_mul", 1.0),
-                                     config.value("alpha", 0.0), config.value("name", "SGDRDecay")});
-    if (cls == "PolynomialDecay")
-      return std::make_shared<PolynomialDecay>(
-          num("initial_learning_rate"), num("decay_steps"),
-          PolynomialDecayOptions{config.value("end_learning_rate", 0.0001), config.value("power", 1.0),
-                                 config.value("cycle", false), config.value("name", "PolynomialDecay")});
-    if (cls == "InverseTimeDecay")
-      return std::make_shared<InverseTimeDecay>(
-          num("initial_learning_rate"), num("decay_steps"), num("decay_rate"),
-          InverseTimeDecayOptions{config.value("staircase", false), config.value("name", "InverseTimeDecay")});
-  } catch (const nlohmann::json::exception& e) {
-    // A malformed config is bad user input: report it as keel reports bad input.
-    throw ValueError(fmt::format("schedules::deserialize: bad {} config: {}", cls, e.what()));
-  }
-  throw ValueError(fmt::format("schedules::deserialize: unknown learning rate schedule '{}'", cls));
 }
 
 }  // namespace keel::optimizers::schedules

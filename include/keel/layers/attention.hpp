@@ -96,6 +96,9 @@ class MultiHeadAttention : public Layer {
   // The attention probabilities of the last call_with_scores() (undefined otherwise).
   const Tensor& last_attention_scores() const { return scores_; }
 
+ protected:
+  bool floating_inputs() const override { return true; }  // see Layer::floating_inputs
+
  private:
   void build_weights(std::int64_t query_dim, std::int64_t key_features, std::int64_t value_features);
   std::vector<std::int64_t> out_dims() const;

@@ -73,6 +73,9 @@ class Conv1D : public Layer {
   Variable& kernel() const;  // ValueError before the layer is built
   Variable& bias() const;    // ValueError before build or with use_bias = false
 
+ protected:
+  bool floating_inputs() const override { return true; }  // see Layer::floating_inputs
+
  private:
   int filters_;
   int kernel_size_;
@@ -117,6 +120,9 @@ class Conv2D : public Layer {
   const Conv2DOptions& options() const { return options_; }
   Variable& kernel() const;
   Variable& bias() const;
+
+ protected:
+  bool floating_inputs() const override { return true; }  // see Layer::floating_inputs
 
  private:
   int filters_;
@@ -166,6 +172,9 @@ class Conv2DTranspose : public Layer {
   Variable& kernel() const;
   Variable& bias() const;
 
+ protected:
+  bool floating_inputs() const override { return true; }  // see Layer::floating_inputs
+
  private:
   int filters_;
   std::array<int, 2> kernel_size_;
@@ -210,6 +219,9 @@ class DepthwiseConv2D : public Layer {
   Variable& depthwise_kernel() const;
   Variable& bias() const;
 
+ protected:
+  bool floating_inputs() const override { return true; }  // see Layer::floating_inputs
+
  private:
   std::array<int, 2> kernel_size_;
   DepthwiseConv2DOptions options_;
@@ -244,6 +256,9 @@ class MaxPooling2D : public Layer {
   std::array<int, 2> strides() const { return options_.strides.value_or(pool_size_); }
   const MaxPooling2DOptions& options() const { return options_; }
 
+ protected:
+  bool floating_inputs() const override { return true; }  // see Layer::floating_inputs
+
  private:
   std::array<int, 2> pool_size_;
   MaxPooling2DOptions options_;
@@ -275,6 +290,9 @@ class AveragePooling2D : public Layer {
   std::array<int, 2> strides() const { return options_.strides.value_or(pool_size_); }
   const AveragePooling2DOptions& options() const { return options_; }
 
+ protected:
+  bool floating_inputs() const override { return true; }  // see Layer::floating_inputs
+
  private:
   std::array<int, 2> pool_size_;
   AveragePooling2DOptions options_;
@@ -300,6 +318,9 @@ class GlobalAveragePooling2D : public Layer {
   nlohmann::json get_config() const override;
   const GlobalAveragePooling2DOptions& options() const { return options_; }
 
+ protected:
+  bool floating_inputs() const override { return true; }  // see Layer::floating_inputs
+
  private:
   GlobalAveragePooling2DOptions options_;
 };
@@ -322,6 +343,9 @@ class GlobalMaxPooling2D : public Layer {
   void check_input_shape(const Shape& input_shape) const override;
   nlohmann::json get_config() const override;
   const GlobalMaxPooling2DOptions& options() const { return options_; }
+
+ protected:
+  bool floating_inputs() const override { return true; }  // see Layer::floating_inputs
 
  private:
   GlobalMaxPooling2DOptions options_;

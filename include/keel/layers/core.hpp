@@ -53,6 +53,9 @@ class Dense : public Layer {
   Variable& kernel();  // ValueError before the layer is built
   Variable& bias();    // ValueError before build or with use_bias = false
 
+ protected:
+  bool floating_inputs() const override { return true; }  // see Layer::floating_inputs
+
  private:
   int units_;
   DenseOptions options_;
@@ -336,6 +339,9 @@ class Rescaling : public Layer {
   nlohmann::json get_config() const override;
   double scale() const { return scale_; }
   double offset() const { return options_.offset; }
+
+ protected:
+  bool floating_inputs() const override { return true; }  // see Layer::floating_inputs
 
  private:
   double scale_;

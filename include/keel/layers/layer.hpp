@@ -97,19 +97,23 @@ class Layer : public std::enable_shared_from_this<Layer> {
     build_shape_unknown_ = false;
   }
 
-  // How operator() applies a mixed-precision policy around call():
+  // How operator() applies the dtype policy around call(). operator() alone casts inputs: call()
+  // receives them in the dtype it computes in.
   //   compute:   floating inputs cast to the compute dtype, float32 weights read in it (the
-  //              default). A leaf layer whose ops refuse that dtype (a DTypeError) runs as
-  //              `float32` from then on.
-  //   float32:   ops that need float32 (normalisation, dropout, recurrent layers, softmax):
-  //              inputs cast to float32, weights read in float32, floating outputs cast to the
-  //              compute dtype, as Keras' BatchNormalization does.
+  //              default; Keras' autocast). Under a float32 policy, float64 inputs stay float64.
+  //   float32:   layers that must compute in float32 (normalisation, dropout, softmax): inputs
+  //              cast to float32, weights read in float32, float32 outputs cast to the compute
+  //              dtype, as Keras' BatchNormalization does.
   //   variables: inputs as given, float32 weights read in the compute dtype (models: each of
   //              their layers casts its own inputs).
   //   none:      the layer applies the policy itself (Embedding: ids stay as given, the table
   //              is read in float32 and the looked-up rows are cast).
   enum class Autocast { compute, float32, variables, none };
   virtual Autocast autocast() const { return Autocast::compute; }
+  // True for layers that compute on floats only (Dense, convolutions, pooling, normalisation,
+  // recurrent and preprocessing layers): operator() casts their integer inputs (uint8 images,
+  // integer features) to the compute dtype too. Bool inputs (masks) stay bool.
+  virtual bool floating_inputs() const { return false; }
 
  private:
   struct Weight {
@@ -129,7 +133,6 @@ class Layer : public std::enable_shared_from_this<Layer> {
   std::vector<std::shared_ptr<Layer>> sublayers_;
   std::vector<Tensor> call_losses_;
   mixed_precision::Policy policy_;
-  bool float32_fallback_ = false;  // the compute dtype was refused by this layer's ops
 };
 
 // A unique Keras-style name for a new layer of a class: "dense", "dense_1", ...

@@ -51,6 +51,7 @@ class BatchNormalization : public Layer {
   Variable& moving_variance() const;
 
  protected:
+  bool floating_inputs() const override { return true; }  // see Layer::floating_inputs
   // Computes in float32 under a mixed-precision policy (see Layer::Autocast).
   Autocast autocast() const override { return Autocast::float32; }
 
@@ -101,6 +102,7 @@ class LayerNormalization : public Layer {
   Variable& beta() const;
 
  protected:
+  bool floating_inputs() const override { return true; }  // see Layer::floating_inputs
   // Computes in float32 under a mixed-precision policy (see Layer::Autocast).
   Autocast autocast() const override { return Autocast::float32; }
 

@@ -55,6 +55,9 @@ class RandomFlip : public Layer {
   const std::string& mode() const { return mode_; }
   const RandomFlipOptions& options() const { return options_; }
 
+ protected:
+  bool floating_inputs() const override { return true; }  // see Layer::floating_inputs
+
  private:
   std::string mode_;
   RandomFlipOptions options_;
@@ -87,6 +90,9 @@ class RandomCrop : public Layer {
   int height() const { return height_; }
   int width() const { return width_; }
   const RandomCropOptions& options() const { return options_; }
+
+ protected:
+  bool floating_inputs() const override { return true; }  // see Layer::floating_inputs
 
  private:
   int height_, width_;
@@ -137,6 +143,9 @@ class RandomTranslation : public Layer {
   const TranslationFactor& height_factor() const { return height_factor_; }
   const TranslationFactor& width_factor() const { return width_factor_; }
   const RandomTranslationOptions& options() const { return options_; }
+
+ protected:
+  bool floating_inputs() const override { return true; }  // see Layer::floating_inputs
 
  private:
   TranslationFactor height_factor_, width_factor_;

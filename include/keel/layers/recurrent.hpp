@@ -89,8 +89,8 @@ class Recurrent : public Layer {
   virtual std::shared_ptr<Recurrent> clone(bool go_backwards) const = 0;
 
  protected:
-  // Computes in float32 under a mixed-precision policy (see Layer::Autocast).
-  Autocast autocast() const override { return Autocast::float32; }
+  // Computes in the compute dtype (float16 under mixed_float16), as Keras' recurrent layers do.
+  bool floating_inputs() const override { return true; }  // see Layer::floating_inputs
   // The options every recurrent layer has (copied from the XOptions of the subclass).
   struct Common {
     double dropout = 0, recurrent_dropout = 0;

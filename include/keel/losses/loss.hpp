@@ -14,6 +14,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -123,10 +124,10 @@ class Huber : public Loss {
   Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
   nlohmann::json get_config() const override;
   std::string class_name() const override { return "Huber"; }
-  double delta() const { return delta_; }
+  double delta() const { return options_.delta; }
 
  private:
-  double delta_;
+  HuberOptions options_;
 };
 
 struct BinaryCrossentropyOptions {
@@ -142,14 +143,12 @@ class BinaryCrossentropy : public Loss {
   Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
   nlohmann::json get_config() const override;
   std::string class_name() const override { return "BinaryCrossentropy"; }
-  bool from_logits() const { return from_logits_; }
-  double label_smoothing() const { return label_smoothing_; }
-  int axis() const { return axis_; }
+  bool from_logits() const { return options_.from_logits; }
+  double label_smoothing() const { return options_.label_smoothing; }
+  int axis() const { return options_.axis; }
 
  private:
-  bool from_logits_;
-  double label_smoothing_;
-  int axis_;
+  BinaryCrossentropyOptions options_;
 };
 
 struct CategoricalCrossentropyOptions {
@@ -167,14 +166,12 @@ class CategoricalCrossentropy : public Loss {
   Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
   nlohmann::json get_config() const override;
   std::string class_name() const override { return "CategoricalCrossentropy"; }
-  bool from_logits() const { return from_logits_; }
-  double label_smoothing() const { return label_smoothing_; }
-  int axis() const { return axis_; }
+  bool from_logits() const { return options_.from_logits; }
+  double label_smoothing() const { return options_.label_smoothing; }
+  int axis() const { return options_.axis; }
 
  private:
-  bool from_logits_;
-  double label_smoothing_;
-  int axis_;
+  CategoricalCrossentropyOptions options_;
 };
 
 struct SparseCategoricalCrossentropyOptions {
@@ -191,16 +188,15 @@ class SparseCategoricalCrossentropy : public Loss {
   Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
   nlohmann::json get_config() const override;
   std::string class_name() const override { return "SparseCategoricalCrossentropy"; }
-  bool from_logits() const { return from_logits_; }
-  const std::optional<std::int64_t>& ignore_class() const { return ignore_class_; }
+  bool from_logits() const { return options_.from_logits; }
+  const std::optional<std::int64_t>& ignore_class() const { return options_.ignore_class; }
 
  protected:
   std::pair<Tensor, Tensor> call_with_mask(const Tensor& y_true, const Tensor& y_pred) const override;
   bool keeps_integer_labels() const override { return true; }  // class indices
 
  private:
-  bool from_logits_;
-  std::optional<std::int64_t> ignore_class_;
+  SparseCategoricalCrossentropyOptions options_;
 };
 
 struct KLDivergenceOptions {
@@ -221,6 +217,13 @@ class KLDivergence : public Loss {
 // "sparse_categorical_crossentropy", "kld"/"kl_divergence"/"kullback_leibler_divergence", or a
 // class name ("MeanSquaredError", ...). ValueError for any other name.
 std::shared_ptr<Loss> get(const std::string& identifier);
+
+// A built-in loss rebuilt from its class_name() and get_config() (Keras' Loss.from_config): each
+// key the config lacks keeps its default. ValueError for a class not registered (a
+// LossFunctionWrapper of a function, a custom class) and for a value of the wrong type.
+std::shared_ptr<Loss> from_config(const std::string& class_name, const nlohmann::json& config);
+// The loss classes from_config rebuilds, by class name.
+std::vector<std::string> registered_losses();
 
 // What compile() takes as its loss: a name, any Loss object (copied), a shared_ptr to one
 // (shared), or a function (y_true, y_pred) -> per-example values (wrapped as a

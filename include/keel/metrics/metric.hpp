@@ -144,10 +144,10 @@ class BinaryAccuracy : public MeanMetricWrapper {
   explicit BinaryAccuracy(BinaryAccuracyOptions options = {});
   nlohmann::json get_config() const override;
   std::string class_name() const override { return "BinaryAccuracy"; }
-  double threshold() const { return threshold_; }
+  double threshold() const { return options_.threshold; }
 
  private:
-  double threshold_;
+  BinaryAccuracyOptions options_;
 };
 
 struct CategoricalAccuracyOptions {
@@ -177,10 +177,10 @@ class TopKCategoricalAccuracy : public MeanMetricWrapper {
   explicit TopKCategoricalAccuracy(TopKCategoricalAccuracyOptions options = {});
   nlohmann::json get_config() const override;
   std::string class_name() const override { return "TopKCategoricalAccuracy"; }
-  int k() const { return k_; }
+  int k() const { return options_.k; }
 
  private:
-  int k_;
+  TopKCategoricalAccuracyOptions options_;
 };
 
 struct SparseTopKCategoricalAccuracyOptions {
@@ -192,10 +192,10 @@ class SparseTopKCategoricalAccuracy : public MeanMetricWrapper {
   explicit SparseTopKCategoricalAccuracy(SparseTopKCategoricalAccuracyOptions options = {});
   nlohmann::json get_config() const override;
   std::string class_name() const override { return "SparseTopKCategoricalAccuracy"; }
-  int k() const { return k_; }
+  int k() const { return options_.k; }
 
  private:
-  int k_;
+  SparseTopKCategoricalAccuracyOptions options_;
 };
 
 // ---- regression metrics ---------------------------------------------------------------------------
@@ -287,10 +287,9 @@ class Precision : public Metric {
   double false_positives() const;
 
  private:
-  Thresholds init_thresholds_;
+  PrecisionOptions options_;  // as given: what get_config writes
   std::vector<double> thresholds_;
   bool evenly_;
-  std::optional<int> top_k_, class_id_;
   detail::ConfusionCounts counts_;
 };
 
@@ -316,10 +315,9 @@ class Recall : public Metric {
   double false_negatives() const;
 
  private:
-  Thresholds init_thresholds_;
+  RecallOptions options_;  // as given: what get_config writes
   std::vector<double> thresholds_;
   bool evenly_;
-  std::optional<int> top_k_, class_id_;
   detail::ConfusionCounts counts_;
 };
 
@@ -400,12 +398,11 @@ class BinaryCrossentropy : public MeanMetricWrapper {
   explicit BinaryCrossentropy(BinaryCrossentropyOptions options = {});
   nlohmann::json get_config() const override;
   std::string class_name() const override { return "BinaryCrossentropy"; }
-  bool from_logits() const { return from_logits_; }
-  double label_smoothing() const { return label_smoothing_; }
+  bool from_logits() const { return options_.from_logits; }
+  double label_smoothing() const { return options_.label_smoothing; }
 
  private:
-  bool from_logits_;
-  double label_smoothing_;
+  BinaryCrossentropyOptions options_;
 };
 
 struct CategoricalCrossentropyOptions {
@@ -419,14 +416,12 @@ class CategoricalCrossentropy : public MeanMetricWrapper {
   explicit CategoricalCrossentropy(CategoricalCrossentropyOptions options = {});
   nlohmann::json get_config() const override;
   std::string class_name() const override { return "CategoricalCrossentropy"; }
-  bool from_logits() const { return from_logits_; }
-  double label_smoothing() const { return label_smoothing_; }
-  int axis() const { return axis_; }
+  bool from_logits() const { return options_.from_logits; }
+  double label_smoothing() const { return options_.label_smoothing; }
+  int axis() const { return options_.axis; }
 
  private:
-  bool from_logits_;
-  double label_smoothing_;
-  int axis_;
+  CategoricalCrossentropyOptions options_;
 };
 
 struct SparseCategoricalCrossentropyOptions {
@@ -445,14 +440,12 @@ class SparseCategoricalCrossentropy : public MeanMetricWrapper {
   void update_state(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight = {}) override;
   nlohmann::json get_config() const override;
   std::string class_name() const override { return "SparseCategoricalCrossentropy"; }
-  bool from_logits() const { return from_logits_; }
-  const std::optional<std::int64_t>& ignore_class() const { return ignore_class_; }
-  int axis() const { return axis_; }
+  bool from_logits() const { return options_.from_logits; }
+  const std::optional<std::int64_t>& ignore_class() const { return options_.ignore_class; }
+  int axis() const { return options_.axis; }
 
  private:
-  bool from_logits_;
-  std::optional<std::int64_t> ignore_class_;
-  int axis_;
+  SparseCategoricalCrossentropyOptions options_;
 };
 
 // ---- by name ------------------------------------------------------------------------------------
@@ -487,6 +480,8 @@ std::shared_ptr<Metric> get(const std::string& identifier, const std::string& lo
 // ValueError naming the class for an entry of the wrong type, and for classes that cannot be
 // rebuilt from a config: MeanMetricWrapper (a function), Metric or a custom subclass.
 std::shared_ptr<Metric> from_config(const std::string& class_name, const nlohmann::json& config);
+// The metric classes from_config rebuilds, by class name.
+std::vector<std::string> registered_metrics();
 
 // What compile() takes as a metric: a name (resolved when compile knows the loss), a Metric
 // object (copied: pass a shared_ptr to read its state afterwards) or shared_ptr (shared), or a

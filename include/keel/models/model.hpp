@@ -72,6 +72,10 @@ struct PredictOptions {
 Tensor Input(Shape shape_without_batch, DType dtype = DType::float32, std::string name = "");
 
 class Model;
+namespace detail {
+class EpochIterator;  // the batches of one epoch (internal)
+}  // namespace detail
+
 // A model written by Model::save (a directory or a .keel file): rebuilds a Sequential or
 // functional model of built-in layers without the code that made it (custom layers and
 // subclassed models need their class registered first: see keel/layers/registry.hpp), loads its
@@ -167,12 +171,11 @@ class Model : public layers::Layer {
   CompileOptions compile_options_;
   random::SeedGenerator seed_generator_;
   void resolve_metrics(const Tensor& y, const Tensor& y_pred);
-  // The epoch loop both fit()s share; `epoch_batches` feeds one epoch's batches to `step`
-  // (x, y, sample_weight), stopping when step returns false.
-  using BatchSink = std::function<bool(const Tensor&, const Tensor&, const Tensor&)>;
-  History fit_loop(const std::function<void(const BatchSink&)>& epoch_batches, std::int64_t steps,
-                   const FitOptions& o, const std::optional<std::pair<Tensor, Tensor>>& validation,
-                   const Tensor& validation_weights);
+  // The loops the tensor and Dataset forms of fit and evaluate share: each epoch is one pass
+  // of an EpochIterator (src/models/epoch_iterator.hpp), whatever the data.
+  History fit_loop(const detail::EpochIterator& data, const FitOptions& o,
+                   const std::optional<std::pair<Tensor, Tensor>>& validation, const Tensor& validation_weights);
+  std::map<std::string, double> evaluate_loop(const detail::EpochIterator& data, const EvaluateOptions& o);
 };
 
 class Sequential : public Model {

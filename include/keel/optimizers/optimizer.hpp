@@ -48,8 +48,8 @@ class LearningRate {
 };
 
 // The keyword arguments of Keras' BaseOptimizer, in Keras' order. Every XOptions below declares
-// these same fields after its own ones (written out, because C++ designated initialisers cannot
-// name an inherited field): clipnorm rescales each gradient to at most that L2 norm,
+// these same fields after its own ones (by the list below, because C++ designated initialisers
+// cannot name an inherited field): clipnorm rescales each gradient to at most that L2 norm,
 // global_clipnorm rescales all gradients together, clipvalue clamps elementwise (at most one of
 // the three); weight_decay shrinks each weight by w * weight_decay * lr before the update; use_ema
 // keeps an exponential moving average of the weights (see finalize_variable_values) and copies
@@ -57,16 +57,28 @@ class LearningRate {
 // A clip option of 0 turns clipping off (as in Keras); negative or NaN ones are ValueErrors.
 // An empty name gives Keras 3's auto_name: the snake-case class name made unique with a counter
 // shared with the layers ("adam", "adam_1", "sgd", "adam_w", "rm_sprop", ...).
+//
+// The common options are declared once, here, as a list each options struct expands: flat, after
+// the optimizer's own fields, so that designated initialisers name them directly
+// ({.momentum = 0.9, .clipnorm = 1.0}); and the same list drives get_config, from_config and
+// the copy into CommonOptions (src/optimizers/optimizer_fields.hpp). X(type, name, default).
+#define KEEL_OPTIMIZER_CLIP_AND_EMA_FIELDS(X)          \
+  X(std::optional<double>, clipnorm, std::nullopt)        \
+  X(std::optional<double>, clipvalue, std::nullopt)       \
+  X(std::optional<double>, global_clipnorm, std::nullopt) \
+  X(bool, use_ema, false)                                 \
+  X(double, ema_momentum, 0.99)                           \
+  X(std::optional<std::int64_t>, ema_overwrite_frequency, std::nullopt) \
+  X(std::optional<double>, loss_scale_factor, std::nullopt)
+// weight_decay comes first in AdamW (a number, 0.004 by default), last but one elsewhere.
+#define KEEL_OPTIMIZER_COMMON_FIELDS(X)                 \
+  X(std::optional<double>, weight_decay, std::nullopt) \
+  KEEL_OPTIMIZER_CLIP_AND_EMA_FIELDS(X)
+#define KEEL_OPTIMIZER_DECLARE_FIELD(type, field, default_value) type field = default_value;
+
 struct CommonOptions {
-  std::optional<double> weight_decay;
-  std::optional<double> clipnorm;
-  std::optional<double> clipvalue;
-  std::optional<double> global_clipnorm;
-  bool use_ema = false;
-  double ema_momentum = 0.99;
-  std::optional<std::int64_t> ema_overwrite_frequency;
-  std::optional<double> loss_scale_factor;
-  std::string name;
+  KEEL_OPTIMIZER_COMMON_FIELDS(KEEL_OPTIMIZER_DECLARE_FIELD)
+  std::string name;  // empty: auto_name
 };
 
 class Optimizer {
@@ -196,14 +208,7 @@ class Optimizer {
 struct SGDOptions {
   double momentum = 0.0;
   bool nesterov = false;
-  std::optional<double> weight_decay;
-  std::optional<double> clipnorm;
-  std::optional<double> clipvalue;
-  std::optional<double> global_clipnorm;
-  bool use_ema = false;
-  double ema_momentum = 0.99;
-  std::optional<std::int64_t> ema_overwrite_frequency;
-  std::optional<double> loss_scale_factor;
+  KEEL_OPTIMIZER_COMMON_FIELDS(KEEL_OPTIMIZER_DECLARE_FIELD)
   std::string name;  // empty: auto_name
 };
 class SGD : public Optimizer {
@@ -229,14 +234,7 @@ struct AdamOptions {
   double beta_2 = 0.999;
   double epsilon = 1e-7;
   bool amsgrad = false;
-  std::optional<double> weight_decay;
-  std::optional<double> clipnorm;
-  std::optional<double> clipvalue;
-  std::optional<double> global_clipnorm;
-  bool use_ema = false;
-  double ema_momentum = 0.99;
-  std::optional<std::int64_t> ema_overwrite_frequency;
-  std::optional<double> loss_scale_factor;
+  KEEL_OPTIMIZER_COMMON_FIELDS(KEEL_OPTIMIZER_DECLARE_FIELD)
   std::string name;  // empty: auto_name
 };
 class Adam : public Optimizer {
@@ -262,13 +260,7 @@ struct AdamWOptions {
   double beta_2 = 0.999;
   double epsilon = 1e-7;
   bool amsgrad = false;
-  std::optional<double> clipnorm;
-  std::optional<double> clipvalue;
-  std::optional<double> global_clipnorm;
-  bool use_ema = false;
-  double ema_momentum = 0.99;
-  std::optional<std::int64_t> ema_overwrite_frequency;
-  std::optional<double> loss_scale_factor;
+  KEEL_OPTIMIZER_CLIP_AND_EMA_FIELDS(KEEL_OPTIMIZER_DECLARE_FIELD)
   std::string name;  // empty: auto_name
 };
 class AdamW : public Adam {
@@ -285,14 +277,7 @@ struct RMSpropOptions {
   double momentum = 0.0;
   double epsilon = 1e-7;
   bool centered = false;
-  std::optional<double> weight_decay;
-  std::optional<double> clipnorm;
-  std::optional<double> clipvalue;
-  std::optional<double> global_clipnorm;
-  bool use_ema = false;
-  double ema_momentum = 0.99;
-  std::optional<std::int64_t> ema_overwrite_frequency;
-  std::optional<double> loss_scale_factor;
+  KEEL_OPTIMIZER_COMMON_FIELDS(KEEL_OPTIMIZER_DECLARE_FIELD)
   std::string name;  // empty: auto_name
 };
 class RMSprop : public Optimizer {
@@ -314,14 +299,7 @@ class RMSprop : public Optimizer {
 struct AdagradOptions {
   double initial_accumulator_value = 0.1;
   double epsilon = 1e-7;
-  std::optional<double> weight_decay;
-  std::optional<double> clipnorm;
-  std::optional<double> clipvalue;
-  std::optional<double> global_clipnorm;
-  bool use_ema = false;
-  double ema_momentum = 0.99;
-  std::optional<std::int64_t> ema_overwrite_frequency;
-  std::optional<double> loss_scale_factor;
+  KEEL_OPTIMIZER_COMMON_FIELDS(KEEL_OPTIMIZER_DECLARE_FIELD)
   std::string name;  // empty: auto_name
 };
 class Adagrad : public Optimizer {
@@ -347,14 +325,7 @@ struct NadamOptions {
   double beta_1 = 0.9;
   double beta_2 = 0.999;
   double epsilon = 1e-7;
-  std::optional<double> weight_decay;
-  std::optional<double> clipnorm;
-  std::optional<double> clipvalue;
-  std::optional<double> global_clipnorm;
-  bool use_ema = false;
-  double ema_momentum = 0.99;
-  std::optional<std::int64_t> ema_overwrite_frequency;
-  std::optional<double> loss_scale_factor;
+  KEEL_OPTIMIZER_COMMON_FIELDS(KEEL_OPTIMIZER_DECLARE_FIELD)
   std::string name;  // empty: auto_name
 };
 class Nadam : public Optimizer {
@@ -385,6 +356,8 @@ std::shared_ptr<Optimizer> get(const std::string& name);
 nlohmann::json serialize(const Optimizer& optimizer);
 std::shared_ptr<Optimizer> deserialize(const nlohmann::json& serialized);
 std::shared_ptr<Optimizer> from_config(const std::string& class_name, const nlohmann::json& config);
+// The lower-cased class names from_config knows ("adam", "lossscaleoptimizer", ...).
+std::vector<std::string> registered_optimizers();
 
 // An optimizer given to compile() as Keras takes it: a name ("adam"), a temporary optimizer
 // (moved to the heap: compile({.optimizer = optimizers::Adam(1e-3)})) or a shared_ptr (for an

@@ -27,6 +27,8 @@ class LearningRateSchedule {
 // built-in schedules only (ValueError for other class names).
 nlohmann::json serialize(const LearningRateSchedule& schedule);
 std::shared_ptr<LearningRateSchedule> deserialize(const nlohmann::json& serialized);
+// The schedule classes deserialize rebuilds, by class name.
+std::vector<std::string> registered_schedules();
 
 // initial_learning_rate * decay_rate ^ (step / decay_steps); the exponent is floored when
 // staircase is set.

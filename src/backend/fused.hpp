@@ -1,0 +1,100 @@
+#pragma once
+// The backend seam of the fused ops (batch norm, layer norm, the LSTM and GRU cells, the
+// cross-entropies with logits): one entry per kernel, taking tensors whose outputs the op has
+// allocated. Each entry switches on the device once; an op asks has_fused() first and uses its
+// composite of other ops where a device has no fused kernel (CUDA, for now).
+//
+// Common rules: float32 or float64, one dtype and one device for every argument; an undefined
+// optional input reads as documented, an undefined output is not computed. Outputs are
+// contiguous and written in full; nothing is allocated but scratch inside the kernels.
+#include <cstdint>
+
+#include "keel/core/device.hpp"
+#include "keel/core/tensor.hpp"
+
+namespace keel::backend {
+
+enum class Fused : std::uint8_t {
+  batch_norm,
+  layer_norm,
+  lstm_cell,
+  gru_cell,
+  recurrent_input_projection,
+  softmax_cross_entropy,
+  sparse_softmax_cross_entropy,
+  sigmoid_cross_entropy,
+};
+
+// Whether `device` has the fused kernel of `op` (the entries below for it).
+bool has_fused(Fused op, Device device);
+
+// ---- normalisation: x is [rows, C] (the channel or normalised axes last), contiguous --------
+
+// Training batch norm over x's leading axes. gamma, beta, moving_mean, moving_variance: [C]
+// contiguous or undefined (ones, zeros; an undefined moving statistic is not updated).
+// Outputs: y (x's shape), mean and rstd = 1/sqrt(biased variance + epsilon) ([C]), and the
+// updated moving statistics ([C], defined where the input statistic is).
+void batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& moving_mean,
+                      const Tensor& moving_variance, double momentum, double epsilon, const Tensor& y,
+                      const Tensor& mean, const Tensor& rstd, const Tensor& new_moving_mean,
+                      const Tensor& new_moving_variance);
+// y = (x - moving_mean) * gamma / sqrt(moving_variance + epsilon) + beta.
+void batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& moving_mean,
+                          const Tensor& moving_variance, double epsilon, const Tensor& y);
+// The first-order training gradient from the saved mean and rstd; dy like x (contiguous).
+void batch_norm_train_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                               const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta);
+
+// Layer norm over the trailing axes of x where mean and rstd (x's rank) have 1, one row per
+// statistic; gamma and beta hold a row's worth of values, contiguous, or are undefined.
+// Outputs y, mean, rstd.
+void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double epsilon, const Tensor& y,
+                const Tensor& mean, const Tensor& rstd);
+// Its first-order gradient from the saved statistics: dx (x's shape), dgamma, dbeta
+// (gamma's number of elements).
+void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                         const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta);
+
+// ---- recurrent cells ---------------------------------------------------------------------------
+// h [batch, u] and recurrent_kernel [u, G*u] contiguous. With `kernel` defined ([in, G*u],
+// contiguous), x is [batch, in] contiguous and x_proj ([batch, G*u]) receives x @ kernel; without,
+// x is already that projection (a sequence step): [batch, G*u] rows of unit inner stride, any row
+// stride. States and gradients read as rows the same way ("rows" below).
+
+// LSTM (Keras' gate order i, f, g, o). bias: [4u] contiguous or undefined. c: rows.
+// Outputs: act ([batch, 4u], the activated gates the backward reuses), c_new, tanh_c = tanh(c_new),
+// h_new ([batch, u]). Workspace: g_buf [batch, u]; x_proj as above.
+void lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& kernel,
+               const Tensor& recurrent_kernel, const Tensor& bias, const Tensor& act, const Tensor& c_new,
+               const Tensor& tanh_c, const Tensor& h_new, const Tensor& x_proj, const Tensor& g_buf);
+// The gate gradients dz ([batch, 4u]) and dc_prev ([batch, u]) from the saved act and tanh_c;
+// dh, dc, c: rows.
+void lstm_cell_backward(const Tensor& act, const Tensor& tanh_c, const Tensor& dh, const Tensor& dc,
+                        const Tensor& c, const Tensor& dz, const Tensor& dc_prev);
+
+// GRU (reset_after = true; gate blocks z, r, h). b_in, b_rec: [3u] contiguous or undefined (zeros).
+// Outputs: zr ([batch, 2u], the activated z and r), rec_h ([batch, u], h @ R_h + b_rec_h),
+// cand ([batch, u], the candidate), h_new. Workspace: inner [batch, 3u]; x_proj as above.
+void gru_cell(const Tensor& x, const Tensor& h, const Tensor& kernel, const Tensor& recurrent_kernel,
+              const Tensor& b_in, const Tensor& b_rec, const Tensor& zr, const Tensor& rec_h, const Tensor& cand,
+              const Tensor& h_new, const Tensor& x_proj, const Tensor& inner);
+// The gradients of the input side dX and the recurrent side dI ([batch, 3u]) and h's direct
+// term dh_direct ([batch, u]) from the saved zr, rec_h, cand; h, d: rows.
+void gru_cell_backward(const Tensor& zr, const Tensor& rec_h, const Tensor& cand, const Tensor& h,
+                       const Tensor& d, const Tensor& dX, const Tensor& dI, const Tensor& dh_direct);
+
+// y [n, w] = x [n, f] @ kernel [f, w] (+ bias [w]): the whole-sequence input projection, all
+// contiguous.
+void recurrent_input_projection(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Tensor& y);
+
+// ---- cross-entropies with logits -----------------------------------------------------------------
+
+// Per row of logits and labels ([rows, k], contiguous): loss[r] = sum_j labels * (lse - logits).
+void softmax_cross_entropy(const Tensor& labels, const Tensor& logits, const Tensor& loss);
+// Per row of logits ([rows, k], contiguous): loss[r] = lse - logits[r, labels[r]]. labels: int32
+// or int64, contiguous, [rows], every id already checked to lie in [0, k).
+void sparse_softmax_cross_entropy(const Tensor& labels, const Tensor& logits, const Tensor& loss);
+// Elementwise max(x, 0) - x z + log1p(exp(-|x|)), all contiguous, one shape.
+void sigmoid_cross_entropy(const Tensor& labels, const Tensor& logits, const Tensor& loss);
+
+}  // namespace keel::backend

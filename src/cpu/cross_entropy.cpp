@@ -1,0 +1,117 @@
+// The fused CPU kernels of the cross-entropies with logits.
+#include "cpu/cross_entropy.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "cpu/kernels.hpp"
+#include "cpu/rows.hpp"
+#include "cpu/strided.hpp"
+
+namespace keel::cpu {
+
+namespace {
+
+// log(sum(exp(row))) as (shift, log-sum) with lse = shift + logsum: `buf` receives
+// exp(row - shift). The shift is the row max, so every exponent is <= 0 and the sum is >= 1.
+// As in TensorFlow's SoftmaxCrossEntropyWithLogits kernel (and softmax), the max is taken as it
+// is: a NaN logit makes it NaN, and a +inf logit or a row of -inf gives inf - inf; either way
+// the row's loss is NaN, as TensorFlow's.
+template <class T>
+void row_logsumexp(const T* row, std::int64_t k, T* buf, T& shift, double& logsum) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (std::int64_t j = 0; j < k; ++j) m = row[j] > m || row[j] != row[j] ? row[j] : m;
+#pragma omp simd
+  for (std::int64_t j = 0; j < k; ++j) buf[j] = row[j] - m;
+  typed_kernels<T>().unary(UnaryOp::exp, buf, buf, k, T(0));
+  double s = 0;
+#pragma omp simd reduction(+ : s)
+  for (std::int64_t j = 0; j < k; ++j) s += static_cast<double>(buf[j]);
+  shift = m;
+  logsum = std::log(s);
+}
+
+// Runs f(r, row, shift, logsum) for every row of logits [rows, k], with the row's log-sum-exp
+// (row_logsumexp), in parallel over the rows.
+template <class T, class F>
+void for_rows_logsumexp(std::int64_t rows, std::int64_t k, const T* logits, F f) {
+  parallel_for(rows, row_grain(k), [&](std::int64_t r0, std::int64_t r1) {
+    std::vector<T> buf(static_cast<std::size_t>(k));
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* x = logits + r * k;
+      T m;
+      double logsum;
+      row_logsumexp(x, k, buf.data(), m, logsum);
+      f(r, x, m, logsum);
+    }
+  });
+}
+
+}  // namespace
+
+template <class T>
+void softmax_cross_entropy(std::int64_t rows, std::int64_t k, const T* labels, const T* logits, T* loss) {
+  for_rows_logsumexp(rows, k, logits, [=](std::int64_t r, const T* x, T m, double logsum) {
+    const T* z = labels + r * k;
+    // lse - x_j = logsum - (x_j - m): both terms are small, nothing large cancels.
+    double s = 0;
+    for (std::int64_t j = 0; j < k; ++j) {
+      if (z[j] == T(0)) continue;  // 0 * anything finite; also keeps -inf logits out
+      s += static_cast<double>(z[j]) * (logsum - static_cast<double>(x[j] - m));
+    }
+    loss[r] = static_cast<T>(s);
+  });
+}
+
+template <class T, class I>
+void sparse_softmax_cross_entropy(std::int64_t rows, std::int64_t k, const I* labels, const T* logits, T* loss) {
+  for_rows_logsumexp(rows, k, logits, [=](std::int64_t r, const T* x, T m, double logsum) {
+    // lse - x[label] = (m - x[label]) + logsum
+    loss[r] = static_cast<T>(static_cast<double>(m - x[static_cast<std::int64_t>(labels[r])]) + logsum);
+  });
+}
+
+template <class T>
+void sigmoid_cross_entropy(std::int64_t n, const T* labels, const T* logits, T* loss) {
+  const T* xp = logits;
+  const T* zp = labels;
+  T* out = loss;
+  constexpr std::int64_t kChunk = 1024;  // a stack buffer for the SIMD exp and log1p
+  parallel_for(n, kParallelGrain, [&](std::int64_t i0, std::int64_t i1) {
+    T buf[kChunk];
+    const auto& kern = typed_kernels<T>();
+    for (std::int64_t b = i0; b < i1; b += kChunk) {
+      const std::int64_t len = std::min(kChunk, i1 - b);
+      const T* x = xp + b;
+      const T* z = zp + b;
+      // max(x, 0) - x z + log(1 + exp(-|x|)): the exponent is never positive, so exp
+      // cannot overflow, and log1p keeps the tail accurate when exp(-|x|) is tiny.
+#pragma omp simd
+      for (std::int64_t i = 0; i < len; ++i) buf[i] = -std::abs(x[i]);
+      kern.unary(UnaryOp::exp, buf, buf, len, T(0));
+      kern.unary(UnaryOp::log1p, buf, buf, len, T(0));
+      T* o = out + b;
+      // (A NaN logit drops out of the max term, but not out of buf = log1p(exp(-|NaN|)) = NaN.)
+#pragma omp simd
+      for (std::int64_t i = 0; i < len; ++i) o[i] = (x[i] > T(0) ? x[i] : T(0)) - x[i] * z[i] + buf[i];
+    }
+  });
+}
+
+template void softmax_cross_entropy<float>(std::int64_t, std::int64_t, const float*, const float*, float*);
+template void softmax_cross_entropy<double>(std::int64_t, std::int64_t, const double*, const double*, double*);
+template void sparse_softmax_cross_entropy<float, std::int32_t>(std::int64_t, std::int64_t, const std::int32_t*,
+                                                                 const float*, float*);
+template void sparse_softmax_cross_entropy<float, std::int64_t>(std::int64_t, std::int64_t, const std::int64_t*,
+                                                                 const float*, float*);
+template void sparse_softmax_cross_entropy<double, std::int32_t>(std::int64_t, std::int64_t, const std::int32_t*,
+                                                                  const double*, double*);
+template void sparse_softmax_cross_entropy<double, std::int64_t>(std::int64_t, std::int64_t, const std::int64_t*,
+                                                                  const double*, double*);
+template void sigmoid_cross_entropy<float>(std::int64_t, const float*, const float*, float*);
+template void sigmoid_cross_entropy<double>(std::int64_t, const double*, const double*, double*);
+
+}  // namespace keel::cpu

@@ -1,0 +1,21 @@
+#pragma once
+// The fused CPU kernels of the cross-entropies with logits (src/ops/losses.cpp records them,
+// with their gradients), float or double, on contiguous memory. The log-sum-exp of a row is
+// shifted by the row max, so exp never overflows and nothing cancels to Inf - Inf.
+#include <cstdint>
+
+namespace keel::cpu {
+
+// loss[r] = sum_j labels[r, j] * (lse(logits[r, :]) - logits[r, j]) over [rows, k].
+template <class T>
+void softmax_cross_entropy(std::int64_t rows, std::int64_t k, const T* labels, const T* logits, T* loss);
+
+// loss[r] = lse(logits[r, :]) - logits[r, labels[r]]; every label lies in [0, k).
+template <class T, class I>
+void sparse_softmax_cross_entropy(std::int64_t rows, std::int64_t k, const I* labels, const T* logits, T* loss);
+
+// loss[i] = max(x, 0) - x z + log1p(exp(-|x|)) with x = logits[i], z = labels[i].
+template <class T>
+void sigmoid_cross_entropy(std::int64_t n, const T* labels, const T* logits, T* loss);
+
+}  // namespace keel::cpu

@@ -1,0 +1,369 @@
+// The fused CPU kernels of batch_norm and layer_norm (src/ops/normalization.cpp records them,
+// with their gradients).
+#include "cpu/normalization.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "cpu/rows.hpp"
+#include "cpu/strided.hpp"
+#include "keel/core/config.hpp"
+
+namespace keel::cpu {
+
+namespace {
+
+// The values of a small parameter (gamma, beta, statistics), or `fill` repeated when it is absent.
+template <class T>
+std::vector<T> values_or(const T* p, std::int64_t n, T fill) {
+  if (p == nullptr) return std::vector<T>(static_cast<std::size_t>(n), fill);
+  return std::vector<T>(p, p + n);
+}
+
+// Column sums run over blocks of rows: each block is summed in T (short sums keep the rounding
+// error small even in float32) and the block sums are added in double. A block holds about
+// kBlockElems elements (it stays in L1 while its column strips are read) and at most kBlockRows.
+constexpr std::int64_t kBlockRows = 128;
+constexpr std::int64_t kBlockElems = 8192;
+
+// Rows are split into chunks whose boundaries depend only on the shape, never on the thread
+// count, so the order of every addition, and the result, is the same with 1 or 16 threads.
+std::int64_t column_chunks(std::int64_t rows, std::int64_t cols) {
+  const std::int64_t most = std::max<std::int64_t>(1, std::min<std::int64_t>(rows, 64));
+  return std::clamp<std::int64_t>(rows * cols / 32768, 1, most);
+}
+
+// Two per-column sums over all rows: elem(r, c, a1, a2) adds element (r, c)'s contributions to
+// the accumulators a1 and a2. Results in s1, s2 (double, one per column).
+//
+// The loops run over strips of W columns, rows inside: the 2 W accumulators of a strip stay
+// in registers for the whole block (a row-by-row loop would load and store every accumulator
+// for every row, which costs more than the arithmetic when rows are short, as C = 16 is).
+template <class T, class Elem>
+void column_sums(std::int64_t rows, std::int64_t cols, Elem elem, std::vector<double>& s1,
+                 std::vector<double>& s2) {
+  constexpr std::int64_t W = 64 / sizeof(T);  // four SSE vectors per accumulator
+  const std::int64_t chunks = column_chunks(rows, cols);
+  const std::int64_t block_rows = std::clamp<std::int64_t>(kBlockElems / std::max<std::int64_t>(cols, 1), 1, kBlockRows);
+  const auto ucols = static_cast<std::size_t>(cols);
+  std::vector<double> partial(static_cast<std::size_t>(chunks) * ucols * 2, 0.0);
+  [[maybe_unused]] const int nt = std::max(1, config::num_threads());
+  [[maybe_unused]] const bool par = nt > 1 && chunks > 1;
+#pragma omp parallel for num_threads(nt) schedule(static) if (par)
+  for (std::int64_t k = 0; k < chunks; ++k) {
+    double* p1 = partial.data() + static_cast<std::size_t>(k) * ucols * 2;
+    double* p2 = p1 + ucols;
+    const std::int64_t r0 = rows * k / chunks, r1 = rows * (k + 1) / chunks;
+    for (std::int64_t b = r0; b < r1; b += block_rows) {
+      const std::int64_t e = std::min(r1, b + block_rows);
+      std::int64_t c0 = 0;
+      for (; c0 + W <= cols; c0 += W) {
+        T a1[W] = {}, a2[W] = {};
+        for (std::int64_t r = b; r < e; ++r)
+#pragma omp simd
+          for (std::int64_t j = 0; j < W; ++j) elem(r, c0 + j, a1[j], a2[j]);
+        for (std::int64_t j = 0; j < W; ++j) {
+          p1[c0 + j] += static_cast<double>(a1[j]);
+          p2[c0 + j] += static_cast<double>(a2[j]);
+        }
+      }
+      if (c0 < cols) {  // the last, narrower strip
+        const std::int64_t w = cols - c0;
+        T a1[W] = {}, a2[W] = {};
+        for (std::int64_t r = b; r < e; ++r)
+          for (std::int64_t j = 0; j < w; ++j) elem(r, c0 + j, a1[j], a2[j]);
+        for (std::int64_t j = 0; j < w; ++j) {
+          p1[c0 + j] += static_cast<double>(a1[j]);
+          p2[c0 + j] += static_cast<double>(a2[j]);
+        }
+      }
+    }
+  }
+  s1.assign(ucols, 0.0);
+  s2.assign(ucols, 0.0);
+  for (std::int64_t k = 0; k < chunks; ++k) {
+    const double* p1 = partial.data() + static_cast<std::size_t>(k) * ucols * 2;
+    for (std::size_t c = 0; c < ucols; ++c) {
+      s1[c] += p1[c];
+      s2[c] += p1[ucols + c];
+    }
+  }
+}
+
+// sum of f(j) for j < n, for a row in cache: 16 independent T lanes (no single long chain of
+// dependent additions) over blocks of 1024 elements, the block sums added in double.
+template <class T, class F>
+double row_sum(std::int64_t n, F f) {
+  constexpr std::int64_t L = 16;
+  double total = 0;
+  for (std::int64_t b = 0; b < n; b += 1024) {
+    const std::int64_t e = std::min(n, b + 1024);
+    T acc[L] = {};
+    std::int64_t j = b;
+    for (; j + L <= e; j += L)
+#pragma omp simd
+      for (std::int64_t k = 0; k < L; ++k) acc[k] += f(j + k);
+    T tail = 0;
+    for (; j < e; ++j) tail += f(j);
+    // Pairwise across the lanes: four dependent steps instead of a chain of sixteen.
+    for (std::int64_t w = L / 2; w > 0; w /= 2)
+      for (std::int64_t k = 0; k < w; ++k) acc[k] += acc[k + w];
+    total += static_cast<double>(acc[0]) + static_cast<double>(tail);
+  }
+  return total;
+}
+
+// y[r, c] = (x[r, c] - center[c]) * scale[c] + offset[c]
+template <class T>
+void normalize_columns(const T* x, T* y, std::int64_t rows, std::int64_t cols, const T* center,
+                       const T* scale, const T* offset) {
+  parallel_for(rows, row_grain(cols), [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* xr = x + r * cols;
+      T* yr = y + r * cols;
+#pragma omp simd
+      for (std::int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - center[c]) * scale[c] + offset[c];
+    }
+  });
+}
+
+// Batch mean and biased variance of each column. The sums are taken of x minus the first row
+// (the "shifted data" algorithm): the shift is a sample, so it lies within a few standard
+// deviations of the mean, and sum((x-k)^2)/n - (sum(x-k)/n)^2 loses no digits to cancellation
+// even when the mean is far from zero; one pass over x, no second pass for the variance.
+template <class T>
+void column_moments(const T* x, std::int64_t rows, std::int64_t cols, std::vector<double>& mean,
+                    std::vector<double>& var) {
+  const T* shift = x;
+  std::vector<double> s, q;
+  column_sums<T>(rows, cols, [=](std::int64_t r, std::int64_t c, T& a1, T& a2) {
+    const T d = x[r * cols + c] - shift[c];
+    a1 += d;
+    a2 += d * d;
+  }, s, q);
+  const auto n = static_cast<double>(rows);
+  mean.resize(s.size());
+  var.resize(s.size());
+  for (std::size_t c = 0; c < s.size(); ++c) {
+    const double dm = s[c] / n;
+    mean[c] = static_cast<double>(shift[c]) + dm;
+    var[c] = std::max(q[c] / n - dm * dm, 0.0);  // rounding can go below 0; NaN stays NaN
+  }
+}
+
+// Rows handled together by the layer-norm loops: each step (sums, then square roots, then the
+// output) runs over the whole group before the next starts, so the long chain of dependent
+// operations of one row (sum -> mean -> centred sum -> sqrt -> divide) overlaps with those of
+// the other rows instead of stalling every short row. A group stays within L1.
+std::int64_t row_group(std::int64_t cols) { return std::clamp<std::int64_t>(4096 / std::max<std::int64_t>(cols, 1), 1, 64); }
+
+}  // namespace
+
+// ---- batch norm ------------------------------------------------------------------------------
+
+template <class T>
+void batch_norm_train(const T* x, std::int64_t rows, std::int64_t cols, const T* gamma, const T* beta,
+                      const T* moving_mean, const T* moving_variance, double momentum, double epsilon, T* y,
+                      T* mean, T* rstd, T* new_moving_mean, T* new_moving_variance) {
+  const auto uc = static_cast<std::size_t>(cols);
+  const std::vector<T> ga = values_or<T>(gamma, cols, T(1));
+  const std::vector<T> be = values_or<T>(beta, cols, T(0));
+  std::vector<T> center(uc), scale(uc);
+  std::vector<double> bm, bv;
+  column_moments<T>(x, rows, cols, bm, bv);
+  std::vector<T> var_t(uc);
+  for (std::size_t c = 0; c < uc; ++c) {
+    mean[c] = static_cast<T>(bm[c]);
+    var_t[c] = static_cast<T>(bv[c]);
+    const double r = 1.0 / std::sqrt(bv[c] + epsilon);
+    rstd[c] = static_cast<T>(r);
+    center[c] = mean[c];
+    scale[c] = static_cast<T>(static_cast<double>(ga[c]) * r);
+  }
+  // Keras: moving = moving * momentum + batch * (1 - momentum), with the biased batch
+  // variance (keras.ops.moments) for the moving variance too.
+  auto update = [&](const T* moving, const T* batch, T* out) {
+    if (moving == nullptr) return;
+    for (std::size_t c = 0; c < uc; ++c)
+      out[c] = static_cast<T>(static_cast<double>(moving[c]) * momentum + static_cast<double>(batch[c]) * (1 - momentum));
+  };
+  update(moving_mean, mean, new_moving_mean);
+  update(moving_variance, var_t.data(), new_moving_variance);
+  normalize_columns<T>(x, y, rows, cols, center.data(), scale.data(), be.data());
+}
+
+template <class T>
+void batch_norm_inference(const T* x, std::int64_t rows, std::int64_t cols, const T* gamma, const T* beta,
+                          const T* moving_mean, const T* moving_variance, double epsilon, T* y) {
+  const auto uc = static_cast<std::size_t>(cols);
+  const std::vector<T> ga = values_or<T>(gamma, cols, T(1));
+  const std::vector<T> be = values_or<T>(beta, cols, T(0));
+  const std::vector<T> mm = values_or<T>(moving_mean, cols, T(0));
+  const std::vector<T> mv = values_or<T>(moving_variance, cols, T(1));
+  std::vector<T> center(uc), scale(uc);
+  for (std::size_t c = 0; c < uc; ++c) {
+    center[c] = mm[c];
+    scale[c] = static_cast<T>(static_cast<double>(ga[c]) / std::sqrt(static_cast<double>(mv[c]) + epsilon));
+  }
+  normalize_columns<T>(x, y, rows, cols, center.data(), scale.data(), be.data());
+}
+
+// The kernel evaluates dx = a*g + b*(x - mean) + e with per-channel a, b, e.
+template <class T>
+void batch_norm_train_backward(const T* x, const T* dy, std::int64_t rows, std::int64_t cols, const T* gamma,
+                               const T* mean, const T* rstd, T* dx, T* dgamma, T* dbeta) {
+  const std::int64_t C = cols, M = rows;
+  const T* xp = x;
+  const T* gp = dy;
+  const T* m = mean;
+  const T* rs = rstd;
+  const std::vector<T> ga = values_or<T>(gamma, C, T(1));
+  std::vector<double> gsum, gxc;  // sum(g), sum(g * (x - mean))
+  column_sums<T>(M, C, [=](std::int64_t r, std::int64_t c, T& a1, T& a2) {
+    const T g = gp[r * C + c];
+    a1 += g;
+    a2 += g * (xp[r * C + c] - m[c]);
+  }, gsum, gxc);
+  const auto uc = static_cast<std::size_t>(C);
+  if (dgamma != nullptr)
+    for (std::size_t c = 0; c < uc; ++c) dgamma[c] = static_cast<T>(gxc[c] * static_cast<double>(rs[c]));
+  if (dbeta != nullptr)
+    for (std::size_t c = 0; c < uc; ++c) dbeta[c] = static_cast<T>(gsum[c]);
+  if (dx != nullptr) {
+    std::vector<T> a(uc), b(uc), e(uc);
+    const auto n = static_cast<double>(M);
+    for (std::size_t c = 0; c < uc; ++c) {
+      const double r = rs[c], ac = static_cast<double>(ga[c]) * r;
+      a[c] = static_cast<T>(ac);
+      b[c] = static_cast<T>(-ac * r * r * gxc[c] / n);
+      e[c] = static_cast<T>(-ac * gsum[c] / n);
+    }
+    T* dp = dx;
+    parallel_for(M, row_grain(C), [&](std::int64_t r0, std::int64_t r1) {
+      const T *pa = a.data(), *pb = b.data(), *pe = e.data();
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const T* xr = xp + r * C;
+        const T* gr = gp + r * C;
+        T* dr = dp + r * C;
+#pragma omp simd
+        for (std::int64_t c = 0; c < C; ++c) dr[c] = pa[c] * gr[c] + pb[c] * (xr[c] - m[c]) + pe[c];
+      }
+    });
+  }
+}
+
+// ---- layer norm ----------------------------------------------------------------------------------
+
+// Per row: mean and 1/sqrt(var + eps) (two passes over the row, which is in cache after the
+// first), then y = (x - mean) * rstd * gamma + beta.
+template <class T>
+void layer_norm(const T* x, std::int64_t rows, std::int64_t cols, const T* gamma_in, const T* beta_in,
+                double epsilon, T* y, T* mean_out, T* rstd_out) {
+  if (cols == 0) return;
+  const std::vector<T> ga = values_or<T>(gamma_in, cols, T(1));
+  const std::vector<T> be = values_or<T>(beta_in, cols, T(0));
+  const T* gamma = ga.data();
+  const T* beta = be.data();
+  const auto n = static_cast<double>(cols);
+  const std::int64_t group = row_group(cols);
+  parallel_for(rows, row_grain(cols), [&](std::int64_t r0, std::int64_t r1) {
+    double mu[64], q[64];
+    for (std::int64_t g0 = r0; g0 < r1; g0 += group) {
+      const std::int64_t len = std::min(group, r1 - g0);
+      for (std::int64_t i = 0; i < len; ++i) {
+        const T* xr = x + (g0 + i) * cols;
+        mu[i] = row_sum<T>(cols, [xr](std::int64_t j) { return xr[j]; }) / n;
+        mean_out[g0 + i] = static_cast<T>(mu[i]);
+      }
+      for (std::int64_t i = 0; i < len; ++i) {
+        const T* xr = x + (g0 + i) * cols;
+        const T m = mean_out[g0 + i];
+        q[i] = row_sum<T>(cols, [xr, m](std::int64_t j) {
+          const T d = xr[j] - m;
+          return d * d;
+        });
+      }
+      for (std::int64_t i = 0; i < len; ++i) {
+        // Centred on the rounded mean m: sum((x - m)^2) / n = var + (mu - m)^2.
+        const double dm = mu[i] - static_cast<double>(mean_out[g0 + i]);
+        const double var = std::max(q[i] / n - dm * dm, 0.0);  // NaN stays NaN
+        rstd_out[g0 + i] = static_cast<T>(1.0 / std::sqrt(var + epsilon));
+      }
+      for (std::int64_t i = 0; i < len; ++i) {
+        const T* xr = x + (g0 + i) * cols;
+        T* yr = y + (g0 + i) * cols;
+        const T m = mean_out[g0 + i], rt = rstd_out[g0 + i];
+#pragma omp simd
+        for (std::int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - m) * rt * gamma[c] + beta[c];
+      }
+    }
+  });
+}
+
+template <class T>
+void layer_norm_backward(const T* x, const T* dy, std::int64_t rows, std::int64_t cols, const T* gamma,
+                         const T* mean, const T* rstd, T* dx, T* dgamma, T* dbeta) {
+  const T* xp = x;
+  const T* gp = dy;
+  const T* mp = mean;
+  const T* rp = rstd;
+  if (dx != nullptr) {
+    const std::vector<T> ga = values_or<T>(gamma, cols, T(1));
+    const T* gm = ga.data();
+    T* dp = dx;
+    const auto n = static_cast<double>(cols);
+    const std::int64_t group = row_group(cols);
+    parallel_for(rows, row_grain(cols), [&](std::int64_t r0, std::int64_t r1) {
+      T mean_h[64], mean_hx[64];  // per row of the group: mean(h), mean(h * xhat)
+      for (std::int64_t g0 = r0; g0 < r1; g0 += group) {
+        const std::int64_t len = std::min(group, r1 - g0);
+        for (std::int64_t i = 0; i < len; ++i) {
+          const std::int64_t r = g0 + i;
+          const T* xr = xp + r * cols;
+          const T* gr = gp + r * cols;
+          const T m = mp[r], rs = rp[r];
+          mean_h[i] = static_cast<T>(row_sum<T>(cols, [=](std::int64_t j) { return gr[j] * gm[j]; }) / n);
+          mean_hx[i] = static_cast<T>(
+              row_sum<T>(cols, [=](std::int64_t j) { return gr[j] * gm[j] * ((xr[j] - m) * rs); }) / n);
+        }
+        for (std::int64_t i = 0; i < len; ++i) {
+          const std::int64_t r = g0 + i;
+          const T* xr = xp + r * cols;
+          const T* gr = gp + r * cols;
+          T* dr = dp + r * cols;
+          const T m = mp[r], rs = rp[r], a = mean_h[i], b = mean_hx[i];
+#pragma omp simd
+          for (std::int64_t j = 0; j < cols; ++j) dr[j] = rs * (gr[j] * gm[j] - a - (xr[j] - m) * rs * b);
+        }
+      }
+    });
+  }
+  if (dgamma != nullptr || dbeta != nullptr) {
+    std::vector<double> dg, db;
+    column_sums<T>(rows, cols, [=](std::int64_t r, std::int64_t c, T& a1, T& a2) {
+      const T g = gp[r * cols + c];
+      a1 += g * ((xp[r * cols + c] - mp[r]) * rp[r]);
+      a2 += g;
+    }, dg, db);
+    if (dgamma != nullptr) std::copy(dg.begin(), dg.end(), dgamma);
+    if (dbeta != nullptr) std::copy(db.begin(), db.end(), dbeta);
+  }
+}
+
+#define KEEL_NORMALIZATION_KERNELS(T)                                                                         \
+  template void batch_norm_train<T>(const T*, std::int64_t, std::int64_t, const T*, const T*, const T*,       \
+                                    const T*, double, double, T*, T*, T*, T*, T*);                            \
+  template void batch_norm_inference<T>(const T*, std::int64_t, std::int64_t, const T*, const T*, const T*,   \
+                                        const T*, double, T*);                                                \
+  template void batch_norm_train_backward<T>(const T*, const T*, std::int64_t, std::int64_t, const T*,        \
+                                             const T*, const T*, T*, T*, T*);                                 \
+  template void layer_norm<T>(const T*, std::int64_t, std::int64_t, const T*, const T*, double, T*, T*, T*);  \
+  template void layer_norm_backward<T>(const T*, const T*, std::int64_t, std::int64_t, const T*, const T*,    \
+                                       const T*, T*, T*, T*);
+KEEL_NORMALIZATION_KERNELS(float)
+KEEL_NORMALIZATION_KERNELS(double)
+#undef KEEL_NORMALIZATION_KERNELS
+
+}  // namespace keel::cpu

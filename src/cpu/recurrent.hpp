@@ -1,0 +1,56 @@
+#pragma once
+// The fused CPU kernels of the LSTM and GRU cells (src/ops/recurrent.cpp records them, with
+// their gradients), float or double. Matrices are row-major; a `Rows` operand is read in place
+// with any row stride (time steps of a sequence, split gradients), everything else is contiguous.
+#include <cstdint>
+
+namespace keel::cpu {
+
+// Row r of a matrix whose last axis has unit stride is p + r * ld.
+template <class T>
+struct Rows {
+  const T* p = nullptr;
+  std::int64_t ld = 0;
+  const T* row(std::int64_t r) const { return p + r * ld; }
+};
+
+// The input side of a cell: with `kernel` ([features, width]), x is [batch, features] contiguous
+// and x_proj ([batch, width]) receives x @ kernel; without, x.row(r) is already that projection.
+template <class T>
+struct CellInput {
+  Rows<T> x;
+  std::int64_t features = 0;
+  const T* kernel = nullptr;
+  T* x_proj = nullptr;
+};
+
+// LSTM, gates [i | f | g | o] of u columns each: z = x @ kernel + h @ recurrent_kernel + bias
+// (bias [4u] or null); act = the activated gates [batch, 4u]; c_new = f*c + i*g,
+// tanh_c = tanh(c_new), h_new = o * tanh_c ([batch, u]). g_buf: [batch, u] workspace.
+template <class T>
+void lstm_cell(std::int64_t batch, std::int64_t u, const CellInput<T>& in, const T* h, const T* recurrent_kernel,
+               const T* bias, Rows<T> c, T* act, T* g_buf, T* c_new, T* tanh_c, T* h_new);
+
+// The LSTM gate gradients: dz [batch, 4u] and dc_prev [batch, u] from act and tanh_c.
+template <class T>
+void lstm_cell_backward(std::int64_t batch, std::int64_t u, const T* act, const T* tanh_c, Rows<T> dh, Rows<T> dc,
+                        Rows<T> c, T* dz, T* dc_prev);
+
+// GRU (reset_after = true), blocks [z | r | h]: X = x @ kernel + b_in, I = h @ recurrent_kernel
+// + b_rec (biases [3u] or null: zeros); zr = [sigmoid(X_z + I_z) | sigmoid(X_r + I_r)] [batch, 2u],
+// rec_h = I_h, cand = tanh(X_h + r * I_h), h_new = z * h + (1 - z) * cand ([batch, u]).
+// inner: [batch, 3u] workspace.
+template <class T>
+void gru_cell(std::int64_t batch, std::int64_t u, const CellInput<T>& in, const T* h, const T* recurrent_kernel,
+              const T* b_in, const T* b_rec, T* zr, T* rec_h, T* cand, T* h_new, T* inner);
+
+// The GRU gradients: dX, dI [batch, 3u] and dh_direct = d * z [batch, u].
+template <class T>
+void gru_cell_backward(std::int64_t batch, std::int64_t u, const T* zr, const T* rec_h, const T* cand, Rows<T> h,
+                       Rows<T> d, T* dX, T* dI, T* dh_direct);
+
+// y [n, w] = x [n, f] @ kernel [f, w], plus bias [w] (or null) on every row.
+template <class T>
+void linear(std::int64_t n, std::int64_t f, std::int64_t w, const T* x, const T* kernel, const T* bias, T* y);
+
+}  // namespace keel::cpu

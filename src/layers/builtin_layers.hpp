@@ -1,0 +1,20 @@
+#pragma once
+// Each family of built-in layers registers its own classes (in its *_config.cpp, beside its field
+// lists); the registry calls these once, when it is first used.
+#include <map>
+#include <string>
+
+#include "keel/layers/registry.hpp"
+
+namespace keel::layers::detail {
+
+using Factories = std::map<std::string, LayerFactory>;
+
+void register_core_layers(Factories& f);
+void register_convolutional_layers(Factories& f);
+void register_normalization_layers(Factories& f);
+void register_recurrent_layers(Factories& f);
+void register_attention_layers(Factories& f);
+void register_preprocessing_layers(Factories& f);
+
+}  // namespace keel::layers::detail

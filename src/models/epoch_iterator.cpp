@@ -1,0 +1,90 @@
+#include "models/epoch_iterator.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "keel/core/device.hpp"
+#include "keel/ops/creation.hpp"
+#include "keel/ops/shape.hpp"
+
+namespace keel::models::detail {
+
+namespace {
+
+Tensor take_rows(const Tensor& t, const Tensor& idx) { return t.defined() ? gather(t, idx, 0) : t; }
+
+// A seeded permutation of [0, n) from keel's generator (same seed, same order).
+Tensor permutation(std::int64_t n) {
+  const auto keys = random::uniform({n}, 0, 1, DType::float64).to_vector<double>();
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(n));
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](std::int64_t a, std::int64_t b) {
+    return keys[static_cast<std::size_t>(a)] < keys[static_cast<std::size_t>(b)];
+  });
+  return constant(idx);
+}
+
+}  // namespace
+
+void check_xy(const Tensor& x, const Tensor& y, const char* op) {
+  if (!x.defined()) throw ValueError(fmt::format("{}: x is undefined", op));
+  if (x.rank() == 0) throw ShapeError(fmt::format("{}: x needs a batch axis, got shape {}", op, x.shape().to_string()));
+  if (y.defined() && (y.rank() == 0 || y.shape()[0] != x.shape()[0]))
+    throw ShapeError(fmt::format("{}: x and y have different numbers of samples: {} and {}", op,
+                                 x.shape().to_string(), y.shape().to_string()));
+}
+
+Tensor rows(const Tensor& t, std::int64_t begin, std::int64_t end) {
+  if (!t.defined()) return t;
+  std::vector<std::int64_t> b(static_cast<std::size_t>(t.rank()), 0), s(t.shape().dims());
+  b[0] = begin;
+  s[0] = end - begin;
+  return slice(t, b, s);
+}
+
+EpochIterator::EpochIterator(const Tensor& x, const Tensor& y, const Tensor& sample_weight,
+                             std::int64_t batch_size, bool shuffle, std::int64_t steps) {
+  const std::int64_t n = x.shape()[0];
+  const std::int64_t batches = (n + batch_size - 1) / batch_size;
+  steps_ = steps > 0 ? std::min(steps, batches) : batches;
+  batches_ = data::Dataset<Batch>([x, y, sample_weight, batch_size, shuffle, n, count = steps_] {
+    Tensor order;
+    if (shuffle) {
+      // Each epoch draws its order when it starts; the indices are made beside the data.
+      DeviceScope beside_data(x.device());
+      order = permutation(n);
+    }
+    return data::Dataset<Batch>::Next([=, step = std::int64_t{0}]() mutable -> std::optional<Batch> {
+      if (step >= count) return std::nullopt;
+      const std::int64_t b = step * batch_size, e = std::min(n, b + batch_size);
+      ++step;
+      if (!shuffle) return Batch{rows(x, b, e), rows(y, b, e), rows(sample_weight, b, e)};
+      const Tensor idx = rows(order, b, e);
+      return Batch{take_rows(x, idx), take_rows(y, idx), take_rows(sample_weight, idx)};
+    });
+  });
+}
+
+EpochIterator::EpochIterator(const data::Dataset<std::pair<Tensor, Tensor>>& batches, std::int64_t steps,
+                             const char* op)
+    : batches_(batches.map([](const Tensor& x, const Tensor& y) { return Batch{x, y, Tensor()}; })),
+      steps_(steps),
+      op_(op) {}
+
+std::int64_t EpochIterator::run_epoch(const std::function<bool(std::int64_t, const Batch&)>& f) const {
+  std::int64_t step = 0;
+  for (const Batch& batch : batches_) {
+    if (steps_ > 0 && step >= steps_) break;  // a Dataset longer than the steps asked for
+    if (op_) check_xy(batch.x, batch.y, op_);
+    const bool more = f(step, batch);
+    ++step;
+    if (!more) break;
+  }
+  return step;
+}
+
+}  // namespace keel::models::detail
