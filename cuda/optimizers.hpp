@@ -2,7 +2,7 @@
 // Fused optimizer updates on CUDA: one kernel launch updates one variable and its slots, where
 // the update written with ops launches a dozen small kernels. Plain C++17 with no CUDA header:
 // included by src/optimizers/optimizers.cpp (C++20) and cuda/optimizers.cu (nvcc). Builds
-// without CUDA get stubs that throw DeviceError (src/optimizers/cuda_optimizers_unavailable.cpp).
+// without CUDA get stubs that throw DeviceError (src/backend/cuda_unavailable.cpp).
 //
 // The arithmetic is the CPU's, operation for operation and in the same order (the fused float32
 // loop and the op-based rule of src/optimizers/optimizers.cpp), with no fused multiply-adds, so
