@@ -35,7 +35,7 @@ message(STATUS "keel: CUDA backend ${KEEL_CUDA_ENABLED}")
 function(keel_configure_cuda target)
   if(KEEL_CUDA_ENABLED)
     target_compile_definitions(${target} PRIVATE KEEL_WITH_CUDA=1)
-    # The .cu files include "cuda/..." from the source root and "cpu/..." from src/.
+    # The .cu files include "cuda/..." from the source root and "core/..." from src/.
     target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR})
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
     target_link_libraries(${target} PRIVATE CUDA::cudart CUDA::cublas keel_cudnn)

@@ -1,5 +1,5 @@
 #pragma once
-// The CUDA backend's entry points, as the ops in src/ops/ call them. Plain C++17 with no CUDA
+// The CUDA backend's entry points, as the backend layer (src/backend/) calls them. Plain C++17 with no CUDA
 // header, so that both the C++20 library sources and the .cu files (nvcc) include it; it is
 // compiled into the library only when KEEL_WITH_CUDA is defined.
 //
@@ -9,18 +9,24 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cpu/conv.hpp"     // WindowGeom: the sliding-window geometry the CPU kernels use too
-#include "cpu/kernels.hpp"  // UnaryOp, BinaryOp, ReduceOp
+#include "core/kernel_kinds.hpp"  // the op kinds, shared with the CPU kernels
+#include "core/window.hpp"        // WindowGeom: the sliding-window geometry the CPU kernels use too
+#include "cuda/runtime.hpp"
 #include "keel/core/dtype.hpp"
 
 namespace keel::cuda {
 
-using cpu::BinaryOp;
-using cpu::ReduceOp;
-using cpu::UnaryOp;
+using kernel::ArgReduceOp;
+using kernel::BinaryOp;
+using kernel::CompareOp;
+using kernel::FloatTest;
+using kernel::LogicalOp;
+using kernel::ReduceOp;
+using kernel::UnaryOp;
+using kernel::WindowGeom;
 
 // Rank limit of the strided kernels. Callers merge dimensions that are contiguous in every
-// operand first (see merge_dims in src/core/cuda_dispatch.cpp), so only views with more than
+// operand first (see merge_axes in src/backend/cuda_views.cpp), so only views with more than
 // eight non-mergeable axes are refused (DeviceError).
 constexpr int kMaxDims = 8;
 
@@ -34,31 +40,6 @@ struct View {
   std::int64_t strides[kMaxDims] = {};
 };
 
-// ---- runtime (runtime.cu) ----------------------------------------------------------------------
-
-// Usable devices; 0 when the driver is missing or reports none (never throws).
-int device_count();
-// Raw device memory for the caching allocator: nullptr when the device is out of memory.
-void* raw_malloc(std::size_t nbytes, int device);
-void raw_free(void* ptr, int device);
-// Host -> device through a pinned staging buffer; `src` may be reused as soon as this returns.
-void copy_to_device(void* dst, const void* src, std::size_t nbytes, int device);
-// Device -> host; waits for the device's stream, so `dst` holds the data on return.
-void copy_to_host(void* dst, const void* src, std::size_t nbytes, int device);
-// Device -> device, within one GPU or between two.
-void copy_between(void* dst, int dst_device, const void* src, int src_device, std::size_t nbytes);
-// Waits until every queued kernel of `device` has finished.
-void synchronize(int device);
-// Bytes of device memory in all / free right now (cudaMemGetInfo).
-std::size_t total_memory(int device);
-std::size_t free_memory(int device);
-
-// Device memory from keel's caching allocator (src/core/cuda_allocator.cpp): what Storage and
-// the kernels' scratch buffers use. Reuses freed blocks of the same size class; on
-// out-of-memory it empties the cache and retries once, then throws DeviceError.
-void* allocate(std::size_t nbytes, int device);
-void deallocate(void* ptr, int device);
-
 // ---- elementwise and copies (elementwise.cu, copy.cu) -------------------------------------------
 // Outputs are contiguous views with the op's result shape; inputs are views of the same shape
 // whose strides are 0 on broadcast axes. All dtypes of keel are accepted where the CPU accepts
@@ -68,12 +49,11 @@ void fill(const View& out, double value);                     // out contiguous,
 void copy(const View& src, const View& dst);                  // any strides; converts dtypes
 void unary(UnaryOp op, const View& x, const View& out, double alpha);
 void binary(BinaryOp op, const View& a, const View& b, const View& out);
-// op: 0 eq, 1 ne, 2 lt, 3 le, 4 gt, 5 ge (the order of cpu::CompareOp); out is bool.
-void compare(int op, const View& a, const View& b, const View& out);
-void logical(bool is_and, const View& a, const View& b, const View& out);  // all bool
+void compare(CompareOp op, const View& a, const View& b, const View& out);  // out is bool
+void logical(LogicalOp op, const View& a, const View& b, const View& out);  // all bool
 void logical_not(const View& x, const View& out);
 void where(const View& cond, const View& a, const View& b, const View& out);
-void is_finite(const View& x, const View& out, bool nan_only);  // out bool: isfinite / isnan
+void float_test(FloatTest test, const View& x, const View& out);  // out bool: isfinite / isnan
 
 // ---- reductions (reduce.cu) --------------------------------------------------------------------
 
@@ -83,7 +63,7 @@ void is_finite(const View& x, const View& out, bool nan_only);  // out bool: isf
 void reduce(ReduceOp op, const View& x, int kept, const View& out);
 // x lists the kept axes first and the reduced axis last; out is int64 with the kept shape. The
 // first index of the max (min) wins ties, as on the CPU.
-void arg_reduce(bool is_max, const View& x, const View& out);
+void arg_reduce(ArgReduceOp op, const View& x, const View& out);
 
 // ---- matrix products (blas.cu) -----------------------------------------------------------------
 
@@ -102,33 +82,30 @@ void gemm(DType dtype, std::int64_t m, std::int64_t n, std::int64_t k, const Mat
           const Matrix& b, void* c, std::int64_t ldc, std::int64_t c_batch_stride,
           std::int64_t batch, int device);
 
-// Whether float32 GEMMs and convolutions may use TF32 tensor cores (default false, as the CPU).
-void set_tf32(bool enabled);
-bool tf32();
 
 // ---- convolution and pooling (conv.cu, pool.cu) -------------------------------------------------
-// The same contract as the CPU kernels of src/cpu/conv.hpp (NHWC images, [kh,kw,in,out] kernels,
+// The same contract as the CPU kernels of core/window.hpp (NHWC images, [kh,kw,in,out] kernels,
 // TensorFlow's padding given by the geometry), on device pointers. float32 and float64.
 
-void conv2d_forward(DType dtype, const cpu::WindowGeom& g, const void* x, const void* kernel,
+void conv2d_forward(DType dtype, const WindowGeom& g, const void* x, const void* kernel,
                     void* y, int device);
-void conv2d_backward_input(DType dtype, const cpu::WindowGeom& g, const void* dy,
+void conv2d_backward_input(DType dtype, const WindowGeom& g, const void* dy,
                            const void* kernel, void* dx, int device);
-void conv2d_backward_filter(DType dtype, const cpu::WindowGeom& g, const void* x, const void* dy,
+void conv2d_backward_filter(DType dtype, const WindowGeom& g, const void* x, const void* dy,
                             void* dkernel, int device);
-void depthwise_forward(DType dtype, const cpu::WindowGeom& g, const void* x, const void* kernel,
+void depthwise_forward(DType dtype, const WindowGeom& g, const void* x, const void* kernel,
                        void* y, int device);
-void depthwise_backward_input(DType dtype, const cpu::WindowGeom& g, const void* dy,
+void depthwise_backward_input(DType dtype, const WindowGeom& g, const void* dy,
                               const void* kernel, void* dx, int device);
-void depthwise_backward_filter(DType dtype, const cpu::WindowGeom& g, const void* x,
+void depthwise_backward_filter(DType dtype, const WindowGeom& g, const void* x,
                                const void* dy, void* dkernel, int device);
-void max_pool_forward(DType dtype, const cpu::WindowGeom& g, const void* x, void* y, int device);
-void max_pool_backward(DType dtype, const cpu::WindowGeom& g, const void* x, const void* dy,
+void max_pool_forward(DType dtype, const WindowGeom& g, const void* x, void* y, int device);
+void max_pool_backward(DType dtype, const WindowGeom& g, const void* x, const void* dy,
                        void* dx, int device);
-void max_pool_gather(DType dtype, const cpu::WindowGeom& g, const void* x, const void* dx,
+void max_pool_gather(DType dtype, const WindowGeom& g, const void* x, const void* dx,
                      void* out, int device);
-void avg_pool_forward(DType dtype, const cpu::WindowGeom& g, const void* x, void* y, int device);
-void avg_pool_backward(DType dtype, const cpu::WindowGeom& g, const void* dy, void* dx,
+void avg_pool_forward(DType dtype, const WindowGeom& g, const void* x, void* y, int device);
+void avg_pool_backward(DType dtype, const WindowGeom& g, const void* dy, void* dx,
                        int device);
 
 }  // namespace keel::cuda

@@ -1,9 +1,9 @@
 // conv2d and depthwise_conv2d on the GPU with cuDNN's convolution API (cudnnConvolutionForward,
-// ...BackwardData, ...BackwardFilter), under the CPU kernels' contract (src/cpu/conv.hpp): NHWC
+// ...BackwardData, ...BackwardFilter), under the CPU kernels' contract (src/cpu/conv.hpp, core/window.hpp): NHWC
 // images, kernels [kh, kw, in, out], TensorFlow's padding given by the geometry.
 //
 // What cuDNN needs that keel's layout does not give directly, made in scratch buffers by one
-// strided copy kernel (copy4d below):
+// strided copy kernel (conv_layout.cuh):
 // * Filters: cuDNN wants the output channel first ([o, kh, kw, c] with NHWC images), keel stores
 //   it last ([kh, kw, c, o]). The kernel is permuted before each call and the filter gradient
 //   permuted back after it (filters are small next to the images).
@@ -32,6 +32,7 @@
 #include <mutex>
 #include <string>
 
+#include "cuda/conv_layout.cuh"
 #include "cuda/runtime.cuh"
 #include "keel/core/error.hpp"
 
@@ -51,104 +52,7 @@ namespace keel::cuda {
 namespace {
 
 using i64 = std::int64_t;
-
-// ---- strided copies: permutes, pads and crops ----------------------------------------------------
-
-// dst(i0,i1,i2,i3) = src(i0+shift0, ..., i3+shift3), or 0 where that index falls outside
-// src_dims; dims, strides and shifts are per logical axis. The logical index is decomposed in
-// row-major order of dims, so the last axis should be the one contiguous in dst.
-struct Copy4 {
-  i64 dims[4];
-  i64 dst_stride[4];
-  i64 src_stride[4];
-  i64 shift[4];
-  i64 src_dims[4];
-};
-
-template <class T>
-__global__ void copy4d_kernel(Copy4 p, const T* __restrict__ src, T* __restrict__ dst, i64 total) {
-  for (i64 idx = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += static_cast<i64>(gridDim.x) * blockDim.x) {
-    i64 rest = idx, d = 0, s = 0;
-    bool inside = true;
-    for (int a = 3; a >= 0; --a) {
-      const i64 i = rest % p.dims[a];
-      rest /= p.dims[a];
-      const i64 j = i + p.shift[a];
-      inside = inside && j >= 0 && j < p.src_dims[a];
-      d += i * p.dst_stride[a];
-      s += j * p.src_stride[a];
-    }
-    dst[d] = inside ? src[s] : T(0);
-  }
-}
-
-void copy4d(DType dtype, const Copy4& p, const void* src, void* dst, int device) {
-  const i64 total = p.dims[0] * p.dims[1] * p.dims[2] * p.dims[3];
-  if (total == 0) return;
-  const int blocks = blocks_for(total, device);
-  if (dtype == DType::float32)
-    copy4d_kernel<float><<<blocks, kThreads, 0, stream(device)>>>(
-        p, static_cast<const float*>(src), static_cast<float*>(dst), total);
-  else
-    copy4d_kernel<double><<<blocks, kThreads, 0, stream(device)>>>(
-        p, static_cast<const double*>(src), static_cast<double*>(dst), total);
-  check_launch("conv copy kernel", device);
-}
-
-// ---- layouts ----------------------------------------------------------------------------------------
-
-// Strides of an image [n, h, w, c] stored as NHWC or as NCHW, in logical (n, h, w, c) order.
-std::array<i64, 4> image_strides(bool nchw, i64 h, i64 w, i64 c) {
-  if (nchw) return {c * h * w, w, 1, h * w};
-  return {h * w * c, w * c, c, 1};
-}
-
-// Copies image src (NHWC, h x w) into dst (layout `nchw`, dh x dw rows and columns), dst pixel
-// (r, q) reading src pixel (r + shift_h, q + shift_w), zero outside src.
-void copy_image(DType dtype, i64 n, i64 c, const void* src, bool src_nchw, i64 sh_, i64 sw_,
-                void* dst, bool dst_nchw, i64 dh_, i64 dw_, i64 shift_h, i64 shift_w,
-                int device) {
-  Copy4 p{};
-  const auto ds = image_strides(dst_nchw, dh_, dw_, c), ss = image_strides(src_nchw, sh_, sw_, c);
-  const i64 dims[4] = {n, dh_, dw_, c}, sdims[4] = {n, sh_, sw_, c},
-            shift[4] = {0, shift_h, shift_w, 0};
-  for (int a = 0; a < 4; ++a) {
-    p.dims[a] = dims[a];
-    p.dst_stride[a] = ds[static_cast<std::size_t>(a)];
-    p.src_stride[a] = ss[static_cast<std::size_t>(a)];
-    p.shift[a] = shift[a];
-    p.src_dims[a] = sdims[a];
-  }
-  copy4d(dtype, p, src, dst, device);
-}
-
-// Strides of a filter in logical (kh, kw, cg, o) order: keel's [kh, kw, c, o] kernel (depthwise:
-// [kh, kw, c, m] read as [kh, kw, 1, c*m]), or cuDNN's [o, kh, kw, cg] (NHWC) / [o, cg, kh, kw]
-// (NCHW).
-std::array<i64, 4> keel_filter_strides(i64 kh, i64 kw, i64 cg, i64 o) {
-  (void)kh;
-  return {kw * cg * o, cg * o, o, 1};
-}
-std::array<i64, 4> cudnn_filter_strides(bool nchw, i64 kh, i64 kw, i64 cg) {
-  if (nchw) return {kw, 1, kh * kw, cg * kh * kw};
-  return {kw * cg, cg, 1, kh * kw * cg};
-}
-
-void copy_filter(DType dtype, i64 kh, i64 kw, i64 cg, i64 o, const void* src,
-                 std::array<i64, 4> src_strides, void* dst, std::array<i64, 4> dst_strides,
-                 int device) {
-  Copy4 p{};
-  const i64 dims[4] = {kh, kw, cg, o};
-  for (int a = 0; a < 4; ++a) {
-    p.dims[a] = dims[a];
-    p.src_dims[a] = dims[a];
-    p.dst_stride[a] = dst_strides[static_cast<std::size_t>(a)];
-    p.src_stride[a] = src_strides[static_cast<std::size_t>(a)];
-    p.shift[a] = 0;
-  }
-  copy4d(dtype, p, src, dst, device);
-}
+using namespace conv_layout;
 
 // ---- descriptors --------------------------------------------------------------------------------------
 
@@ -203,7 +107,7 @@ bool symmetric_ok(i64 in, i64 out, i64 k, i64 stride, i64 dilation, i64 before) 
   return before - after >= 0 && before - after < stride;
 }
 
-Problem make_problem(DType dtype, const cpu::WindowGeom& g, i64 groups, bool nchw) {
+Problem make_problem(DType dtype, const WindowGeom& g, i64 groups, bool nchw) {
   Problem p{};
   p.dtype = dtype;
   p.nchw = nchw;
@@ -551,13 +455,13 @@ struct FilterShape {
   i64 cg, o;
   std::array<i64, 4> keel_strides;
 };
-FilterShape filter_shape(const cpu::WindowGeom& g, bool depthwise) {
+FilterShape filter_shape(const WindowGeom& g, bool depthwise) {
   const i64 cg = depthwise ? 1 : g.c;
   return {cg, g.o, keel_filter_strides(g.kh, g.kw, cg, g.o)};
 }
 
 // The kernel in cuDNN's filter layout, in a scratch buffer.
-void stage_filter(const Problem& p, const cpu::WindowGeom& g, const FilterShape& fs, const void* kernel,
+void stage_filter(const Problem& p, const WindowGeom& g, const FilterShape& fs, const void* kernel,
                   const Scratch& dst, int device) {
   copy_filter(p.dtype, g.kh, g.kw, fs.cg, fs.o, kernel, fs.keel_strides, dst.get(),
               cudnn_filter_strides(p.nchw, g.kh, g.kw, fs.cg), device);
@@ -590,7 +494,7 @@ std::map<Key, bool>& nchw_fallbacks() {
 // Runs attempt(problem) in NHWC (float32) and, when cuDNN has no algorithm for that, once more in
 // NCHW, remembering the choice. float64 always runs in NCHW.
 template <class Attempt>
-void with_layout(DType dtype, const cpu::WindowGeom& g, bool depthwise, Direction dir, int device,
+void with_layout(DType dtype, const WindowGeom& g, bool depthwise, Direction dir, int device,
                  Attempt&& attempt) {
   const i64 groups = depthwise ? g.c : 1;
   if (dtype == DType::float64) {
@@ -616,7 +520,7 @@ void with_layout(DType dtype, const cpu::WindowGeom& g, bool depthwise, Directio
   attempt(make_problem(dtype, g, groups, true));
 }
 
-void forward(const char* op, bool depthwise, DType dtype, const cpu::WindowGeom& g, const void* x,
+void forward(const char* op, bool depthwise, DType dtype, const WindowGeom& g, const void* x,
              const void* kernel, void* y, int device) {
   check_dtype(dtype, op);
   const i64 outputs = g.n * g.ho * g.wo * g.o;
@@ -639,7 +543,7 @@ void forward(const char* op, bool depthwise, DType dtype, const cpu::WindowGeom&
   });
 }
 
-void backward_input(const char* op, bool depthwise, DType dtype, const cpu::WindowGeom& g,
+void backward_input(const char* op, bool depthwise, DType dtype, const WindowGeom& g,
                     const void* dy, const void* kernel, void* dx, int device) {
   check_dtype(dtype, op);
   const i64 inputs = g.n * g.h * g.w * g.c;
@@ -669,7 +573,7 @@ void backward_input(const char* op, bool depthwise, DType dtype, const cpu::Wind
   });
 }
 
-void backward_filter(const char* op, bool depthwise, DType dtype, const cpu::WindowGeom& g,
+void backward_filter(const char* op, bool depthwise, DType dtype, const WindowGeom& g,
                      const void* x, const void* dy, void* dkernel, int device) {
   check_dtype(dtype, op);
   const FilterShape fs = filter_shape(g, depthwise);
@@ -699,32 +603,32 @@ void backward_filter(const char* op, bool depthwise, DType dtype, const cpu::Win
 
 }  // namespace
 
-void conv2d_forward(DType dtype, const cpu::WindowGeom& g, const void* x, const void* kernel,
+void conv2d_forward(DType dtype, const WindowGeom& g, const void* x, const void* kernel,
                     void* y, int device) {
   forward("conv2d", false, dtype, g, x, kernel, y, device);
 }
 
-void conv2d_backward_input(DType dtype, const cpu::WindowGeom& g, const void* dy,
+void conv2d_backward_input(DType dtype, const WindowGeom& g, const void* dy,
                            const void* kernel, void* dx, int device) {
   backward_input("conv2d_backprop_input", false, dtype, g, dy, kernel, dx, device);
 }
 
-void conv2d_backward_filter(DType dtype, const cpu::WindowGeom& g, const void* x, const void* dy,
+void conv2d_backward_filter(DType dtype, const WindowGeom& g, const void* x, const void* dy,
                             void* dkernel, int device) {
   backward_filter("conv2d_backprop_filter", false, dtype, g, x, dy, dkernel, device);
 }
 
-void depthwise_forward(DType dtype, const cpu::WindowGeom& g, const void* x, const void* kernel,
+void depthwise_forward(DType dtype, const WindowGeom& g, const void* x, const void* kernel,
                        void* y, int device) {
   forward("depthwise_conv2d", true, dtype, g, x, kernel, y, device);
 }
 
-void depthwise_backward_input(DType dtype, const cpu::WindowGeom& g, const void* dy,
+void depthwise_backward_input(DType dtype, const WindowGeom& g, const void* dy,
                               const void* kernel, void* dx, int device) {
   backward_input("depthwise_conv2d_backprop_input", true, dtype, g, dy, kernel, dx, device);
 }
 
-void depthwise_backward_filter(DType dtype, const cpu::WindowGeom& g, const void* x,
+void depthwise_backward_filter(DType dtype, const WindowGeom& g, const void* x,
                                const void* dy, void* dkernel, int device) {
   backward_filter("depthwise_conv2d_backprop_filter", true, dtype, g, x, dy, dkernel, device);
 }

@@ -13,8 +13,6 @@ namespace keel::cuda {
 
 namespace {
 
-using cpu::BinaryOp;
-using cpu::UnaryOp;
 using namespace elem;
 
 const char* unary_name(UnaryOp op) {
@@ -376,8 +374,9 @@ void binary(BinaryOp op, const View& a, const View& b, const View& out) {
   if (!ok) unsupported(opname, a, "a float or integer dtype");
 }
 
-void compare(int op, const View& a, const View& b, const View& out) {
+void compare(CompareOp kind, const View& a, const View& b, const View& out) {
   static const char* const names[] = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"};
+  const int op = static_cast<int>(kind);  // the device code's index, in CompareOp's order
   if (op < 0 || op > 5) throw ValueError("compare: unknown comparison " + std::to_string(op));
   const char* opname = names[op];
   check_out(out, DType::bool_, opname);
@@ -399,7 +398,8 @@ void compare(int op, const View& a, const View& b, const View& out) {
   else if (!dispatch_numeric(a.dtype, true, run)) unsupported(opname, a, "a float, integer or bool dtype");
 }
 
-void logical(bool is_and, const View& a, const View& b, const View& out) {
+void logical(LogicalOp op, const View& a, const View& b, const View& out) {
+  const bool is_and = op == LogicalOp::and_;
   const char* opname = is_and ? "logical_and" : "logical_or";
   check_out(out, DType::bool_, opname);
   check_operand(a, out, opname);
@@ -453,7 +453,8 @@ void where(const View& cond, const View& a, const View& b, const View& out) {
   });
 }
 
-void is_finite(const View& x, const View& out, bool nan_only) {
+void float_test(FloatTest test, const View& x, const View& out) {
+  const bool nan_only = test == FloatTest::nan;
   const char* opname = nan_only ? "is_nan" : "is_finite";
   check_out(out, DType::bool_, opname);
   check_operand(x, out, opname);

@@ -1,8 +1,8 @@
 #pragma once
 // The CUDA kernels of the indexing ops (gather, unsorted_segment_sum, one_hot) and of dropout,
-// as src/ops/shape.cpp and src/backend/random.cpp call them. Plain C++17 with no CUDA header, like
+// as the backend layer (src/backend/) calls them. Plain C++17 with no CUDA header, like
 // cuda/backend.hpp; without KEEL_WITH_CUDA every function throws DeviceError
-// (src/core/cuda_indexing_unavailable.cpp).
+// (src/backend/cuda_unavailable.cpp).
 //
 // All pointers are device memory of `device`, contiguous, row-major. Index arrays are int32 or
 // int64 (one_hot also takes uint8); other dtypes are a DTypeError. Errors of the indices found

@@ -1,5 +1,5 @@
 // Max and average pooling over NHWC images on the GPU, with exactly the CPU kernels' semantics
-// (src/cpu/conv.cpp): a window's maximum is its first maximum in row-major tap order (a later tap
+// (src/cpu/pooling.cpp): a window's maximum is its first maximum in row-major tap order (a later tap
 // replaces it only when strictly greater, or when it is the window's first NaN: a window with a
 // NaN pools to NaN, as tf.nn.max_pool), and the average counts only the taps inside the image.
 //
@@ -32,7 +32,7 @@ struct Geom {
 };
 
 template <class I>
-Geom<I> geom_of(const cpu::WindowGeom& g) {
+Geom<I> geom_of(const WindowGeom& g) {
   return {static_cast<I>(g.n),  static_cast<I>(g.h),       static_cast<I>(g.w),
           static_cast<I>(g.c),  static_cast<I>(g.kh),      static_cast<I>(g.kw),
           static_cast<I>(g.sh), static_cast<I>(g.sw),      static_cast<I>(g.pad_top),
@@ -164,12 +164,12 @@ __global__ void gather_kernel(bool is_max, Geom<I> g, const T* __restrict__ dy,
 
 // Whether 32-bit indices reach every element of the input and output, with room for the
 // grid-stride step past the end.
-bool fits_int32(const cpu::WindowGeom& g) {
+bool fits_int32(const WindowGeom& g) {
   const std::int64_t limit = std::numeric_limits<std::int32_t>::max() / 2;
   return g.n * g.h * g.w * g.c < limit && g.n * g.ho * g.wo * g.c < limit;
 }
 
-void check_pool(DType dtype, const cpu::WindowGeom& g, const char* op) {
+void check_pool(DType dtype, const WindowGeom& g, const char* op) {
   if (dtype != DType::float32 && dtype != DType::float64)
     throw DTypeError(std::string(op) + ": no CUDA kernel for " + std::string(name(dtype)) +
                      " (float32 and float64 only)");
@@ -178,7 +178,7 @@ void check_pool(DType dtype, const cpu::WindowGeom& g, const char* op) {
 }
 
 template <class T, class I>
-void launch_window(WindowMode mode, const cpu::WindowGeom& g, const void* x, const void* aux,
+void launch_window(WindowMode mode, const WindowGeom& g, const void* x, const void* aux,
                    void* y, std::int32_t* taps, int device) {
   const std::int64_t total = g.n * g.ho * g.wo * g.c;
   window_kernel<T, I><<<blocks_for(total, device), kThreads, 0, stream(device)>>>(
@@ -188,7 +188,7 @@ void launch_window(WindowMode mode, const cpu::WindowGeom& g, const void* x, con
 }
 
 template <class T, class I>
-void launch_gather(bool is_max, const cpu::WindowGeom& g, const void* dy,
+void launch_gather(bool is_max, const WindowGeom& g, const void* dy,
                    const std::int32_t* taps, void* dx, int device) {
   const std::int64_t total = g.n * g.h * g.w * g.c;
   gather_kernel<T, I><<<blocks_for(total, device), kThreads, 0, stream(device)>>>(
@@ -198,7 +198,7 @@ void launch_gather(bool is_max, const cpu::WindowGeom& g, const void* dy,
 }
 
 // The window kernel of the dtype and the smallest index type that fits.
-void run_window(DType dtype, WindowMode mode, const cpu::WindowGeom& g, const void* x,
+void run_window(DType dtype, WindowMode mode, const WindowGeom& g, const void* x,
                 const void* aux, void* y, std::int32_t* taps, int device) {
   const bool small = fits_int32(g);
   if (dtype == DType::float32) {
@@ -214,7 +214,7 @@ void run_window(DType dtype, WindowMode mode, const cpu::WindowGeom& g, const vo
   }
 }
 
-void run_gather(DType dtype, bool is_max, const cpu::WindowGeom& g, const void* dy,
+void run_gather(DType dtype, bool is_max, const WindowGeom& g, const void* dy,
                 const std::int32_t* taps, void* dx, int device) {
   const bool small = fits_int32(g);
   if (dtype == DType::float32) {
@@ -230,11 +230,11 @@ void run_gather(DType dtype, bool is_max, const cpu::WindowGeom& g, const void* 
   }
 }
 
-bool empty_output(const cpu::WindowGeom& g) { return g.n * g.ho * g.wo * g.c == 0; }
-bool empty_input(const cpu::WindowGeom& g) { return g.n * g.h * g.w * g.c == 0; }
+bool empty_output(const WindowGeom& g) { return g.n * g.ho * g.wo * g.c == 0; }
+bool empty_input(const WindowGeom& g) { return g.n * g.h * g.w * g.c == 0; }
 
 // dx = 0 where no window reads the input (an empty output).
-void zero_input(DType dtype, const cpu::WindowGeom& g, void* dx, int device) {
+void zero_input(DType dtype, const WindowGeom& g, void* dx, int device) {
   check(cudaMemsetAsync(dx, 0, static_cast<std::size_t>(g.n * g.h * g.w * g.c) * itemsize(dtype),
                         stream(device)),
         "cudaMemsetAsync (pooling gradient)", device);
@@ -242,14 +242,14 @@ void zero_input(DType dtype, const cpu::WindowGeom& g, void* dx, int device) {
 
 }  // namespace
 
-void max_pool_forward(DType dtype, const cpu::WindowGeom& g, const void* x, void* y, int device) {
+void max_pool_forward(DType dtype, const WindowGeom& g, const void* x, void* y, int device) {
   check_pool(dtype, g, "max_pool2d");
   if (empty_output(g)) return;
   use_device(device);
   run_window(dtype, WindowMode::max, g, x, nullptr, y, nullptr, device);
 }
 
-void max_pool_backward(DType dtype, const cpu::WindowGeom& g, const void* x, const void* dy,
+void max_pool_backward(DType dtype, const WindowGeom& g, const void* x, const void* dy,
                        void* dx, int device) {
   check_pool(dtype, g, "max_pool2d_grad");
   if (empty_input(g)) return;
@@ -264,7 +264,7 @@ void max_pool_backward(DType dtype, const cpu::WindowGeom& g, const void* x, con
   run_gather(dtype, /*is_max=*/true, g, dy, taps.as<std::int32_t>(), dx, device);
 }
 
-void max_pool_gather(DType dtype, const cpu::WindowGeom& g, const void* x, const void* dx,
+void max_pool_gather(DType dtype, const WindowGeom& g, const void* x, const void* dx,
                      void* out, int device) {
   check_pool(dtype, g, "max_pool2d_grad_grad");
   if (empty_output(g)) return;
@@ -272,14 +272,14 @@ void max_pool_gather(DType dtype, const cpu::WindowGeom& g, const void* x, const
   run_window(dtype, WindowMode::gather, g, x, dx, out, nullptr, device);
 }
 
-void avg_pool_forward(DType dtype, const cpu::WindowGeom& g, const void* x, void* y, int device) {
+void avg_pool_forward(DType dtype, const WindowGeom& g, const void* x, void* y, int device) {
   check_pool(dtype, g, "avg_pool2d");
   if (empty_output(g)) return;
   use_device(device);
   run_window(dtype, WindowMode::avg, g, x, nullptr, y, nullptr, device);
 }
 
-void avg_pool_backward(DType dtype, const cpu::WindowGeom& g, const void* dy, void* dx,
+void avg_pool_backward(DType dtype, const WindowGeom& g, const void* dy, void* dx,
                        int device) {
   check_pool(dtype, g, "avg_pool2d_grad");
   if (empty_input(g)) return;

@@ -27,7 +27,6 @@ namespace keel::cuda {
 
 namespace {
 
-using cpu::ReduceOp;
 using namespace elem;
 
 constexpr int kWarp = 32;
@@ -451,7 +450,8 @@ void reduce(ReduceOp op, const View& x, int kept, const View& out) {
   if (!ok) unsupported(opname, x, "a float or integer dtype");
 }
 
-void arg_reduce(bool is_max, const View& x, const View& out) {
+void arg_reduce(ArgReduceOp op, const View& x, const View& out) {
+  const bool is_max = op == ArgReduceOp::argmax;
   const char* opname = is_max ? "argmax" : "argmin";
   if (x.rank < 1) throw ValueError(std::string(opname) + ": the input view has no axis to reduce");
   const ReduceGeom g = checked_geom(x, x.rank - 1, out, DType::int64, opname);

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "check_error.hpp"
 #include "gradcheck.hpp"
 
 using namespace keel;
-using Catch::Contains;
 using i64 = std::int64_t;
 
 namespace {
@@ -115,18 +115,6 @@ const std::vector<PoolCase> kPoolCases = {
     {{1, 6, 6, 4}, {1, 1}, {2, 2}, "same"},  {{2, 4, 3, 2}, {4, 3}, {1, 1}, "valid"},
     {{1, 5, 4, 3}, {4, 4}, {3, 2}, "same"},
 };
-
-template <class E, class F>
-void check_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    FAIL("no exception was thrown");
-  } catch (const E& e) {
-    const std::string what = e.what();
-    INFO("message: " << what);
-    for (const auto& p : parts) CHECK_THAT(what, Contains(p));
-  }
-}
 
 struct ThreadsGuard {
   int saved = config::num_threads();

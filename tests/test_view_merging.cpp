@@ -1,14 +1,14 @@
 // How the CUDA dispatch folds a strided, broadcast operation into as few axes as possible before
-// it builds the kernels' views (detail::merge_axes). Pure host arithmetic, so it is checked here,
+// it builds the kernels' views (backend::merge_axes). Pure host arithmetic, so it is checked here,
 // on any machine: a wrong merge would silently read the wrong elements on the GPU.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
 #include <vector>
 
-#include "core/cuda_view.hpp"
+#include "backend/cuda_views.hpp"
 
-using keel::detail::merge_axes;
+using keel::backend::merge_axes;
 using V = std::vector<std::int64_t>;
 
 TEST_CASE("a contiguous operand merges into one axis, however many it has") {

@@ -4,9 +4,8 @@
 
 #include "autograd/autocast.hpp"
 #include "autograd/record.hpp"
-#include "core/cuda_view.hpp"
+#include "backend/backend.hpp"
 #include "core/tensor_util.hpp"
-#include "cpu/copy.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
 
@@ -16,7 +15,7 @@ Variable::Variable(Tensor initial, std::string name, bool trainable)
     : name_(std::move(name)), trainable_(trainable) {
   detail::check_defined(initial, "Variable");
   // A Variable owns its storage: later assigns must not write into the caller's tensor.
-  value_ = detail::contiguous_copy(initial);
+  value_ = backend::clone(initial);
 }
 
 Variable::Variable(double initial, std::string name, bool trainable)
@@ -35,7 +34,7 @@ const Tensor& Variable::value() const {
 
 // assign_add/assign_sub check their delta like a plain assign (same shape and dtype, as
 // TensorFlow), then write value +/- delta in place.
-void Variable::write(const Tensor& v, const char* op, bool add_to, bool sub_from) {
+void Variable::write(const Tensor& v, const char* op, WriteMode mode) {
   detail::check_defined(v, op);
   if (!value_.defined()) throw ValueError(fmt::format("{}: the Variable is uninitialised", op));
   if (v.shape() != value_.shape())
@@ -48,21 +47,22 @@ void Variable::write(const Tensor& v, const char* op, bool add_to, bool sub_from
   // A value from another device is copied to the variable's, as TensorFlow's assign does (a
   // checkpoint read on the host restoring a model on the GPU).
   Tensor src = v.device() == value_.device() ? v : v.to(value_.device());
-  if (add_to || sub_from) src = add_to ? add(value_, src) : sub(value_, src);
+  if (mode == WriteMode::add) src = add(value_, src);
+  if (mode == WriteMode::sub) src = sub(value_, src);
   // A view of the variable itself (assign(transpose(v))) must be read before it is overwritten.
-  if (src.impl()->storage == value_.impl()->storage) src = detail::contiguous_copy(src);
-  detail::copy_into(src, value_, op);
+  if (src.impl()->storage == value_.impl()->storage) src = backend::clone(src);
+  backend::copy(src, value_, op);
   value_.impl()->storage->bump_version();
 }
 
-void Variable::assign(const Tensor& v) { write(v, "Variable.assign", false, false); }
+void Variable::assign(const Tensor& v) { write(v, "Variable.assign", WriteMode::assign); }
 
 void Variable::assign_add(const Tensor& delta) {
-  write(delta, "Variable.assign_add", true);
+  write(delta, "Variable.assign_add", WriteMode::add);
 }
 
 void Variable::assign_sub(const Tensor& delta) {
-  write(delta, "Variable.assign_sub", false, true);
+  write(delta, "Variable.assign_sub", WriteMode::sub);
 }
 
 }  // namespace keel

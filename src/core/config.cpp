@@ -5,7 +5,7 @@
 #include <atomic>
 #include <thread>
 
-#include "cuda/backend.hpp"
+#include "cuda/runtime.hpp"
 #include "keel/core/error.hpp"
 
 namespace keel::config {

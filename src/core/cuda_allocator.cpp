@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/caching_allocator.hpp"
-#include "cuda/backend.hpp"
+#include "cuda/runtime.hpp"
 #include "keel/core/config.hpp"
 #include "keel/core/device.hpp"
 #include "keel/core/error.hpp"

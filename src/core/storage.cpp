@@ -8,7 +8,7 @@
 
 #include <fmt/core.h>
 
-#include "cuda/backend.hpp"
+#include "cuda/runtime.hpp"
 #include "keel/core/error.hpp"
 
 namespace keel {

@@ -4,9 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/cuda_view.hpp"
 #include "core/dispatch.hpp"
-#include "cpu/copy.hpp"
 
 namespace keel {
 
@@ -89,17 +87,6 @@ Tensor make_view(const Tensor& base, Shape shape, std::vector<std::int64_t> stri
   return Tensor(std::move(impl));
 }
 
-Tensor contiguous_copy(const Tensor& x) {
-  Tensor out = empty_tensor(x.shape(), x.dtype(), x.device());
-  if (x.device().is_cuda()) {
-    copy_into(x, out, "contiguous");
-    return out;
-  }
-  cpu::copy_to_contiguous(x.shape().dims(), x.strides(), static_cast<const char*>(x.raw_data()),
-                          static_cast<char*>(out.raw_data()), itemsize(x.dtype()));
-  return out;
-}
-
 void check_dims(const Shape& shape, const char* op) {
   for (auto d : shape)
     if (d < 0) throw ShapeError(fmt::format("{}: negative dimension in shape {}", op, shape.to_string()));
@@ -108,11 +95,6 @@ void check_dims(const Shape& shape, const char* op) {
 Tensor factory_output(const Shape& shape, DType dtype, const char* op) {
   check_dims(shape, op);
   return empty_tensor(shape, dtype, Device::cpu(), op);
-}
-
-Tensor place_on_default(const Tensor& host) {
-  const Device d = default_device();
-  return d.is_cpu() ? host : transfer(host, d);
 }
 
 void check_finite(double v, const char* op, const char* what) {
@@ -144,17 +126,6 @@ std::vector<int> normalize_axes(const std::vector<int>& axes, std::int64_t rank,
   std::sort(out.begin(), out.end());
   if (std::adjacent_find(out.begin(), out.end()) != out.end())
     throw ValueError(fmt::format("{}: repeated axis in the axes list", op));
-  return out;
-}
-
-std::vector<std::int64_t> read_indices(const Tensor& idx, const char* op) {
-  // Host reads: indices on a GPU come over first (transfer waits for the device).
-  const Tensor c = idx.device().is_cuda() ? transfer(idx, Device::cpu()) : idx.contiguous();
-  std::vector<std::int64_t> out(static_cast<std::size_t>(c.size()));
-  dispatch_index(c.dtype(), op, [&]<class I>() {
-    const I* p = c.data<I>();
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::int64_t>(p[i]);
-  });
   return out;
 }
 

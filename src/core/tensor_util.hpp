@@ -50,16 +50,13 @@ std::int64_t checked_elements(const Shape& shape, const char* op);
 // A view of base's storage.
 Tensor make_view(const Tensor& base, Shape shape, std::vector<std::int64_t> strides,
                  std::int64_t offset);
-// Copies any strided view into a new contiguous tensor of the same dtype.
-Tensor contiguous_copy(const Tensor& x);
 
 // Factories that compute their values (ranges, random numbers, constants from host data) fill a
-// host tensor from factory_output and return place_on_default(it), which copies it to
+// host tensor from factory_output and return backend::place_on_default(it), which copies it to
 // default_device() when that is a GPU: the same numbers on every device for the same seed.
 // ShapeError naming op for a negative dimension.
 void check_dims(const Shape& shape, const char* op);
 Tensor factory_output(const Shape& shape, DType dtype, const char* op);
-Tensor place_on_default(const Tensor& host);
 // ValueError unless v is finite.
 void check_finite(double v, const char* op, const char* what);
 
@@ -105,7 +102,5 @@ U convert(T v) {
   }
 }
 
-// Reads an index tensor (int32 or int64, any strides) as int64 values.
-std::vector<std::int64_t> read_indices(const Tensor& idx, const char* op);
 
 }  // namespace keel::detail

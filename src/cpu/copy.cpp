@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/dispatch.hpp"
+#include "core/tensor_util.hpp"
 #include "cpu/strided.hpp"
 
 namespace keel::cpu {
@@ -49,6 +50,14 @@ void copy_to_contiguous(const std::vector<std::int64_t>& shape,
     s *= shape[i];
   }
   copy_strided(shape, strides, src, dst_strides, dst, itemsize);
+}
+
+Tensor contiguous(const Tensor& x) {
+  if (x.is_contiguous()) return x;
+  Tensor out = detail::empty_tensor(x.shape(), x.dtype(), x.device(), "contiguous");
+  copy_to_contiguous(x.shape().dims(), x.strides(), static_cast<const char*>(x.raw_data()),
+                     static_cast<char*>(out.raw_data()), itemsize(x.dtype()));
+  return out;
 }
 
 namespace {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "keel/core/dtype.hpp"
+#include "keel/core/tensor.hpp"
 
 namespace keel::cpu {
 
@@ -16,6 +17,10 @@ void copy_to_contiguous(const std::vector<std::int64_t>& shape,
 void copy_strided(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& src_strides,
                   const char* src, const std::vector<std::int64_t>& dst_strides, char* dst,
                   std::size_t itemsize);
+
+// x itself when it is contiguous, else a contiguous copy of it (a CPU tensor): the kernels' own
+// scratch, so that they never call back up into the ops.
+Tensor contiguous(const Tensor& x);
 
 // dst[i] = static_cast<to>(src[i]) for n contiguous elements (bool: nonzero -> true).
 void convert(DType from, const void* src, DType to, void* dst, std::int64_t n);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/dispatch.hpp"
+#include "cpu/copy.hpp"
 #include "cpu/strided.hpp"
 
 namespace keel::cpu {
@@ -102,8 +103,8 @@ void binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in, const Tensor& o
     // Contiguous float operands leave innermost runs of stride 0 or 1 only: the SIMD kernels'
     // cases. Other views are copied once rather than walked element by element.
     const bool fp = std::is_floating_point_v<T>;
-    const Tensor a = fp ? a_in.contiguous() : a_in;
-    const Tensor b = fp ? b_in.contiguous() : b_in;
+    const Tensor a = fp ? contiguous(a_in) : a_in;
+    const Tensor b = fp ? contiguous(b_in) : b_in;
     const T* ap = ptr<T>(a);
     const T* bp = ptr<T>(b);
     T* yp = ptr<T>(out);
@@ -229,7 +230,8 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& o
   }
 }
 
-void is_finite(const Tensor& x, const Tensor& out, bool nan_only) {
+void float_test(FloatTest test, const Tensor& x, const Tensor& out) {
+  const bool nan_only = test == FloatTest::nan;
   const auto os = contiguous_strides(out.shape());
   auto* z = ptr<std::uint8_t>(out);
   detail::dispatch_float(x.dtype(), "is_finite", [&]<class T>() {

@@ -6,8 +6,9 @@
 
 namespace keel::cpu {
 
-enum class CompareOp : std::uint8_t { eq, ne, lt, le, gt, ge };
-enum class LogicalOp : std::uint8_t { and_, or_ };
+using kernel::CompareOp;
+using kernel::FloatTest;
+using kernel::LogicalOp;
 
 // `out` is a new contiguous tensor with the broadcast shape; inputs may have any strides and
 // broadcast to it. Inputs share one dtype (checked by the op layer).
@@ -17,7 +18,7 @@ void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out);
 void logical(LogicalOp op, const Tensor& a, const Tensor& b, const Tensor& out);  // all bool
 void logical_not(const Tensor& x, const Tensor& out);
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
-void is_finite(const Tensor& x, const Tensor& out, bool nan_only);  // out: bool
+void float_test(FloatTest test, const Tensor& x, const Tensor& out);  // out: bool
 
 // Strides of x viewed as broadcast to `shape` (0 on broadcast axes).
 std::vector<std::int64_t> broadcast_strides(const Tensor& x, const Shape& shape);

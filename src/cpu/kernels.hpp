@@ -11,14 +11,13 @@
 #include <string_view>
 #include <vector>
 
+#include "core/kernel_kinds.hpp"
+
 namespace keel::cpu {
 
-enum class UnaryOp : std::uint8_t {
-  neg, abs, sign, square, sqrt, rsqrt, exp, log, log1p, sin, cos, tanh, sigmoid,
-  relu, relu6, leaky_relu, elu, gelu, gelu_tanh, softplus, silu, erf,
-};
-enum class BinaryOp : std::uint8_t { add, sub, mul, div, pow, maximum, minimum };
-enum class ReduceOp : std::uint8_t { sum, max, min, prod };
+using kernel::BinaryOp;
+using kernel::ReduceOp;
+using kernel::UnaryOp;
 
 template <class T>
 struct TypedKernels {

@@ -6,6 +6,7 @@
 
 #include "core/dispatch.hpp"
 #include "core/tensor_util.hpp"
+#include "cpu/copy.hpp"
 #include "cpu/strided.hpp"
 
 namespace keel::cpu {
@@ -103,7 +104,7 @@ void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, const Te
       });
       return;
     }
-    const Tensor rows = kept_then_reduced(x, axes).contiguous();
+    const Tensor rows = contiguous(kept_then_reduced(x, axes));
     const T* xp = static_cast<const T*>(rows.raw_data());
     if (outer == 1) {
       // One long row: split it between threads and combine the partial results.
@@ -125,8 +126,9 @@ void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, const Te
   });
 }
 
-void arg_reduce(bool is_max, const Tensor& x, int axis, const Tensor& out) {
-  const Tensor rows = kept_then_reduced(x, {axis}).contiguous();
+void arg_reduce(kernel::ArgReduceOp op, const Tensor& x, int axis, const Tensor& out) {
+  const bool is_max = op == kernel::ArgReduceOp::argmax;
+  const Tensor rows = contiguous(kept_then_reduced(x, {axis}));
   const std::int64_t n = x.shape()[axis];
   const std::int64_t outer = out.size();
   auto* y = static_cast<std::int64_t*>(out.raw_data());

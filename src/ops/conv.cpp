@@ -12,8 +12,8 @@
 //   backprop_filter: dx = backprop_input(dy, g)        d(dy) = conv(x, g)
 // conv2d_transpose is backprop_input with the output size of Keras' Conv2DTranspose.
 //
-// The kernels run where the operands are (src/cpu/conv.cpp or cuDNN, cuda/conv.cu), in float32
-// or float64. float16 and bfloat16 operands round trip through float32 on either device: the
+// The kernels run where the operands are (backend::conv: src/cpu/ or cuDNN), in float32 or
+// float64. float16 and bfloat16 operands round trip through float32 on either device: the
 // public ops cast in and out, and the casts carry the gradients.
 #include <fmt/core.h>
 
@@ -23,8 +23,8 @@
 
 #include "autograd/record.hpp"
 #include "core/tensor_util.hpp"
-#include "cpu/conv.hpp"
-#include "cuda/backend.hpp"
+#include "backend/backend.hpp"
+#include "ops/padding.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/nn.hpp"
 #include "keel/ops/shape.hpp"
@@ -33,7 +33,8 @@ namespace keel {
 
 using autograd::Grads;
 using autograd::Needs;
-using cpu::WindowGeom;
+using kernel::Padding;
+using kernel::WindowGeom;
 
 namespace {
 
@@ -84,7 +85,7 @@ void check_in_channels(const char* op, const Tensor& x, const Tensor& kernel, st
 // Output geometry of a convolution-like op over x [n,h,w,c] with kh x kw taps; ShapeError when a
 // "valid" window does not fit (TensorFlow's "computed output size would be negative").
 WindowGeom conv_geometry(const char* op, const Tensor& x, const Tensor& kernel, std::int64_t kh,
-                         std::int64_t kw, std::array<int, 2> strides, cpu::Padding padding,
+                         std::int64_t kw, std::array<int, 2> strides, Padding padding,
                          std::array<int, 2> dilation, const std::string& padding_name) {
   WindowGeom g;
   g.n = x.shape()[0];
@@ -98,13 +99,13 @@ WindowGeom conv_geometry(const char* op, const Tensor& x, const Tensor& kernel, 
   g.dh = dilation[0];
   g.dw = dilation[1];
   const std::int64_t eh = (kh - 1) * g.dh + 1, ew = (kw - 1) * g.dw + 1;
-  if (padding == cpu::Padding::valid && (eh > g.h || ew > g.w))
+  if (padding == Padding::valid && (eh > g.h || ew > g.w))
     throw ShapeError(fmt::format(
         "{}: kernel {} with dilation [{}, {}] spans {}x{}, larger than the input {} ({}x{}) with "
         "padding \"{}\"",
         op, kernel.shape().to_string(), g.dh, g.dw, eh, ew, x.shape().to_string(), g.h, g.w,
         padding_name));
-  cpu::place_windows(g, padding);
+  kernel::place_windows(g, padding);
   return g;
 }
 
@@ -119,7 +120,7 @@ WindowGeom image_conv_geometry(const char* op, const Tensor& x, const Tensor& ke
   check_kernel_size(op, x, kernel);
   check_positive(op, "strides", strides);
   check_positive(op, "dilation", dilation);
-  const cpu::Padding pad = cpu::parse_padding(padding, op);
+  const Padding pad = detail::parse_padding(padding, op);
   return conv_geometry(op, x, kernel, kernel.shape()[0], kernel.shape()[1], strides, pad, dilation, padding);
 }
 
@@ -134,37 +135,26 @@ struct ConvFamily {
   const char* name;             // the forward op
   const char* input_name;       // its backprop_input
   const char* filter_name;      // its backprop_filter
-  void (*forward)(DType, const WindowGeom&, const void* x, const void* kernel, void* y);
-  void (*backward_input)(DType, const WindowGeom&, const void* dy, const void* kernel, void* dx);
-  void (*backward_filter)(DType, const WindowGeom&, const void* x, const void* dy, void* dkernel);
-  // The same kernels on a GPU (the last argument is the device index).
-  void (*cuda_forward)(DType, const WindowGeom&, const void* x, const void* kernel, void* y, int);
-  void (*cuda_backward_input)(DType, const WindowGeom&, const void* dy, const void* kernel, void* dx, int);
-  void (*cuda_backward_filter)(DType, const WindowGeom&, const void* x, const void* dy, void* dkernel, int);
+  kernel::ConvKernel forward, backward_input, backward_filter;
   Shape (*filter_shape)(const WindowGeom&);
 };
 
-const ConvFamily kConv2d{"conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", cpu::conv2d_forward,
-                         cpu::conv2d_backward_input, cpu::conv2d_backward_filter, cuda::conv2d_forward,
-                         cuda::conv2d_backward_input, cuda::conv2d_backward_filter,
+const ConvFamily kConv2d{"conv2d", "conv2d_backprop_input", "conv2d_backprop_filter",
+                         kernel::ConvKernel::conv2d_forward, kernel::ConvKernel::conv2d_backward_input,
+                         kernel::ConvKernel::conv2d_backward_filter,
                          [](const WindowGeom& g) { return Shape{g.kh, g.kw, g.c, g.o}; }};
 const ConvFamily kDepthwise{"depthwise_conv2d", "depthwise_conv2d_backprop_input",
-                            "depthwise_conv2d_backprop_filter", cpu::depthwise_forward,
-                            cpu::depthwise_backward_input, cpu::depthwise_backward_filter,
-                            cuda::depthwise_forward, cuda::depthwise_backward_input,
-                            cuda::depthwise_backward_filter,
+                            "depthwise_conv2d_backprop_filter", kernel::ConvKernel::depthwise_forward,
+                            kernel::ConvKernel::depthwise_backward_input,
+                            kernel::ConvKernel::depthwise_backward_filter,
                             [](const WindowGeom& g) { return Shape{g.kh, g.kw, g.c, g.c == 0 ? 0 : g.o / g.c}; }};
 
 Tensor conv_backprop_input(const ConvFamily& f, const Tensor& dy, const Tensor& k, const WindowGeom& g);
 Tensor conv_backprop_filter(const ConvFamily& f, const Tensor& x, const Tensor& dy, const WindowGeom& g);
 
 Tensor conv_forward(const ConvFamily& f, const Tensor& x, const Tensor& k, const WindowGeom& g) {
-  const Tensor xc = x.contiguous(), kc = k.contiguous();
   Tensor y = detail::empty_tensor(output_shape(g), x.dtype(), x.device());
-  if (x.device().is_cuda())
-    f.cuda_forward(x.dtype(), g, xc.raw_data(), kc.raw_data(), y.raw_data(), x.device().index());
-  else
-    f.forward(x.dtype(), g, xc.raw_data(), kc.raw_data(), y.raw_data());
+  backend::conv(f.forward, g, x.contiguous(), k.contiguous(), y);
   if (autograd::recording())
     autograd::record(f.name, {x, k}, {y}, [&f, x, k, g](const Grads& gr, const Needs& need) {
       return Grads{need[0] ? conv_backprop_input(f, gr[0], k, g) : Tensor(),
@@ -174,12 +164,8 @@ Tensor conv_forward(const ConvFamily& f, const Tensor& x, const Tensor& k, const
 }
 
 Tensor conv_backprop_input(const ConvFamily& f, const Tensor& dy, const Tensor& k, const WindowGeom& g) {
-  const Tensor dyc = dy.contiguous(), kc = k.contiguous();
   Tensor dx = detail::empty_tensor(input_shape(g), dy.dtype(), dy.device());
-  if (dy.device().is_cuda())
-    f.cuda_backward_input(dy.dtype(), g, dyc.raw_data(), kc.raw_data(), dx.raw_data(), dy.device().index());
-  else
-    f.backward_input(dy.dtype(), g, dyc.raw_data(), kc.raw_data(), dx.raw_data());
+  backend::conv(f.backward_input, g, dy.contiguous(), k.contiguous(), dx);
   if (autograd::recording())
     autograd::record(f.input_name, {dy, k}, {dx}, [&f, dy, k, g](const Grads& gr, const Needs& need) {
       return Grads{need[0] ? conv_forward(f, gr[0], k, g) : Tensor(),
@@ -189,12 +175,8 @@ Tensor conv_backprop_input(const ConvFamily& f, const Tensor& dy, const Tensor& 
 }
 
 Tensor conv_backprop_filter(const ConvFamily& f, const Tensor& x, const Tensor& dy, const WindowGeom& g) {
-  const Tensor xc = x.contiguous(), dyc = dy.contiguous();
   Tensor dk = detail::empty_tensor(f.filter_shape(g), x.dtype(), x.device());
-  if (x.device().is_cuda())
-    f.cuda_backward_filter(x.dtype(), g, xc.raw_data(), dyc.raw_data(), dk.raw_data(), x.device().index());
-  else
-    f.backward_filter(x.dtype(), g, xc.raw_data(), dyc.raw_data(), dk.raw_data());
+  backend::conv(f.backward_filter, g, x.contiguous(), dy.contiguous(), dk);
   if (autograd::recording())
     autograd::record(f.filter_name, {x, dy}, {dk}, [&f, x, dy, g](const Grads& gr, const Needs& need) {
       return Grads{need[0] ? conv_backprop_input(f, dy, gr[0], g) : Tensor(),
@@ -205,7 +187,7 @@ Tensor conv_backprop_filter(const ConvFamily& f, const Tensor& x, const Tensor& 
 
 // Keras' deconv_output_length for one axis, with the dilated kernel size.
 std::int64_t deconv_output_length(std::int64_t in, std::int64_t k_eff, std::int64_t stride,
-                                  cpu::Padding padding, std::optional<int> output_padding) {
+                                  Padding padding, std::optional<int> output_padding) {
   const auto mul = [](std::int64_t a, std::int64_t b) {
     return detail::checked_mul(a, b, "conv2d_transpose", "the output size");
   };
@@ -213,9 +195,9 @@ std::int64_t deconv_output_length(std::int64_t in, std::int64_t k_eff, std::int6
     return detail::checked_add(a, b, "conv2d_transpose", "the output size");
   };
   if (!output_padding)
-    return padding == cpu::Padding::valid ? add(mul(in, stride), std::max<std::int64_t>(k_eff - stride, 0))
+    return padding == Padding::valid ? add(mul(in, stride), std::max<std::int64_t>(k_eff - stride, 0))
                                           : mul(in, stride);
-  const std::int64_t pad = padding == cpu::Padding::same ? k_eff / 2 : 0;
+  const std::int64_t pad = padding == Padding::same ? k_eff / 2 : 0;
   return add(add(mul(in - 1, stride), k_eff - 2 * pad), *output_padding);
 }
 
@@ -244,20 +226,20 @@ Tensor conv1d(const Tensor& x, const Tensor& kernel, int stride, std::string pad
                                  op, kernel.shape().to_string(), x.shape().to_string()));
   if (stride <= 0) throw ValueError(fmt::format("{}: stride must be positive, got {}", op, stride));
   if (dilation <= 0) throw ValueError(fmt::format("{}: dilation must be positive, got {}", op, dilation));
-  const cpu::Padding pad = cpu::parse_padding(padding, op, /*allow_causal=*/true);
+  const Padding pad = detail::parse_padding(padding, op, /*allow_causal=*/true);
   if (is_half(x.dtype()))
     return cast(conv1d(cast(x, DType::float32), cast(kernel, DType::float32), stride, padding, dilation),
                 x.dtype());
   const std::int64_t n = x.shape()[0], w = x.shape()[1], c = x.shape()[2];
   const std::int64_t kw = kernel.shape()[0], o = kernel.shape()[2];
   const std::int64_t k_eff = (kw - 1) * dilation + 1;
-  if (pad == cpu::Padding::valid && k_eff > w)
+  if (pad == Padding::valid && k_eff > w)
     throw ShapeError(fmt::format("{}: kernel {} with dilation {} spans {}, longer than the input {} (width {}) "
                                  "with padding \"{}\"",
                                  op, kernel.shape().to_string(), dilation, k_eff, x.shape().to_string(), w,
                                  padding));
   // conv2d over [n, 1, w, c] with a [1, kw, c, o] kernel; reshape views keep the gradient flowing.
-  const cpu::AxisWindow aw = cpu::window_axis(w, kw, stride, dilation, pad);
+  const kernel::AxisWindow aw = kernel::window_axis(w, kw, stride, dilation, pad);
   WindowGeom g;
   g.n = n;
   g.h = 1;
@@ -301,7 +283,7 @@ Tensor conv2d_transpose(const Tensor& x, const Tensor& kernel, std::array<int, 2
   check_kernel_size(op, x, kernel);
   check_positive(op, "strides", strides);
   check_positive(op, "dilation", dilation);
-  const cpu::Padding pad = cpu::parse_padding(padding, op);
+  const Padding pad = detail::parse_padding(padding, op);
   if (output_padding) {
     const auto& op_pad = *output_padding;
     for (int a = 0; a < 2; ++a)
@@ -328,8 +310,8 @@ Tensor conv2d_transpose(const Tensor& x, const Tensor& kernel, std::array<int, 2
   const std::int64_t eh = (g.kh - 1) * g.dh + 1, ew = (g.kw - 1) * g.dw + 1;
   g.h = deconv_output_length(g.ho, eh, g.sh, pad, axis_padding(0));
   g.w = deconv_output_length(g.wo, ew, g.sw, pad, axis_padding(1));
-  const cpu::AxisWindow ah = cpu::window_axis(g.h, g.kh, g.sh, g.dh, pad);
-  const cpu::AxisWindow aw = cpu::window_axis(g.w, g.kw, g.sw, g.dw, pad);
+  const kernel::AxisWindow ah = kernel::window_axis(g.h, g.kh, g.sh, g.dh, pad);
+  const kernel::AxisWindow aw = kernel::window_axis(g.w, g.kw, g.sw, g.dw, pad);
   // Keras' size rule can name a size whose forward conv does not give x back (padding "same",
   // an even dilated kernel and output_padding 0); TensorFlow rejects that too.
   if (g.h < 0 || g.w < 0 || ah.out != g.ho || aw.out != g.wo)

@@ -10,31 +10,13 @@
 
 #include <fmt/core.h>
 
-#include "core/cuda_view.hpp"
+#include "backend/backend.hpp"
 #include "core/dispatch.hpp"
 #include "core/tensor_util.hpp"
 
 namespace keel {
 
 namespace {
-
-void fill(Tensor& t, double value, const char* op) {
-  const std::int64_t n = t.size();
-  if (t.device().is_cuda()) {
-    if (n > 0) cuda::fill(detail::cuda_view(t), value);
-    return;
-  }
-  if (value == 0.0 && !std::signbit(value)) {
-    // Zero is all-zero bits in every dtype keel has.
-    std::memset(t.raw_data(), 0, static_cast<std::size_t>(n) * itemsize(t.dtype()));
-    return;
-  }
-  detail::dispatch_all(t.dtype(), op, [&]<class U>() {
-    const U u = detail::convert<U>(value);
-    U* p = static_cast<U*>(t.raw_data());
-    for (std::int64_t i = 0; i < n; ++i) p[i] = u;
-  });
-}
 
 // Writes f(i) (a double) for i in [0, n) converted to t's dtype.
 template <class F>
@@ -60,14 +42,14 @@ Tensor constant(const std::vector<T>& values, Shape shape, DType dtype) {
     // std::vector<bool> has no contiguous data(); every other T can be copied as bytes.
     if (dtype == dtype_of<T>) {
       if (n > 0) std::memcpy(out.raw_data(), values.data(), static_cast<std::size_t>(n) * sizeof(T));
-      return detail::place_on_default(out);
+      return backend::place_on_default(out);
     }
   }
   detail::dispatch_all(dtype, "constant", [&]<class U>() {
     U* p = static_cast<U*>(out.raw_data());
     for (std::int64_t i = 0; i < n; ++i) p[i] = detail::convert<U>(static_cast<T>(values[static_cast<std::size_t>(i)]));
   });
-  return detail::place_on_default(out);
+  return backend::place_on_default(out);
 }
 
 template Tensor constant<float>(const std::vector<float>&, Shape, DType);
@@ -82,7 +64,7 @@ namespace {
 Tensor filled(const Shape& shape, DType dtype, double value, const char* op) {
   detail::check_dims(shape, op);
   Tensor out = detail::empty_tensor(shape, dtype, default_device(), op);
-  fill(out, value, op);
+  backend::fill(out, value);
   return out;
 }
 }  // namespace
@@ -102,7 +84,7 @@ namespace {
 Tensor filled_like(const Tensor& x, double value, const char* op) {
   detail::check_defined(x, op);
   Tensor out = detail::empty_tensor(x.shape(), x.dtype(), x.device(), op);
-  fill(out, value, op);
+  backend::fill(out, value);
   return out;
 }
 }  // namespace
@@ -141,7 +123,7 @@ Tensor arange(double start, double stop, double step, DType dtype) {
   } else {
     generate(out, "arange", [&](std::int64_t i) { return start + static_cast<double>(i) * step; });
   }
-  return detail::place_on_default(out);
+  return backend::place_on_default(out);
 }
 
 Tensor linspace(double start, double stop, std::int64_t num, DType dtype) {
@@ -154,19 +136,19 @@ Tensor linspace(double start, double stop, std::int64_t num, DType dtype) {
   generate(out, "linspace", [&](std::int64_t i) {
     return i == num - 1 && num > 1 ? stop : start + static_cast<double>(i) * step;
   });
-  return detail::place_on_default(out);
+  return backend::place_on_default(out);
 }
 
 Tensor eye(std::int64_t n, DType dtype) {
   if (n < 0) throw ValueError(fmt::format("eye: n must be >= 0, got {}", n));
   Tensor out = detail::factory_output(Shape{n, n}, dtype, "eye");
-  fill(out, 0.0, "eye");
+  backend::fill(out, 0.0);
   detail::dispatch_all(dtype, "eye", [&]<class U>() {
     U* p = static_cast<U*>(out.raw_data());
     const U one = detail::convert<U>(1.0);
     for (std::int64_t i = 0; i < n; ++i) p[i * n + i] = one;
   });
-  return detail::place_on_default(out);
+  return backend::place_on_default(out);
 }
 
 }  // namespace keel

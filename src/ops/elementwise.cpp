@@ -6,10 +6,8 @@
 #include <fmt/core.h>
 
 #include "autograd/record.hpp"
-#include "core/cuda_view.hpp"
+#include "backend/backend.hpp"
 #include "core/tensor_util.hpp"
-#include "cpu/copy.hpp"
-#include "cpu/elementwise.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/reduce.hpp"
 #include "keel/ops/shape.hpp"
@@ -18,8 +16,11 @@ namespace keel {
 
 using autograd::Grads;
 using autograd::Needs;
-using cpu::BinaryOp;
-using cpu::UnaryOp;
+using kernel::BinaryOp;
+using kernel::CompareOp;
+using kernel::FloatTest;
+using kernel::LogicalOp;
+using kernel::UnaryOp;
 
 namespace {
 
@@ -30,30 +31,15 @@ bool integer_ok(UnaryOp op) {
 }
 
 
-// float16/bfloat16 on the CPU: the op runs in float32 and the result is rounded once, as a GPU
-// kernel does it. Not recorded: the op that called this records its own node.
-template <class F>
-Tensor via_float32(DType half, F&& f) {
-  autograd::NoRecordScope no_record;
-  return cast(f(DType::float32), half);
-}
-
+// float16/bfloat16 run as stored on a GPU; on the CPU the backend computes them in float32 and
+// rounds the result once, as a GPU kernel does.
 Tensor unary_op(const char* name, UnaryOp op, const Tensor& x, double alpha = 0) {
   detail::check_defined(x, name);
   if (!is_half(x.dtype())) {
     if (integer_ok(op)) detail::check_numeric(x, name); else detail::check_float(x, name);
-  } else if (x.device().is_cpu()) {
-    return via_float32(x.dtype(), [&](DType f32) { return unary_op(name, op, cast(x, f32), alpha); });
   }
   Tensor y = detail::empty_tensor(x.shape(), x.dtype(), x.device());
-  if (x.device().is_cuda()) {
-    if (x.size() > 0) {
-      const auto v = detail::cuda_views({&x, &y}, x.shape(), name);
-      cuda::unary(op, v[0], v[1], alpha);
-    }
-    return y;
-  }
-  cpu::unary(op, x, y, alpha);
+  backend::unary(op, x, y, alpha);
   return y;
 }
 
@@ -67,18 +53,9 @@ Shape check_binary(const Tensor& x, const Tensor& y, const char* op) {
 
 Tensor binary_op(const char* name, BinaryOp op, const Tensor& x, const Tensor& y) {
   const Shape shape = check_binary(x, y, name);
-  if (is_half(x.dtype()) && x.device().is_cpu())
-    return via_float32(x.dtype(), [&](DType f32) { return binary_op(name, op, cast(x, f32), cast(y, f32)); });
   if (!is_half(x.dtype())) detail::check_numeric(x, name);
   Tensor z = detail::empty_tensor(shape, x.dtype(), x.device());
-  if (x.device().is_cuda()) {
-    if (z.size() > 0) {
-      const auto v = detail::cuda_views({&x, &y, &z}, z.shape(), name);
-      cuda::binary(op, v[0], v[1], v[2]);
-    }
-    return z;
-  }
-  cpu::binary(op, x, y, z);
+  backend::binary(op, x, y, z);
   return z;
 }
 
@@ -375,14 +352,7 @@ Tensor where(const Tensor& condition, const Tensor& x, const Tensor& y) {
   detail::check_same_device(condition, x, "where");
   const Shape shape = broadcast_shapes(condition.shape(), xy, "where");
   Tensor z = detail::empty_tensor(shape, x.dtype(), x.device());
-  if (x.device().is_cuda()) {
-    if (z.size() > 0) {
-      const auto v = detail::cuda_views({&condition, &x, &y, &z}, shape, "where");
-      cuda::where(v[0], v[1], v[2], v[3]);
-    }
-  } else {
-    cpu::where(condition, x, y, z);
-  }
+  backend::where(condition, x, y, z);
   if (autograd::recording())
     autograd::record("where", {condition, x, y}, {z},
                      [condition, sx = x.shape(), sy = y.shape()](const Grads& g, const Needs& n) {
@@ -410,12 +380,7 @@ Tensor cast(const Tensor& x, DType dtype) {
   detail::check_defined(x, "cast");
   if (x.dtype() == dtype) return x;
   Tensor y = detail::empty_tensor(x.shape(), dtype, x.device());
-  if (x.device().is_cuda()) {
-    detail::copy_into(x, y, "cast");
-  } else {
-    const Tensor src = x.contiguous();
-    cpu::convert(src.dtype(), src.raw_data(), dtype, y.raw_data(), src.size());
-  }
+  backend::copy(x, y, "cast");
   if (autograd::recording() && is_floating(x.dtype()) && is_floating(dtype))
     autograd::record("cast", {x}, {y}, [from = x.dtype()](const Grads& g, const Needs&) {
       return Grads{cast(g[0], from)};
@@ -426,52 +391,34 @@ Tensor cast(const Tensor& x, DType dtype) {
 // ---- comparisons and logic (no gradients) ---------------------------------------------------
 
 namespace {
-Tensor compare_op(const char* name, cpu::CompareOp op, const Tensor& x, const Tensor& y) {
+Tensor compare_op(const char* name, CompareOp op, const Tensor& x, const Tensor& y) {
   const Shape shape = check_binary(x, y, name);
-  if (is_half(x.dtype()) && x.device().is_cpu()) {
-    autograd::NoRecordScope no_record;
-    return compare_op(name, op, cast(x, DType::float32), cast(y, DType::float32));
-  }
   Tensor z = detail::empty_tensor(shape, DType::bool_, x.device());
-  if (x.device().is_cuda()) {
-    if (z.size() > 0) {
-      const auto v = detail::cuda_views({&x, &y, &z}, z.shape(), name);
-      cuda::compare(static_cast<int>(op), v[0], v[1], v[2]);
-    }
-    return z;
-  }
-  cpu::compare(op, x, y, z);
+  backend::compare(op, x, y, z);
   return z;
 }
 
-Tensor logical_op(const char* name, cpu::LogicalOp op, const Tensor& x, const Tensor& y) {
+Tensor logical_op(const char* name, LogicalOp op, const Tensor& x, const Tensor& y) {
   const Shape shape = check_binary(x, y, name);
   if (x.dtype() != DType::bool_)
     throw DTypeError(fmt::format("{}: expected bool tensors, got {} {}", name, keel::name(x.dtype()),
                                  x.shape().to_string()));
   Tensor z = detail::empty_tensor(shape, DType::bool_, x.device());
-  if (x.device().is_cuda()) {
-    if (z.size() > 0) {
-      const auto v = detail::cuda_views({&x, &y, &z}, z.shape(), name);
-      cuda::logical(op == cpu::LogicalOp::and_, v[0], v[1], v[2]);
-    }
-    return z;
-  }
-  cpu::logical(op, x, y, z);
+  backend::logical(op, x, y, z);
   return z;
 }
 }  // namespace
 
-Tensor equal(const Tensor& x, const Tensor& y) { return compare_op("equal", cpu::CompareOp::eq, x, y); }
-Tensor not_equal(const Tensor& x, const Tensor& y) { return compare_op("not_equal", cpu::CompareOp::ne, x, y); }
-Tensor less(const Tensor& x, const Tensor& y) { return compare_op("less", cpu::CompareOp::lt, x, y); }
-Tensor less_equal(const Tensor& x, const Tensor& y) { return compare_op("less_equal", cpu::CompareOp::le, x, y); }
-Tensor greater(const Tensor& x, const Tensor& y) { return compare_op("greater", cpu::CompareOp::gt, x, y); }
+Tensor equal(const Tensor& x, const Tensor& y) { return compare_op("equal", CompareOp::eq, x, y); }
+Tensor not_equal(const Tensor& x, const Tensor& y) { return compare_op("not_equal", CompareOp::ne, x, y); }
+Tensor less(const Tensor& x, const Tensor& y) { return compare_op("less", CompareOp::lt, x, y); }
+Tensor less_equal(const Tensor& x, const Tensor& y) { return compare_op("less_equal", CompareOp::le, x, y); }
+Tensor greater(const Tensor& x, const Tensor& y) { return compare_op("greater", CompareOp::gt, x, y); }
 Tensor greater_equal(const Tensor& x, const Tensor& y) {
-  return compare_op("greater_equal", cpu::CompareOp::ge, x, y);
+  return compare_op("greater_equal", CompareOp::ge, x, y);
 }
-Tensor logical_and(const Tensor& x, const Tensor& y) { return logical_op("logical_and", cpu::LogicalOp::and_, x, y); }
-Tensor logical_or(const Tensor& x, const Tensor& y) { return logical_op("logical_or", cpu::LogicalOp::or_, x, y); }
+Tensor logical_and(const Tensor& x, const Tensor& y) { return logical_op("logical_and", LogicalOp::and_, x, y); }
+Tensor logical_or(const Tensor& x, const Tensor& y) { return logical_op("logical_or", LogicalOp::or_, x, y); }
 
 Tensor logical_not(const Tensor& x) {
   detail::check_defined(x, "logical_not");
@@ -479,41 +426,27 @@ Tensor logical_not(const Tensor& x) {
     throw DTypeError(fmt::format("logical_not: expected a bool tensor, got {} {}", name(x.dtype()),
                                  x.shape().to_string()));
   Tensor z = detail::empty_tensor(x.shape(), DType::bool_, x.device());
-  if (x.device().is_cuda()) {
-    if (z.size() > 0) {
-      const auto v = detail::cuda_views({&x, &z}, x.shape(), "logical_not");
-      cuda::logical_not(v[0], v[1]);
-    }
-    return z;
-  }
-  cpu::logical_not(x, z);
+  backend::logical_not(x, z);
   return z;
 }
 
 namespace {
-// One kernel answers both: `nan` picks which test it applies.
-Tensor float_test(const char* name, const Tensor& x, bool nan) {
+// One kernel answers both tests.
+Tensor float_test(const char* name, const Tensor& x, FloatTest test) {
   detail::check_defined(x, name);
   if (is_half(x.dtype())) {
     autograd::NoRecordScope no_record;
-    return float_test(name, cast(x, DType::float32), nan);  // every half value is exact in float32
+    return float_test(name, cast(x, DType::float32), test);  // every half value is exact in float32
   }
   detail::check_float(x, name);
   Tensor z = detail::empty_tensor(x.shape(), DType::bool_, x.device());
-  if (x.device().is_cuda()) {
-    if (z.size() > 0) {
-      const auto v = detail::cuda_views({&x, &z}, x.shape(), name);
-      cuda::is_finite(v[0], v[1], nan);
-    }
-    return z;
-  }
-  cpu::is_finite(x, z, nan);
+  backend::float_test(test, x, z);
   return z;
 }
 }  // namespace
 
-Tensor is_finite(const Tensor& x) { return float_test("is_finite", x, false); }
-Tensor is_nan(const Tensor& x) { return float_test("is_nan", x, true); }
+Tensor is_finite(const Tensor& x) { return float_test("is_finite", x, FloatTest::finite); }
+Tensor is_nan(const Tensor& x) { return float_test("is_nan", x, FloatTest::nan); }
 
 // ---- operators -------------------------------------------------------------------------------
 

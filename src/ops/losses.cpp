@@ -17,6 +17,7 @@
 #include <fmt/core.h>
 
 #include "autograd/record.hpp"
+#include "backend/backend.hpp"
 #include "backend/fused.hpp"
 #include "core/tensor_util.hpp"
 #include "keel/ops/creation.hpp"
@@ -75,7 +76,7 @@ Tensor embedding_lookup(const Tensor& params, const Tensor& ids) {
   if (params.rank() < 1)
     throw ShapeError(fmt::format("embedding_lookup: params must have rank >= 1, got shape {}",
                                  params.shape().to_string()));
-  const std::vector<std::int64_t> v = detail::read_indices(ids, op);
+  const std::vector<std::int64_t> v = backend::read_indices(ids, op);
   const std::int64_t rows = params.shape()[0];
   for (std::size_t i = 0; i < v.size(); ++i)
     if (v[i] < 0 || v[i] >= rows)
@@ -139,7 +140,7 @@ Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tens
     throw ShapeError(fmt::format("{}: labels must have logits' shape without the last axis: labels {}, logits {}",
                                  op, labels.shape().to_string(), logits.shape().to_string()));
   const std::int64_t k = logits.shape()[logits.rank() - 1];
-  const std::vector<std::int64_t> ids = detail::read_indices(labels, op);
+  const std::vector<std::int64_t> ids = backend::read_indices(labels, op);
   check_labels(ids, k, op);
 
   Tensor loss = detail::empty_tensor(labels.shape(), logits.dtype(), logits.device());
@@ -272,7 +273,7 @@ Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pre
     throw ShapeError(fmt::format("{}: y_true must have y_pred's shape without the last axis: y_true {}, y_pred {}",
                                  op, y_true.shape().to_string(), y_pred.shape().to_string()));
   const std::int64_t k = y_pred.shape()[y_pred.rank() - 1];
-  check_labels(detail::read_indices(labels, op), k, op);
+  check_labels(backend::read_indices(labels, op), k, op);
   // Probabilities, as Keras 3 (jax, torch and numpy backends): normalised by their sum,
   // clipped to [eps, 1 - eps], then -log p[label].
   Tensor prob = div(y_pred, reduce_sum(y_pred, {-1}, true));

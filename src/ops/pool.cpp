@@ -11,7 +11,7 @@
 //   avg_pool2d(x)           -> dx = avg_pool_grad(g): g / count spread over each window
 //   avg_pool_grad(dy)       -> d(dy) = avg_pool2d(g)     (the two are adjoint linear maps)
 //
-// The kernels run where x is (src/cpu/conv.cpp or cuda/pool.cu), in float32 or float64;
+// The kernels run where x is (backend::pool: src/cpu/pooling.cpp or cuda/pool.cu), in float32 or float64;
 // float16 and bfloat16 round trip through float32 on either device (recorded casts carry the
 // gradient).
 #include <fmt/core.h>
@@ -21,8 +21,8 @@
 
 #include "autograd/record.hpp"
 #include "core/tensor_util.hpp"
-#include "cpu/conv.hpp"
-#include "cuda/backend.hpp"
+#include "backend/backend.hpp"
+#include "ops/padding.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/nn.hpp"
@@ -32,7 +32,9 @@ namespace keel {
 
 using autograd::Grads;
 using autograd::Needs;
-using cpu::WindowGeom;
+using kernel::Padding;
+using kernel::PoolKernel;
+using kernel::WindowGeom;
 
 namespace {
 
@@ -50,7 +52,7 @@ WindowGeom pool_geometry(const char* op, const Tensor& x, std::array<int, 2> poo
     throw ValueError(fmt::format("{}: pool size must be positive, got [{}, {}]", op, pool[0], pool[1]));
   if (strides[0] <= 0 || strides[1] <= 0)
     throw ValueError(fmt::format("{}: strides must be positive, got [{}, {}]", op, strides[0], strides[1]));
-  const cpu::Padding pad = cpu::parse_padding(padding, op);
+  const Padding pad = detail::parse_padding(padding, op);
   WindowGeom g;
   g.n = x.shape()[0];
   g.h = x.shape()[1];
@@ -61,10 +63,10 @@ WindowGeom pool_geometry(const char* op, const Tensor& x, std::array<int, 2> poo
   g.kw = pool[1];
   g.sh = strides[0];
   g.sw = strides[1];
-  if (pad == cpu::Padding::valid && (g.kh > g.h || g.kw > g.w))
+  if (pad == Padding::valid && (g.kh > g.h || g.kw > g.w))
     throw ShapeError(fmt::format("{}: pool size [{}, {}] is larger than the input {} ({}x{}) with padding \"{}\"",
                                  op, pool[0], pool[1], x.shape().to_string(), g.h, g.w, padding));
-  cpu::place_windows(g, pad);
+  kernel::place_windows(g, pad);
   return g;
 }
 
@@ -78,12 +80,8 @@ Tensor max_pool_grad(const Tensor& x, const Tensor& dy, const WindowGeom& g);
 Tensor max_pool_gather(const Tensor& x, const Tensor& dx, const WindowGeom& g);
 
 Tensor max_pool_forward(const Tensor& x, const WindowGeom& g) {
-  const Tensor xc = x.contiguous();
   Tensor y = detail::empty_tensor(output_shape(g), x.dtype(), x.device());
-  if (x.device().is_cuda())
-    cuda::max_pool_forward(x.dtype(), g, xc.raw_data(), y.raw_data(), x.device().index());
-  else
-    cpu::max_pool_forward(x.dtype(), g, xc.raw_data(), y.raw_data());
+  backend::pool(PoolKernel::max_forward, g, x.contiguous(), Tensor(), y);
   if (autograd::recording())
     autograd::record("max_pool2d", {x}, {y}, [x, g](const Grads& gr, const Needs&) {
       return Grads{max_pool_grad(x, gr[0], g)};
@@ -92,12 +90,8 @@ Tensor max_pool_forward(const Tensor& x, const WindowGeom& g) {
 }
 
 Tensor max_pool_grad(const Tensor& x, const Tensor& dy, const WindowGeom& g) {
-  const Tensor xc = x.contiguous(), dyc = dy.contiguous();
   Tensor dx = detail::empty_tensor(input_shape(g), x.dtype(), x.device());
-  if (x.device().is_cuda())
-    cuda::max_pool_backward(x.dtype(), g, xc.raw_data(), dyc.raw_data(), dx.raw_data(), x.device().index());
-  else
-    cpu::max_pool_backward(x.dtype(), g, xc.raw_data(), dyc.raw_data(), dx.raw_data());
+  backend::pool(PoolKernel::max_backward, g, x.contiguous(), dy.contiguous(), dx);
   if (autograd::recording())
     autograd::record("max_pool2d_grad", {x, dy}, {dx}, [x, g](const Grads& gr, const Needs& need) {
       return Grads{need[0] ? zeros_like(x) : Tensor(), need[1] ? max_pool_gather(x, gr[0], g) : Tensor()};
@@ -106,12 +100,8 @@ Tensor max_pool_grad(const Tensor& x, const Tensor& dy, const WindowGeom& g) {
 }
 
 Tensor max_pool_gather(const Tensor& x, const Tensor& dx, const WindowGeom& g) {
-  const Tensor xc = x.contiguous(), dxc = dx.contiguous();
   Tensor out = detail::empty_tensor(output_shape(g), x.dtype(), x.device());
-  if (x.device().is_cuda())
-    cuda::max_pool_gather(x.dtype(), g, xc.raw_data(), dxc.raw_data(), out.raw_data(), x.device().index());
-  else
-    cpu::max_pool_gather(x.dtype(), g, xc.raw_data(), dxc.raw_data(), out.raw_data());
+  backend::pool(PoolKernel::max_gather, g, x.contiguous(), dx.contiguous(), out);
   if (autograd::recording())
     autograd::record("max_pool2d_grad_grad", {x, dx}, {out}, [x, g](const Grads& gr, const Needs& need) {
       return Grads{need[0] ? zeros_like(x) : Tensor(), need[1] ? max_pool_grad(x, gr[0], g) : Tensor()};
@@ -124,12 +114,8 @@ Tensor max_pool_gather(const Tensor& x, const Tensor& dx, const WindowGeom& g) {
 Tensor avg_pool_grad(const Tensor& dy, const WindowGeom& g);
 
 Tensor avg_pool_forward(const Tensor& x, const WindowGeom& g) {
-  const Tensor xc = x.contiguous();
   Tensor y = detail::empty_tensor(output_shape(g), x.dtype(), x.device());
-  if (x.device().is_cuda())
-    cuda::avg_pool_forward(x.dtype(), g, xc.raw_data(), y.raw_data(), x.device().index());
-  else
-    cpu::avg_pool_forward(x.dtype(), g, xc.raw_data(), y.raw_data());
+  backend::pool(PoolKernel::avg_forward, g, x.contiguous(), Tensor(), y);
   if (autograd::recording())
     autograd::record("avg_pool2d", {x}, {y}, [g](const Grads& gr, const Needs&) {
       return Grads{avg_pool_grad(gr[0], g)};
@@ -138,12 +124,8 @@ Tensor avg_pool_forward(const Tensor& x, const WindowGeom& g) {
 }
 
 Tensor avg_pool_grad(const Tensor& dy, const WindowGeom& g) {
-  const Tensor dyc = dy.contiguous();
   Tensor dx = detail::empty_tensor(input_shape(g), dy.dtype(), dy.device());
-  if (dy.device().is_cuda())
-    cuda::avg_pool_backward(dy.dtype(), g, dyc.raw_data(), dx.raw_data(), dy.device().index());
-  else
-    cpu::avg_pool_backward(dy.dtype(), g, dyc.raw_data(), dx.raw_data());
+  backend::pool(PoolKernel::avg_backward, g, dy.contiguous(), Tensor(), dx);
   if (autograd::recording())
     autograd::record("avg_pool2d_grad", {dy}, {dx}, [g](const Grads& gr, const Needs&) {
       return Grads{avg_pool_forward(gr[0], g)};

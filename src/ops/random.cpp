@@ -17,6 +17,7 @@
 #include <fmt/core.h>
 
 #include "core/dispatch.hpp"
+#include "backend/backend.hpp"
 #include "core/tensor_util.hpp"
 #include "keel/core/config.hpp"
 #include "keel/ops/creation.hpp"
@@ -203,7 +204,7 @@ Tensor uniform(Shape shape, double minval, double maxval, DType dtype) {
       }
     });
   });
-  return detail::place_on_default(out);
+  return backend::place_on_default(out);
 }
 
 namespace {
@@ -232,7 +233,7 @@ Tensor scaled_normals(const char* op, const Shape& shape, double mean, double st
       }
     });
   });
-  return detail::place_on_default(out);
+  return backend::place_on_default(out);
 }
 }  // namespace
 
@@ -294,7 +295,7 @@ Tensor uniform_int(Shape shape, std::int64_t minval, std::int64_t maxval, DType 
       }
     });
   });
-  return detail::place_on_default(out);
+  return backend::place_on_default(out);
 }
 
 }  // namespace keel::random

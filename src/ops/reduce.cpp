@@ -7,9 +7,8 @@
 #include <fmt/core.h>
 
 #include "autograd/record.hpp"
-#include "core/cuda_view.hpp"
+#include "backend/backend.hpp"
 #include "core/tensor_util.hpp"
-#include "cpu/reduce.hpp"
 #include "keel/autograd/tape.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
@@ -42,69 +41,12 @@ ReducedShapes reduced_shapes(const Tensor& x, const std::vector<int>& axes, bool
 }
 
 
-// x's CUDA view with the kept axes first and the `axes` after them, each group merged on its
-// own; `kept` receives the number of kept axes left after merging.
-cuda::View grouped_view(const Tensor& x, const std::vector<int>& axes, int& kept) {
-  std::vector<std::int64_t> ks, kst, rs, rst;
-  for (int d = 0; d < static_cast<int>(x.rank()); ++d) {
-    const bool reduced = std::binary_search(axes.begin(), axes.end(), d);
-    (reduced ? rs : ks).push_back(x.shape()[d]);
-    (reduced ? rst : kst).push_back(x.strides()[static_cast<std::size_t>(d)]);
-  }
-  const detail::MergedAxes k = detail::merge_axes(ks, {kst}), r = detail::merge_axes(rs, {rst});
-  if (k.shape.size() + r.shape.size() > static_cast<std::size_t>(cuda::kMaxDims))
-    throw DeviceError(fmt::format("reduce: CUDA kernels take at most {} axes that do not merge; shape {} has {}",
-                                  cuda::kMaxDims, x.shape().to_string(), k.shape.size() + r.shape.size()));
-  cuda::View v;
-  v.data = const_cast<void*>(x.raw_data());
-  v.dtype = x.dtype();
-  v.device = x.device().index();
-  v.rank = 0;
-  for (const detail::MergedAxes* g : {&k, &r})
-    for (std::size_t i = 0; i < g->shape.size(); ++i) {
-      v.shape[v.rank] = g->shape[i];
-      v.strides[v.rank] = g->strides[0][i];
-      ++v.rank;
-    }
-  kept = static_cast<int>(k.shape.size());
-  return v;
-}
-
-// The contiguous output of a reduction seen with the kept axes of `in` (its first `kept`).
-cuda::View output_view(const Tensor& y, const cuda::View& in, int kept) {
-  cuda::View v;
-  v.data = y.raw_data();
-  v.dtype = y.dtype();
-  v.device = y.device().index();
-  v.rank = kept;
-  std::int64_t stride = 1;
-  for (int i = kept - 1; i >= 0; --i) {
-    v.shape[i] = in.shape[i];
-    v.strides[i] = stride;
-    stride *= in.shape[i];
-  }
-  return v;
-}
-
-Tensor reduce_forward(cpu::ReduceOp op, const Tensor& x, const ReducedShapes& r, const char* name) {
+Tensor reduce_forward(kernel::ReduceOp op, const Tensor& x, const ReducedShapes& r, const char* name) {
   if (!is_half(x.dtype())) detail::check_numeric(x, name);
-  if ((op == cpu::ReduceOp::max || op == cpu::ReduceOp::min) && x.size() == 0)
+  if ((op == kernel::ReduceOp::max || op == kernel::ReduceOp::min) && x.size() == 0)
     throw ValueError(fmt::format("{}: cannot reduce an empty tensor of shape {}", name, x.shape().to_string()));
-  if (is_half(x.dtype()) && x.device().is_cpu()) {
-    // float16/bfloat16 on the CPU: accumulate in float32 and round once, as the GPU does.
-    autograd::NoRecordScope no_record;
-    return cast(reduce_forward(op, cast(x, DType::float32), r, name), x.dtype());
-  }
   Tensor y = detail::empty_tensor(r.out, x.dtype(), x.device());
-  if (x.device().is_cuda()) {
-    if (y.size() > 0) {
-      int kept = 0;
-      const cuda::View xv = grouped_view(x, r.axes, kept);
-      cuda::reduce(op, xv, kept, output_view(y, xv, kept));
-    }
-    return y;
-  }
-  cpu::reduce(op, x, r.axes, y);
+  backend::reduce(op, x, r.axes, y);
   return y;
 }
 
@@ -117,7 +59,7 @@ Tensor expand_grad(const Tensor& g, const ReducedShapes& r, const Shape& x_shape
 
 Tensor reduce_sum(const Tensor& x, std::vector<int> axes, bool keepdims) {
   const ReducedShapes r = reduced_shapes(x, axes, keepdims, "reduce_sum");
-  Tensor y = reduce_forward(cpu::ReduceOp::sum, x, r, "reduce_sum");
+  Tensor y = reduce_forward(kernel::ReduceOp::sum, x, r, "reduce_sum");
   if (autograd::recording())
     autograd::record("reduce_sum", {x}, {y}, [r, xs = x.shape()](const Grads& g, const Needs&) {
       return Grads{expand_grad(g[0], r, xs)};
@@ -136,7 +78,7 @@ Tensor reduce_mean(const Tensor& x, std::vector<int> axes, bool keepdims) {
 
 namespace {
 // max/min: the gradient is shared equally by the elements equal to the extremum (TF's rule).
-Tensor reduce_extremum(cpu::ReduceOp op, const char* name, const Tensor& x, const std::vector<int>& axes,
+Tensor reduce_extremum(kernel::ReduceOp op, const char* name, const Tensor& x, const std::vector<int>& axes,
                        bool keepdims) {
   const ReducedShapes r = reduced_shapes(x, axes, keepdims, name);
   Tensor y = reduce_forward(op, x, r, name);
@@ -151,11 +93,11 @@ Tensor reduce_extremum(cpu::ReduceOp op, const char* name, const Tensor& x, cons
 }  // namespace
 
 Tensor reduce_max(const Tensor& x, std::vector<int> axes, bool keepdims) {
-  return reduce_extremum(cpu::ReduceOp::max, "reduce_max", x, axes, keepdims);
+  return reduce_extremum(kernel::ReduceOp::max, "reduce_max", x, axes, keepdims);
 }
 
 Tensor reduce_min(const Tensor& x, std::vector<int> axes, bool keepdims) {
-  return reduce_extremum(cpu::ReduceOp::min, "reduce_min", x, axes, keepdims);
+  return reduce_extremum(kernel::ReduceOp::min, "reduce_min", x, axes, keepdims);
 }
 
 namespace {
@@ -195,7 +137,7 @@ Tensor product_of_others(const Tensor& x, const std::vector<int>& axes) {
 
 Tensor reduce_prod(const Tensor& x, std::vector<int> axes, bool keepdims) {
   const ReducedShapes r = reduced_shapes(x, axes, keepdims, "reduce_prod");
-  Tensor y = reduce_forward(cpu::ReduceOp::prod, x, r, "reduce_prod");
+  Tensor y = reduce_forward(kernel::ReduceOp::prod, x, r, "reduce_prod");
   if (autograd::recording())
     autograd::record("reduce_prod", {x}, {y}, [r, x, y](const Grads& g, const Needs&) {
       const Tensor gb = expand_grad(g[0], r, x.shape());
@@ -242,43 +184,28 @@ Tensor reduce_all(const Tensor& x, std::vector<int> axes, bool keepdims) {
 }
 
 namespace {
-Tensor arg_extremum(bool is_max, const Tensor& x, int axis) {
-  const char* name = is_max ? "argmax" : "argmin";
+Tensor arg_extremum(kernel::ArgReduceOp op, const Tensor& x, int axis) {
+  const char* name = op == kernel::ArgReduceOp::argmax ? "argmax" : "argmin";
   detail::check_defined(x, name);
   const int a = detail::normalize_axis(axis, x.rank(), name);
   if (x.shape()[a] == 0)
     throw ValueError(fmt::format("{}: axis {} of shape {} is empty", name, axis, x.shape().to_string()));
   if (is_half(x.dtype())) {
     autograd::NoRecordScope no_record;
-    return arg_extremum(is_max, cast(x, DType::float32), axis);  // exact: halves widen losslessly
+    return arg_extremum(op, cast(x, DType::float32), axis);  // exact: halves widen losslessly
   }
   detail::check_numeric(x, name);
   std::vector<std::int64_t> out;
   for (std::int64_t d = 0; d < x.rank(); ++d)
     if (d != a) out.push_back(x.shape()[d]);
   Tensor y = detail::empty_tensor(Shape(out), DType::int64, x.device());
-  if (x.device().is_cuda()) {
-    if (y.size() > 0) {
-      // Kept axes merged, the reduced axis last and alone (its index is what is returned).
-      int kept = 0;
-      const cuda::View xv = grouped_view(x, {a}, kept);
-      cuda::View v = xv;
-      if (xv.rank == kept) {  // the axis had size 1 and merged away: argmax is 0 everywhere
-        v.rank = kept + 1;
-        v.shape[kept] = 1;
-        v.strides[kept] = 0;
-      }
-      cuda::arg_reduce(is_max, v, output_view(y, v, kept));
-    }
-    return y;
-  }
-  cpu::arg_reduce(is_max, x, a, y);
+  backend::arg_reduce(op, x, a, y);
   return y;
 }
 }  // namespace
 
-Tensor argmax(const Tensor& x, int axis) { return arg_extremum(true, x, axis); }
-Tensor argmin(const Tensor& x, int axis) { return arg_extremum(false, x, axis); }
+Tensor argmax(const Tensor& x, int axis) { return arg_extremum(kernel::ArgReduceOp::argmax, x, axis); }
+Tensor argmin(const Tensor& x, int axis) { return arg_extremum(kernel::ArgReduceOp::argmin, x, axis); }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   detail::check_defined(x, "sum_to");

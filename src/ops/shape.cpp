@@ -13,11 +13,9 @@
 #include <fmt/core.h>
 
 #include "autograd/record.hpp"
+#include "backend/backend.hpp"
 #include "core/dispatch.hpp"
-#include "core/cuda_view.hpp"
 #include "core/tensor_util.hpp"
-#include "cpu/copy.hpp"
-#include "cuda/indexing.hpp"
 #include "keel/core/config.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/reduce.hpp"
@@ -36,8 +34,6 @@ std::string list_str(const std::vector<T>& v) {
   return s + "]";
 }
 
-int threads() { return std::max(1, config::num_threads()); }
-
 // Axis for inserting a new dimension: [-rank-1, rank] (normalize_axis would name rank + 1).
 int insert_axis(int axis, const Tensor& x, const char* op) {
   const std::int64_t r = x.rank();
@@ -47,45 +43,11 @@ int insert_axis(int axis, const Tensor& x, const char* op) {
   return axis < 0 ? static_cast<int>(axis + r + 1) : axis;
 }
 
-// Parallel copying only pays once the data is well beyond the caches.
-constexpr std::int64_t kParallelCopyBytes = std::int64_t{1} << 22;
-
 // Copies a `shape`-shaped block between two strided layouts (strides in elements); a stride
-// of 0 in the source broadcasts. The shared CPU copier merges contiguous axes into memcpy runs.
-// `like` says where the memory is and what its elements are.
+// of 0 in the source broadcasts. `like` says where the memory is and what its elements are.
 void strided_copy(const Tensor& like, void* dst, const std::vector<std::int64_t>& dst_strides, const void* src,
-                  const std::vector<std::int64_t>& src_strides,
-                  const std::vector<std::int64_t>& shape, std::size_t item) {
-  if (like.device().is_cuda()) {
-    detail::cuda_copy_strided(like.dtype(), like.device().index(), shape, src_strides, src, dst_strides, dst);
-    return;
-  }
-  cpu::copy_strided(shape, src_strides, static_cast<const char*>(src), dst_strides,
-                    static_cast<char*>(dst), item);
-}
-
-void encode_scalar(double v, DType dt, unsigned char* out) {
-  detail::dispatch_all(dt, "encode", [&]<class U>() {
-    const U u = detail::convert<U>(v);
-    std::memcpy(out, &u, sizeof(U));
-  });
-}
-
-void fill_bytes(void* dst, std::int64_t n, const unsigned char* value, std::size_t item) {
-  auto typed = [&]<class W>() {
-    W w;
-    std::memcpy(&w, value, sizeof(W));
-    std::fill_n(static_cast<W*>(dst), n, w);
-  };
-  switch (item) {
-    case 1: typed.template operator()<std::uint8_t>(); break;
-    case 2: typed.template operator()<std::uint16_t>(); break;
-    case 4: typed.template operator()<std::uint32_t>(); break;
-    case 8: typed.template operator()<std::uint64_t>(); break;
-    default:
-      for (std::int64_t i = 0; i < n; ++i)
-        std::memcpy(static_cast<char*>(dst) + i * static_cast<std::int64_t>(item), value, item);
-  }
+                  const std::vector<std::int64_t>& src_strides, const std::vector<std::int64_t>& shape) {
+  backend::copy_block(like.device(), like.dtype(), shape, src, src_strides, dst, dst_strides);
 }
 
 std::int64_t product(const std::vector<std::int64_t>& d, std::size_t from, std::size_t to) {
@@ -333,7 +295,7 @@ Tensor concat(const std::vector<Tensor>& values, int axis) {
   const std::int64_t step = out_strides[static_cast<std::size_t>(ax)] * static_cast<std::int64_t>(item);
   std::int64_t pos = 0;
   for (const auto& v : values) {
-    strided_copy(out, dst + pos * step, out_strides, v.raw_data(), v.strides(), v.shape().dims(), item);
+    strided_copy(out, dst + pos * step, out_strides, v.raw_data(), v.strides(), v.shape().dims());
     pos += v.shape()[ax];
   }
   if (autograd::recording())
@@ -469,7 +431,7 @@ Tensor tile(const Tensor& x, const std::vector<std::int64_t>& multiples) {
   detail::checked_elements(Shape(out_dims), "tile");
   Tensor out = detail::empty_tensor(Shape(out_dims), x.dtype(), x.device(), "tile");
   strided_copy(out, out.raw_data(), contiguous_strides(Shape(split_dims)), x.raw_data(), src_strides,
-               split_dims, itemsize(x.dtype()));
+               split_dims);
   if (autograd::recording())
     autograd::record("tile", {x}, {out}, [split_dims, r](const Grads& g, const Needs& n) {
       if (!n[0]) return Grads{Tensor()};
@@ -502,35 +464,12 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
   const auto row = static_cast<std::size_t>(product(pd, static_cast<std::size_t>(ax) + 1, pd.size())) *
                    itemsize(params.dtype());
 
-  Tensor out;
-  if (params.device().is_cuda()) {
-    // The kernel checks the indices on the device; the first bad one comes back for the message.
-    detail::dispatch_index(indices.dtype(), "gather", []<class I>() {});
-    out = detail::empty_tensor(Shape(out_dims), params.dtype(), params.device());
-    const Tensor src = params.contiguous(), ids = indices.contiguous();
-    const cuda::BadIndex bad = cuda::gather_rows(src.raw_data(), outer, dim, row, ids.raw_data(), ids.dtype(),
-                                                 ids.size(), out.raw_data(), params.device().index());
-    if (bad.position >= 0) throw out_of_range(bad.value, bad.position);
-  } else {
-    const auto idx = detail::read_indices(indices, "gather");
-    for (std::size_t j = 0; j < idx.size(); ++j)
-      if (idx[j] < 0 || idx[j] >= dim) throw out_of_range(idx[j], static_cast<std::int64_t>(j));
-
-    out = detail::empty_tensor(Shape(out_dims), params.dtype(), params.device());
-    const Tensor src = params.contiguous();
-    const auto n = static_cast<std::int64_t>(idx.size());
-    const char* s = static_cast<const char*>(src.raw_data());
-    char* d = static_cast<char*>(out.raw_data());
-    const std::int64_t total = outer * n;
-    [[maybe_unused]] const int nt = threads();
-    [[maybe_unused]] const bool par = nt > 1 && total * static_cast<std::int64_t>(row) >= kParallelCopyBytes;
-#pragma omp parallel for num_threads(nt) schedule(static) if (par)
-    for (std::int64_t t = 0; t < total; ++t) {
-      const std::int64_t o = t / n, j = t % n;
-      std::memcpy(d + t * static_cast<std::int64_t>(row),
-                  s + (o * dim + idx[static_cast<std::size_t>(j)]) * static_cast<std::int64_t>(row), row);
-    }
-  }
+  // The kernel checks the indices where they are; the first bad one comes back for the message.
+  detail::dispatch_index(indices.dtype(), "gather", []<class I>() {});
+  Tensor out = detail::empty_tensor(Shape(out_dims), params.dtype(), params.device());
+  const backend::BadIndex bad =
+      backend::gather_rows(params.contiguous(), outer, dim, row, indices.contiguous(), out);
+  if (bad.position >= 0) throw out_of_range(bad.value, bad.position);
 
   if (autograd::recording())
     autograd::record(
@@ -581,49 +520,13 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
   std::vector<std::int64_t> out_dims{num_segments};
   out_dims.insert(out_dims.end(), dd.begin() + static_cast<std::ptrdiff_t>(sd.size()), dd.end());
   const std::int64_t inner = product(dd, sd.size(), dd.size());
-  bool has_negative = false;
-  Tensor out;
-  if (data.device().is_cuda()) {
-    // Atomic adds on the device; the ids are checked there and the first too-large one comes back.
-    detail::dispatch_index(segment_ids.dtype(), "unsorted_segment_sum", []<class I>() {});
-    detail::dispatch_numeric(data.dtype(), "unsorted_segment_sum", []<class T>() {});
-    out = detail::empty_tensor(Shape(out_dims), data.dtype(), data.device());
-    const Tensor src = data.contiguous(), ids = segment_ids.contiguous();
-    const cuda::SegmentIds r = cuda::segment_sum(data.dtype(), src.raw_data(), ids.size(), inner, ids.raw_data(),
-                                                 ids.dtype(), num_segments, out.raw_data(), data.device().index());
-    if (r.bad.position >= 0) throw too_large(r.bad.value, r.bad.position);
-    has_negative = r.has_negative;
-  } else {
-    const auto ids = detail::read_indices(segment_ids, "unsorted_segment_sum");
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      // Negative ids are dropped, like TensorFlow; too-large ones are an error.
-      if (ids[i] < 0) has_negative = true;
-      if (ids[i] >= num_segments) throw too_large(ids[i], static_cast<std::int64_t>(i));
-    }
-    out = detail::empty_tensor(Shape(out_dims), data.dtype(), data.device());
-    const Tensor src = data.contiguous();
-    detail::dispatch_numeric(data.dtype(), "unsorted_segment_sum", [&]<class T>() {
-      T* o = static_cast<T*>(out.raw_data());
-      const T* s = src.data<T>();
-      std::fill_n(o, num_segments * inner, T(0));
-      // Threads own disjoint column ranges, so the sum order (and result) does not depend on the
-      // thread count and no atomics are needed.
-      const auto n = static_cast<std::int64_t>(ids.size());
-      const int nt = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(threads(), inner / 64)));
-      [[maybe_unused]] const bool par = nt > 1 && n * inner >= (std::int64_t{1} << 16);
-#pragma omp parallel for num_threads(nt) schedule(static) if (par)
-      for (int c = 0; c < nt; ++c) {
-        const std::int64_t lo = inner * c / nt, hi = inner * (c + 1) / nt;
-        for (std::int64_t i = 0; i < n; ++i) {
-          const std::int64_t id = ids[static_cast<std::size_t>(i)];
-          if (id < 0) continue;
-          T* orow = o + id * inner;
-          const T* srow = s + i * inner;
-          for (std::int64_t k = lo; k < hi; ++k) orow[k] += srow[k];
-        }
-      }
-    });
-  }
+  // Sums where the data is; the ids are checked there and the first too-large one comes back.
+  detail::dispatch_index(segment_ids.dtype(), "unsorted_segment_sum", []<class I>() {});
+  detail::dispatch_numeric(data.dtype(), "unsorted_segment_sum", []<class T>() {});
+  Tensor out = detail::empty_tensor(Shape(out_dims), data.dtype(), data.device());
+  const backend::SegmentIds r = backend::segment_sum(data.contiguous(), inner, segment_ids.contiguous(), out);
+  if (r.bad.position >= 0) throw too_large(r.bad.value, r.bad.position);
+  const bool has_negative = r.has_negative;
   if (autograd::recording())
     autograd::record(
         "unsorted_segment_sum", {data}, {out},
@@ -633,24 +536,10 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
           // Dropped (negative) ids get zero gradient: gather row 0 for them, then mask it out.
           auto mdims = segment_ids.shape().dims();
           mdims.resize(dshape.dims().size(), 1);
-          if (segment_ids.device().is_cuda()) {  // the same with ops, never reading the ids here
-            const Tensor keep = cast(reshape(segment_ids >= 0.0, Shape(mdims)), g[0].dtype());
-            return Grads{gather(g[0], maximum(segment_ids, 0.0), 0) * keep};
-          }
-          const auto ids = detail::read_indices(segment_ids, "unsorted_segment_sum");
-          std::vector<std::int64_t> clamped(ids.size());
-          std::vector<double> mask(ids.size());
-          for (std::size_t i = 0; i < ids.size(); ++i) {
-            clamped[i] = std::max<std::int64_t>(ids[i], 0);
-            mask[i] = ids[i] < 0 ? 0.0 : 1.0;
-          }
-          Tensor idx_t = detail::empty_tensor(segment_ids.shape(), DType::int64, Device::cpu());
-          std::copy(clamped.begin(), clamped.end(), static_cast<std::int64_t*>(idx_t.raw_data()));
-          Tensor mask_t = detail::empty_tensor(Shape(mdims), g[0].dtype(), Device::cpu());
-          detail::dispatch_float(g[0].dtype(), "unsorted_segment_sum", [&]<class T>() {
-            std::copy(mask.begin(), mask.end(), static_cast<T*>(mask_t.raw_data()));
-          });
-          return Grads{gather(g[0], idx_t, 0) * mask_t};
+          // Dropped (negative) ids get zero gradient: gather row 0 for them, then mask it out
+          // (with ops, so the ids never travel to the host).
+          const Tensor keep = cast(reshape(segment_ids >= 0.0, Shape(mdims)), g[0].dtype());
+          return Grads{gather(g[0], maximum(segment_ids, 0.0), 0) * keep};
         },
         {segment_ids});
   return out;
@@ -659,44 +548,11 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
 Tensor one_hot(const Tensor& indices, int depth, double on_value, double off_value, DType dtype) {
   detail::check_defined(indices, "one_hot");
   if (depth < 0) throw ValueError(fmt::format("one_hot: depth must be >= 0, got {}", depth));
-  if (indices.device().is_cuda()) {
-    if (indices.dtype() != DType::uint8) detail::dispatch_index(indices.dtype(), "one_hot", []<class I>() {});
-    auto dims = indices.shape().dims();
-    dims.push_back(depth);
-    Tensor out = detail::empty_tensor(Shape(dims), dtype, indices.device(), "one_hot");
-    // The encoded values travel in the low bytes of a 64-bit word.
-    unsigned char on[8] = {}, off[8] = {};
-    encode_scalar(on_value, dtype, on);
-    encode_scalar(off_value, dtype, off);
-    std::uint64_t on_bits = 0, off_bits = 0;
-    std::memcpy(&on_bits, on, sizeof on_bits);
-    std::memcpy(&off_bits, off, sizeof off_bits);
-    const Tensor ids = indices.contiguous();
-    cuda::one_hot(ids.raw_data(), ids.dtype(), ids.size(), depth, on_bits, off_bits, itemsize(dtype), out.raw_data(),
-                  indices.device().index());
-    return out;
-  }
-  std::vector<std::int64_t> idx;
-  if (indices.dtype() == DType::uint8) {
-    const Tensor c = indices.contiguous();
-    const auto* p = c.data<std::uint8_t>();
-    idx.assign(p, p + c.size());
-  } else {
-    idx = detail::read_indices(indices, "one_hot");
-  }
+  if (indices.dtype() != DType::uint8) detail::dispatch_index(indices.dtype(), "one_hot", []<class I>() {});
   auto dims = indices.shape().dims();
   dims.push_back(depth);
   Tensor out = detail::empty_tensor(Shape(dims), dtype, indices.device(), "one_hot");
-  const std::size_t item = itemsize(dtype);
-  unsigned char on[8], off[8];
-  encode_scalar(on_value, dtype, on);
-  encode_scalar(off_value, dtype, off);
-  auto* o = static_cast<unsigned char*>(out.raw_data());
-  fill_bytes(o, static_cast<std::int64_t>(idx.size()) * depth, off, item);
-  // Out-of-range indices leave an all-off row, as in TensorFlow.
-  for (std::size_t i = 0; i < idx.size(); ++i)
-    if (idx[i] >= 0 && idx[i] < depth)
-      std::memcpy(o + (static_cast<std::int64_t>(i) * depth + idx[i]) * static_cast<std::int64_t>(item), on, item);
+  backend::one_hot(indices.contiguous(), depth, on_value, off_value, out);
   return out;
 }
 
@@ -726,18 +582,12 @@ Tensor pad(const Tensor& x, const std::vector<std::array<std::int64_t, 2>>& padd
   const Shape out_shape(dims);
   Tensor out = detail::empty_tensor(out_shape, x.dtype(), x.device(), "pad");
   const std::size_t item = itemsize(x.dtype());
-  if (out.device().is_cuda()) {
-    if (out.size() > 0) cuda::fill(detail::cuda_view(out), value);
-  } else {
-    unsigned char fill[8];
-    encode_scalar(value, x.dtype(), fill);
-    fill_bytes(out.raw_data(), out_shape.num_elements(), fill, item);
-  }
+  backend::fill(out, value);
   const auto strides = contiguous_strides(out_shape);
   std::int64_t start = 0;
   for (std::size_t i = 0; i < dims.size(); ++i) start += paddings[i][0] * strides[i];
   strided_copy(out, static_cast<char*>(out.raw_data()) + start * static_cast<std::int64_t>(item), strides,
-               x.raw_data(), x.strides(), x.shape().dims(), item);
+               x.raw_data(), x.strides(), x.shape().dims());
   if (autograd::recording()) {
     std::vector<std::int64_t> begin(static_cast<std::size_t>(r));
     for (std::size_t i = 0; i < begin.size(); ++i) begin[i] = paddings[i][0];

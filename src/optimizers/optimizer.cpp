@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/record.hpp"
+#include "backend/backend.hpp"
 #include "core/tensor_util.hpp"
 #include "keel/layers/layer.hpp"
 #include "keel/ops/creation.hpp"
@@ -355,7 +356,7 @@ void Optimizer::apply(const std::vector<Tensor>& grads, const std::vector<Variab
     if (g.dtype() != v.dtype()) g = cast(g, v.dtype());  // mixed precision: update in the weight's dtype
     // A gradient that is a view of the weight itself would change under the update (weight decay
     // first writes the weight): read it from a copy.
-    else if (g.impl()->storage == v.peek().impl()->storage) g = keel::detail::contiguous_copy(g);
+    else if (g.impl()->storage == v.peek().impl()->storage) g = backend::clone(g);
     s.grads[k] = std::move(g);
   }
 

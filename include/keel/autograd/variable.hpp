@@ -36,7 +36,8 @@ class Variable {
   const Tensor& peek() const { return value_; }
 
  private:
-  void write(const Tensor& value, const char* op, bool add_to, bool sub_from = false);
+  enum class WriteMode { assign, add, sub };  // value = v, value += v, value -= v
+  void write(const Tensor& value, const char* op, WriteMode mode);
   Tensor value_;
   std::string name_;
   bool trainable_ = true;

@@ -1,12 +1,11 @@
 #pragma once
-// Tensors as the CUDA backend's views (cuda/backend.hpp), and the device-aware copies that the
-// ops share: a strided copy on either device, and moving a tensor between devices.
+// Tensors as the CUDA kernels' views (cuda/backend.hpp): what the backend layer hands them.
 #include <initializer_list>
 
 #include "cuda/backend.hpp"
 #include "keel/core/tensor.hpp"
 
-namespace keel::detail {
+namespace keel::backend {
 
 // The axes of `shape` merged wherever every operand's strides allow it (axis i folds into the
 // axis before it when, for each operand, stride[before] == stride[i] * shape[i]), with size-1
@@ -31,12 +30,4 @@ void cuda_copy_strided(DType dtype, int device, const std::vector<std::int64_t>&
                        const std::vector<std::int64_t>& src_strides, const void* src,
                        const std::vector<std::int64_t>& dst_strides, void* dst);
 
-// dst = src elementwise, converting the dtype; same shape, both on one device (CPU or CUDA),
-// any strides. Bumps nothing: callers that write in place bump the version themselves.
-void copy_into(const Tensor& src, const Tensor& dst, const char* op);
-
-// A contiguous copy of t on `device` (t itself when it is already there and contiguous is not
-// asked for). Not recorded on a tape: Tensor::to adds the gradient.
-Tensor transfer(const Tensor& t, Device device);
-
-}  // namespace keel::detail
+}  // namespace keel::backend

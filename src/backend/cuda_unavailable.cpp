@@ -40,13 +40,13 @@ void fill(const View&, double) { unavailable("fill"); }
 void copy(const View&, const View&) { unavailable("copy"); }
 void unary(UnaryOp, const View&, const View&, double) { unavailable("unary op"); }
 void binary(BinaryOp, const View&, const View&, const View&) { unavailable("binary op"); }
-void compare(int, const View&, const View&, const View&) { unavailable("compare"); }
-void logical(bool, const View&, const View&, const View&) { unavailable("logical op"); }
+void compare(CompareOp, const View&, const View&, const View&) { unavailable("compare"); }
+void logical(LogicalOp, const View&, const View&, const View&) { unavailable("logical op"); }
 void logical_not(const View&, const View&) { unavailable("logical_not"); }
 void where(const View&, const View&, const View&, const View&) { unavailable("where"); }
-void is_finite(const View&, const View&, bool) { unavailable("is_finite"); }
+void float_test(FloatTest, const View&, const View&) { unavailable("is_finite"); }
 void reduce(ReduceOp, const View&, int, const View&) { unavailable("reduce"); }
-void arg_reduce(bool, const View&, const View&) { unavailable("arg_reduce"); }
+void arg_reduce(ArgReduceOp, const View&, const View&) { unavailable("arg_reduce"); }
 
 void gemm(DType, std::int64_t, std::int64_t, std::int64_t, const Matrix&, const Matrix&, void*,
           std::int64_t, std::int64_t, std::int64_t, int) {
@@ -55,7 +55,7 @@ void gemm(DType, std::int64_t, std::int64_t, std::int64_t, const Matrix&, const 
 void set_tf32(bool enabled) { tf32_flag.store(enabled); }
 bool tf32() { return tf32_flag.load(); }
 
-using cpu::WindowGeom;
+
 void conv2d_forward(DType, const WindowGeom&, const void*, const void*, void*, int) { unavailable("conv2d"); }
 void conv2d_backward_input(DType, const WindowGeom&, const void*, const void*, void*, int) {
   unavailable("conv2d_backprop_input");

@@ -1,12 +1,11 @@
-#include "core/cuda_view.hpp"
+#include "backend/cuda_views.hpp"
 
 #include <fmt/core.h>
 
 #include "core/tensor_util.hpp"
-#include "cpu/copy.hpp"
 #include "cpu/elementwise.hpp"
 
-namespace keel::detail {
+namespace keel::backend {
 
 MergedAxes merge_axes(const std::vector<std::int64_t>& shape, const std::vector<std::vector<std::int64_t>>& strides) {
   MergedAxes m;
@@ -77,51 +76,4 @@ void cuda_copy_strided(DType dtype, int device, const std::vector<std::int64_t>&
   cuda::copy(s, d);
 }
 
-void copy_into(const Tensor& src, const Tensor& dst, const char* op) {
-  if (src.device() != dst.device())
-    throw DeviceError(fmt::format("{}: source on {} and destination on {}", op, src.device().to_string(),
-                                  dst.device().to_string()));
-  if (src.size() == 0) return;
-  if (dst.device().is_cuda()) {
-    if (src.dtype() == dst.dtype()) {  // merges before building views: any rank that merges to 8
-      cuda_copy_strided(src.dtype(), dst.device().index(), src.shape().dims(), src.strides(), src.raw_data(),
-                        dst.strides(), dst.raw_data());
-      return;
-    }
-    const auto v = cuda_views({&src, &dst}, src.shape(), op);
-    cuda::copy(v[0], v[1]);
-    return;
-  }
-  if (src.dtype() != dst.dtype()) {
-    // Convert through a contiguous buffer of the source, then copy into the strided target.
-    const Tensor c = src.contiguous();
-    Tensor converted = dst.is_contiguous() ? dst : empty_tensor(dst.shape(), dst.dtype(), dst.device());
-    cpu::convert(c.dtype(), c.raw_data(), dst.dtype(), converted.raw_data(), c.size());
-    if (converted.raw_data() == dst.raw_data()) return;
-    copy_into(converted, dst, op);
-    return;
-  }
-  cpu::copy_strided(src.shape().dims(), src.strides(), static_cast<const char*>(src.raw_data()), dst.strides(),
-                    static_cast<char*>(dst.raw_data()), itemsize(src.dtype()));
-}
-
-Tensor transfer(const Tensor& t, Device device) {
-  const Device from = t.device();
-  if (from == device) return t;
-  if (device.is_cuda() && (device.index() < 0 || device.index() >= cuda::device_count()))
-    throw DeviceError(fmt::format("to: cannot copy a tensor {} to {}: {} CUDA devices present{}",
-                                  t.shape().to_string(), device.to_string(), cuda::device_count(),
-                                  cuda::device_count() == 0 ? " (none usable: no GPU or keel built without CUDA)" : ""));
-  const Tensor src = t.contiguous();  // made contiguous where it lives
-  Tensor out = empty_tensor(t.shape(), t.dtype(), device);
-  const std::size_t nbytes = static_cast<std::size_t>(t.size()) * itemsize(t.dtype());
-  if (from.is_cpu())
-    cuda::copy_to_device(out.raw_data(), src.raw_data(), nbytes, device.index());
-  else if (device.is_cpu())
-    cuda::copy_to_host(out.raw_data(), src.raw_data(), nbytes, from.index());
-  else
-    cuda::copy_between(out.raw_data(), device.index(), src.raw_data(), from.index(), nbytes);
-  return out;
-}
-
-}  // namespace keel::detail
+}  // namespace keel::backend

@@ -1,0 +1,63 @@
+// Indexing kernels: gather, unsorted_segment_sum and one_hot on either device.
+#include <cstring>
+
+#include "backend/backend.hpp"
+#include "backend/device.hpp"
+#include "core/dispatch.hpp"
+#include "core/tensor_util.hpp"
+#include "cpu/indexing.hpp"
+#include "cuda/indexing.hpp"
+
+namespace keel::backend {
+
+namespace {
+
+// A scalar in dtype `dt`, its bytes in the low end of a 64-bit word (little-endian).
+std::uint64_t encode_scalar(double v, DType dt) {
+  unsigned char bytes[8] = {};
+  detail::dispatch_all(dt, "encode", [&]<class U>() {
+    const U u = detail::convert<U>(v);
+    std::memcpy(bytes, &u, sizeof(U));
+  });
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, bytes, sizeof bits);
+  return bits;
+}
+
+}  // namespace
+
+BadIndex gather_rows(const Tensor& params, std::int64_t outer, std::int64_t dim, std::size_t row_bytes,
+                     const Tensor& indices, const Tensor& out) {
+  if (on_cuda(params)) {
+    const cuda::BadIndex b = cuda::gather_rows(params.raw_data(), outer, dim, row_bytes, indices.raw_data(),
+                                               indices.dtype(), indices.size(), out.raw_data(),
+                                               params.device().index());
+    return {b.position, b.value};
+  }
+  const cpu::BadIndex b = cpu::gather_rows(params.raw_data(), outer, dim, row_bytes, indices.raw_data(),
+                                           indices.dtype(), indices.size(), out.raw_data());
+  return {b.position, b.value};
+}
+
+SegmentIds segment_sum(const Tensor& data, std::int64_t inner, const Tensor& ids, const Tensor& out) {
+  const std::int64_t num_segments = out.shape()[0];
+  if (on_cuda(data)) {
+    const cuda::SegmentIds r = cuda::segment_sum(data.dtype(), data.raw_data(), ids.size(), inner, ids.raw_data(),
+                                                 ids.dtype(), num_segments, out.raw_data(), data.device().index());
+    return {{r.bad.position, r.bad.value}, r.has_negative};
+  }
+  const cpu::SegmentIds r = cpu::segment_sum(data.dtype(), data.raw_data(), ids.size(), inner, ids.raw_data(),
+                                             ids.dtype(), num_segments, out.raw_data());
+  return {{r.bad.position, r.bad.value}, r.has_negative};
+}
+
+void one_hot(const Tensor& indices, std::int64_t depth, double on_value, double off_value, const Tensor& out) {
+  const std::uint64_t on = encode_scalar(on_value, out.dtype()), off = encode_scalar(off_value, out.dtype());
+  const std::size_t item = itemsize(out.dtype());
+  if (on_cuda(indices))
+    return cuda::one_hot(indices.raw_data(), indices.dtype(), indices.size(), depth, on, off, item, out.raw_data(),
+                         indices.device().index());
+  cpu::one_hot(indices.raw_data(), indices.dtype(), indices.size(), depth, on, off, item, out.raw_data());
+}
+
+}  // namespace keel::backend

@@ -1,0 +1,78 @@
+// Sliding-window kernels: im2col + BLAS, depthwise and pooling loops on the CPU, cuDNN and the
+// direct kernels of cuda/ on a GPU.
+#include "backend/backend.hpp"
+#include "backend/device.hpp"
+#include "cpu/conv.hpp"
+#include "cuda/backend.hpp"
+
+namespace keel::backend {
+
+namespace {
+
+const void* in(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
+
+void conv_native(ConvKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, const Tensor& out) {
+  const DType dt = out.dtype();
+  const void *pa = in(a), *pb = in(b);
+  void* po = out.raw_data();
+  if (on_cuda(out)) {
+    const int d = out.device().index();
+    switch (k) {
+      case ConvKernel::conv2d_forward: return cuda::conv2d_forward(dt, g, pa, pb, po, d);
+      case ConvKernel::conv2d_backward_input: return cuda::conv2d_backward_input(dt, g, pa, pb, po, d);
+      case ConvKernel::conv2d_backward_filter: return cuda::conv2d_backward_filter(dt, g, pa, pb, po, d);
+      case ConvKernel::depthwise_forward: return cuda::depthwise_forward(dt, g, pa, pb, po, d);
+      case ConvKernel::depthwise_backward_input: return cuda::depthwise_backward_input(dt, g, pa, pb, po, d);
+      case ConvKernel::depthwise_backward_filter: return cuda::depthwise_backward_filter(dt, g, pa, pb, po, d);
+    }
+    return;
+  }
+  switch (k) {
+    case ConvKernel::conv2d_forward: return cpu::conv2d_forward(dt, g, pa, pb, po);
+    case ConvKernel::conv2d_backward_input: return cpu::conv2d_backward_input(dt, g, pa, pb, po);
+    case ConvKernel::conv2d_backward_filter: return cpu::conv2d_backward_filter(dt, g, pa, pb, po);
+    case ConvKernel::depthwise_forward: return cpu::depthwise_forward(dt, g, pa, pb, po);
+    case ConvKernel::depthwise_backward_input: return cpu::depthwise_backward_input(dt, g, pa, pb, po);
+    case ConvKernel::depthwise_backward_filter: return cpu::depthwise_backward_filter(dt, g, pa, pb, po);
+  }
+}
+
+void pool_native(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, const Tensor& out) {
+  const DType dt = out.dtype();
+  const void *pa = in(a), *pb = in(b);
+  void* po = out.raw_data();
+  if (on_cuda(out)) {
+    const int d = out.device().index();
+    switch (k) {
+      case PoolKernel::max_forward: return cuda::max_pool_forward(dt, g, pa, po, d);
+      case PoolKernel::max_backward: return cuda::max_pool_backward(dt, g, pa, pb, po, d);
+      case PoolKernel::max_gather: return cuda::max_pool_gather(dt, g, pa, pb, po, d);
+      case PoolKernel::avg_forward: return cuda::avg_pool_forward(dt, g, pa, po, d);
+      case PoolKernel::avg_backward: return cuda::avg_pool_backward(dt, g, pa, po, d);
+    }
+    return;
+  }
+  switch (k) {
+    case PoolKernel::max_forward: return cpu::max_pool_forward(dt, g, pa, po);
+    case PoolKernel::max_backward: return cpu::max_pool_backward(dt, g, pa, pb, po);
+    case PoolKernel::max_gather: return cpu::max_pool_gather(dt, g, pa, pb, po);
+    case PoolKernel::avg_forward: return cpu::avg_pool_forward(dt, g, pa, po);
+    case PoolKernel::avg_backward: return cpu::avg_pool_backward(dt, g, pa, po);
+  }
+}
+
+}  // namespace
+
+void conv(ConvKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (!on_cuda(out) && is_half(out.dtype()))
+    return via_float32({&a, &b}, out, [&](const std::vector<Tensor>& w, const Tensor& o) { conv_native(k, g, w[0], w[1], o); });
+  conv_native(k, g, a, b, out);
+}
+
+void pool(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (!on_cuda(out) && is_half(out.dtype()))
+    return via_float32({&a, &b}, out, [&](const std::vector<Tensor>& w, const Tensor& o) { pool_native(k, g, w[0], w[1], o); });
+  pool_native(k, g, a, b, out);
+}
+
+}  // namespace keel::backend

@@ -1,0 +1,37 @@
+#pragma once
+// The kinds of work a kernel family does, as both backends (src/cpu/, cuda/) and the backend
+// layer between them and the ops (src/backend/) name them. Plain enums with no dependencies, so
+// that nvcc's C++17 and the library's C++20 read the same header.
+#include <cstdint>
+
+namespace keel::kernel {
+
+enum class UnaryOp : std::uint8_t {
+  neg, abs, sign, square, sqrt, rsqrt, exp, log, log1p, sin, cos, tanh, sigmoid,
+  relu, relu6, leaky_relu, elu, gelu, gelu_tanh, softplus, silu, erf,
+};
+enum class BinaryOp : std::uint8_t { add, sub, mul, div, pow, maximum, minimum };
+enum class CompareOp : std::uint8_t { eq, ne, lt, le, gt, ge };
+enum class LogicalOp : std::uint8_t { and_, or_ };
+// is_finite (neither NaN nor infinite) or is_nan.
+enum class FloatTest : std::uint8_t { finite, nan };
+enum class ReduceOp : std::uint8_t { sum, max, min, prod };
+// argmax / argmin: the first index of the extreme value wins ties.
+enum class ArgReduceOp : std::uint8_t { argmax, argmin };
+
+// The sliding-window kernels (see core/window.hpp for their geometry). Each forward comes with
+// the kernels its gradients need: backward_input is the adjoint in the image, backward_filter
+// the adjoint in the kernel.
+enum class ConvKernel : std::uint8_t {
+  conv2d_forward, conv2d_backward_input, conv2d_backward_filter,
+  depthwise_forward, depthwise_backward_input, depthwise_backward_filter,
+};
+enum class PoolKernel : std::uint8_t {
+  max_forward,   // y = the max of each window
+  max_backward,  // dx[argmax of each window] += dy
+  max_gather,    // the adjoint of max_backward in dy: out[window] = dx[argmax of the window]
+  avg_forward,   // the mean over each window's pixels inside the image
+  avg_backward,
+};
+
+}  // namespace keel::kernel

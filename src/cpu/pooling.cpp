@@ -1,0 +1,348 @@
+// Max and average pooling on NHWC images, with the kernels their gradients need.
+#include "cpu/conv.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "core/dispatch.hpp"
+#include "cpu/window_kernels.hpp"
+
+namespace keel::cpu {
+
+namespace {
+
+using namespace window;
+
+// ---- pooling -------------------------------------------------------------------------------------
+
+// Whether tap value v replaces the window's running maximum `best`: when strictly greater (ties
+// keep the earlier tap), or when v is the window's first NaN. The max of a window with a NaN is
+// NaN (tf.nn.max_pool), and its gradient goes to that NaN, as argmax picks the first NaN.
+template <class T>
+inline bool replaces_max(T v, T best) {
+  return v > best || (v != v && best == best);
+}
+
+// window_argmax on channels [c0, c0 + nv * lanes), the running maxima and their taps in
+// registers. The fast version assumes no NaN: a strict compare finds the first maximum and maxps
+// keeps the value (six instructions a vector and tap with the sum below; the exact version's NaN
+// rule takes nine). It also sums the taps, and when a sum is NaN (a NaN tap, or +inf and -inf)
+// returns false without writing: the exact version then redoes the block.
+template <class T, int nv>
+bool argmax_block_fast(const T* x, const i64* offset, TapIndex<T> taps, i64 c0, TapIndex<T>* tap) {
+  using S = Vec<T>;
+  typename S::V best[nv], sum[nv];
+  typename S::M arg[nv];
+  for (int v = 0; v < nv; ++v) {
+    best[v] = sum[v] = S::load(x + offset[0] + c0 + v * S::lanes);
+    arg[v] = S::splat(0);
+  }
+  for (TapIndex<T> t = 1; t < taps; ++t) {
+    const typename S::M tv = S::splat(t);
+    for (int v = 0; v < nv; ++v) {
+      const typename S::V xv = S::load(x + offset[t] + c0 + v * S::lanes);
+      arg[v] = S::select(best[v] < xv, tv, arg[v]);  // strict: ties keep the earlier tap
+      best[v] = S::max(xv, best[v]);
+      sum[v] += xv;
+    }
+  }
+  typename S::M nan{};
+  for (int v = 0; v < nv; ++v) nan |= sum[v] != sum[v];
+  if (S::any(nan)) return false;
+  for (int v = 0; v < nv; ++v) S::store(tap + c0 + v * S::lanes, arg[v]);
+  return true;
+}
+
+template <class T, int nv>
+void argmax_block_exact(const T* x, const i64* offset, TapIndex<T> taps, i64 c0, TapIndex<T>* tap) {
+  using S = Vec<T>;
+  typename S::V best[nv];
+  typename S::M arg[nv];
+  for (int v = 0; v < nv; ++v) {
+    best[v] = S::load(x + offset[0] + c0 + v * S::lanes);
+    arg[v] = S::splat(0);
+  }
+  for (TapIndex<T> t = 1; t < taps; ++t) {
+    const typename S::M tv = S::splat(t);
+    for (int v = 0; v < nv; ++v) {
+      const typename S::V xv = S::load(x + offset[t] + c0 + v * S::lanes);
+      // replaces_max, lane by lane: !(xv <= best) is xv > best or either NaN; best == best
+      // then rules out a NaN best (the first NaN stays).
+      const typename S::M greater = ~(xv <= best[v]) & (best[v] == best[v]);
+      best[v] = S::select(greater, xv, best[v]);
+      arg[v] = S::select(greater, tv, arg[v]);
+    }
+  }
+  for (int v = 0; v < nv; ++v) S::store(tap + c0 + v * S::lanes, arg[v]);
+}
+
+// The first maximum of each channel in the window of output pixel (n, oh, ow), taps visited in
+// row-major order (see replaces_max): channel c's maximum is x[offset[tap[c]] + c]. tap[] holds
+// c entries, offset[] kh*kw. Returns the number of taps inside the image.
+template <class T>
+TapIndex<T> window_argmax(const WindowGeom& g, const T* x, i64 n, i64 oh, i64 ow, TapIndex<T>* tap,
+                          i64* offset) {
+  using I = TapIndex<T>;
+  const i64 C = g.c;
+  const i64 ih0 = oh * g.sh - g.pad_top, iw0 = ow * g.sw - g.pad_left;
+  const TapRange ti = taps_inside(ih0, g.kh, 1, g.h), tj = taps_inside(iw0, g.kw, 1, g.w);
+  I taps = 0;
+  for (i64 i = ti.begin; i < ti.end; ++i)
+    for (i64 j = tj.begin; j < tj.end; ++j) offset[taps++] = ((n * g.h + ih0 + i) * g.w + iw0 + j) * C;
+  // Four vectors of channels at a time.
+  constexpr int nv = 4;
+  constexpr i64 width = nv * Vec<T>::lanes;
+  i64 c0 = 0;
+  for (; c0 + width <= C; c0 += width)
+    if (!argmax_block_fast<T, nv>(x, offset, taps, c0, tap)) argmax_block_exact<T, nv>(x, offset, taps, c0, tap);
+  for (i64 c = c0; c < C; ++c) {
+    T best = x[offset[0] + c];
+    I arg = 0;
+    for (I t = 1; t < taps; ++t)
+      if (replaces_max(x[offset[t] + c], best)) {
+        best = x[offset[t] + c];
+        arg = t;
+      }
+    tap[c] = arg;
+  }
+  return taps;
+}
+
+// Per-thread scratch of window_argmax.
+template <class T>
+struct ArgmaxScratch {
+  std::vector<TapIndex<T>> tap;
+  std::vector<i64> offset;
+  ArgmaxScratch(const WindowGeom& g, int parts)
+      : tap(static_cast<std::size_t>(parts * g.c)), offset(static_cast<std::size_t>(parts * g.kh * g.kw)) {}
+};
+
+// The pooling forwards: pixel(out, img, ih0, iw0, ti, tj) computes the C channels of one output
+// pixel from image img, whose window starts at (ih0, iw0) and has taps ti x tj inside it.
+template <class T, class Pixel>
+void pool_forward(const WindowGeom& g, const T* x, T* y, Pixel&& pixel) {
+  const i64 C = g.c, rows = g.n * g.ho;
+  if (rows == 0 || g.wo == 0 || C == 0) return;
+  const int parts = plan_parts(rows, static_cast<double>(g.wo * g.kh * g.kw * C));
+  run_parts(parts, rows, [&](int, i64 r0, i64 r1) {
+    for (i64 r = r0; r < r1; ++r) {
+      const i64 n = r / g.ho, oh = r % g.ho;
+      const T* img = x + n * g.h * g.w * C;
+      const i64 ih0 = oh * g.sh - g.pad_top;
+      const TapRange ti = taps_inside(ih0, g.kh, 1, g.h);
+      for (i64 ow = 0; ow < g.wo; ++ow) {
+        const i64 iw0 = ow * g.sw - g.pad_left;
+        pixel(y + (r * g.wo + ow) * C, img, ih0, iw0, ti, taps_inside(iw0, g.kw, 1, g.w));
+      }
+    }
+  });
+}
+
+// Channels [c, c + nv * lanes) of one max-pool output pixel, the maxima of the taps in registers
+// and stored once. The running maximum is maxps (`x > o ? x : o`, one instruction, as g++ makes of
+// the scalar form), which drops a NaN tap; a running sum of the taps tells whether one was NaN.
+// Only then (or when +inf and -inf meet in the sum) is the block redone with max_nan: a NaN-free
+// window costs two instructions a vector and tap, where max_nan costs four.
+template <class T, int nv, class Tap>
+inline void max_pool_channels(T* out, i64 c, TapRange ti, TapRange tj, const Tap& tap) {
+  constexpr i64 lanes = 16 / sizeof(T);
+  constexpr int ns = nv < 2 ? nv : 2;  // sums shared by the vectors: few registers, short chains
+  SseOf<T> acc[nv], sum[ns];
+  const T* first = tap(ti.begin, tj.begin) + c;
+  for (int v = 0; v < nv; ++v) acc[v] = load_sse(first + v * lanes);
+  for (int v = 0; v < ns; ++v) sum[v] = acc[v];
+  for (int v = ns; v < nv; ++v) sum[v % ns] = add_sse(sum[v % ns], acc[v]);
+  for (i64 i = ti.begin; i < ti.end; ++i)
+    for (i64 j = tj.begin + (i == ti.begin); j < tj.end; ++j) {
+      const T* p = tap(i, j) + c;
+      for (int v = 0; v < nv; ++v) {
+        const SseOf<T> x = load_sse(p + v * lanes);
+        acc[v] = max_sse(x, acc[v]);
+        sum[v % ns] = add_sse(sum[v % ns], x);
+      }
+    }
+  bool nan = false;
+  for (int v = 0; v < ns; ++v) nan |= has_nan(sum[v]);
+  if (nan) {
+    for (int v = 0; v < nv; ++v) acc[v] = load_sse(first + v * lanes);
+    for (i64 i = ti.begin; i < ti.end; ++i)
+      for (i64 j = tj.begin; j < tj.end; ++j)
+        for (int v = 0; v < nv; ++v) acc[v] = max_nan(load_sse(tap(i, j) + c + v * lanes), acc[v]);
+  }
+  for (int v = 0; v < nv; ++v) store_sse(out + c + v * lanes, acc[v]);
+}
+
+// The max of a window is NaN if a tap is NaN (tf.nn.max_pool), else the largest tap.
+template <class T>
+void max_pool_forward_t(const WindowGeom& g, const T* x, T* y) {
+  const i64 C = g.c;
+  constexpr i64 lanes = 16 / sizeof(T);
+  pool_forward(g, x, y, [&](T* out, const T* img, i64 ih0, i64 iw0, TapRange ti, TapRange tj) {
+    const auto tap = [&](i64 i, i64 j) { return img + ((ih0 + i) * g.w + iw0 + j) * C; };
+    i64 c = 0;
+    for (; c + 8 * lanes <= C; c += 8 * lanes) max_pool_channels<T, 8>(out, c, ti, tj, tap);
+    for (; c + 4 * lanes <= C; c += 4 * lanes) max_pool_channels<T, 4>(out, c, ti, tj, tap);
+    for (; c + lanes <= C; c += lanes) max_pool_channels<T, 1>(out, c, ti, tj, tap);
+    for (; c < C; ++c) {
+      T best = tap(ti.begin, tj.begin)[c];
+      for (i64 i = ti.begin; i < ti.end; ++i)
+        for (i64 j = tj.begin; j < tj.end; ++j) {
+          const T v = tap(i, j)[c];
+          best = v > best || v != v ? v : best;
+        }
+      out[c] = best;
+    }
+  });
+}
+
+// Pooling windows that do not overlap (stride >= pool, the usual 2x2/2) own their pixels, so the
+// backward kernels write each pixel's gradient once instead of zero-filling and adding into it.
+bool disjoint_windows(const WindowGeom& g) { return g.sh >= g.kh && g.sw >= g.kw; }
+// ... and when they also tile the whole image, no pixel is left to zero.
+bool windows_cover(const WindowGeom& g) {
+  return g.sh == g.kh && g.sw == g.kw && (g.ho - 1) * g.sh - g.pad_top + g.kh >= g.h &&
+         (g.wo - 1) * g.sw - g.pad_left + g.kw >= g.w;
+}
+
+template <class T>
+void max_pool_backward_t(const WindowGeom& g, const T* x, const T* dy, T* dx) {
+  const i64 C = g.c, image = g.h * g.w * C;
+  if (g.n * image == 0) return;
+  const bool disjoint = disjoint_windows(g), covers = windows_cover(g);
+  // A scatter into dx: split by images.
+  const int parts = plan_parts(g.n, static_cast<double>(g.ho * g.wo * g.kh * g.kw * C));
+  ArgmaxScratch<T> scratch(g, parts);
+  run_parts(parts, g.n, [&](int p, i64 n0, i64 n1) {
+    if (!(disjoint && covers)) std::fill(dx + n0 * image, dx + n1 * image, T(0));
+    TapIndex<T>* tap = scratch.tap.data() + p * C;
+    i64* offset = scratch.offset.data() + p * g.kh * g.kw;
+    for (i64 n = n0; n < n1; ++n)
+      for (i64 oh = 0; oh < g.ho; ++oh)
+        for (i64 ow = 0; ow < g.wo; ++ow) {
+          const TapIndex<T> taps = window_argmax(g, x, n, oh, ow, tap, offset);
+          const T* gp = dy + ((n * g.ho + oh) * g.wo + ow) * C;
+          if (disjoint) {
+            using S = Vec<T>;
+            for (TapIndex<T> t = 0; t < taps; ++t) {
+              T* dp = dx + offset[t];
+              const typename S::M tv = S::splat(t);
+              i64 c = 0;
+              for (; c + S::lanes <= C; c += S::lanes)
+                S::store(dp + c, S::select(S::load(tap + c) == tv, S::load(gp + c), typename S::V{}));
+              for (; c < C; ++c) dp[c] = tap[c] == t ? gp[c] : T(0);
+            }
+          } else {
+            for (i64 c = 0; c < C; ++c) dx[offset[tap[c]] + c] += gp[c];
+          }
+        }
+  });
+}
+
+template <class T>
+void max_pool_gather_t(const WindowGeom& g, const T* x, const T* dx, T* out) {
+  const i64 C = g.c, rows = g.n * g.ho;
+  if (rows == 0 || g.wo == 0 || C == 0) return;
+  const int parts = plan_parts(rows, static_cast<double>(g.wo * g.kh * g.kw * C));
+  ArgmaxScratch<T> scratch(g, parts);
+  run_parts(parts, rows, [&](int p, i64 r0, i64 r1) {
+    TapIndex<T>* tap = scratch.tap.data() + p * C;
+    i64* offset = scratch.offset.data() + p * g.kh * g.kw;
+    for (i64 r = r0; r < r1; ++r)
+      for (i64 ow = 0; ow < g.wo; ++ow) {
+        const TapIndex<T> taps = window_argmax(g, x, r / g.ho, r % g.ho, ow, tap, offset);
+        T* op = out + (r * g.wo + ow) * C;
+        // A select per tap rather than an indexed load per channel: it vectorises.
+        using S = Vec<T>;
+        i64 c = 0;
+        for (; c + S::lanes <= C; c += S::lanes) {
+          const typename S::M arg = S::load(tap + c);
+          typename S::V acc{};
+          for (TapIndex<T> t = 0; t < taps; ++t)
+            acc = S::select(arg == S::splat(t), S::load(dx + offset[t] + c), acc);
+          S::store(op + c, acc);
+        }
+        for (; c < C; ++c) op[c] = dx[offset[tap[c]] + c];
+      }
+  });
+}
+
+template <class T>
+void avg_pool_forward_t(const WindowGeom& g, const T* x, T* y) {
+  const i64 C = g.c;
+  pool_forward(g, x, y, [&](T* out, const T* img, i64 ih0, i64 iw0, TapRange ti, TapRange tj) {
+    zero_run(C, out);
+    for (i64 i = ti.begin; i < ti.end; ++i)
+      for (i64 j = tj.begin; j < tj.end; ++j) add_run(img + ((ih0 + i) * g.w + iw0 + j) * C, C, out);
+    // Only the pixels inside the image count (TensorFlow's avg_pool excludes the padding).
+    const T scale = T(1) / static_cast<T>((ti.end - ti.begin) * (tj.end - tj.begin));
+    for (i64 c = 0; c < C; ++c) out[c] *= scale;
+  });
+}
+
+template <class T>
+void avg_pool_backward_t(const WindowGeom& g, const T* dy, T* dx) {
+  const i64 C = g.c, image = g.h * g.w * C;
+  if (g.n * image == 0) return;
+  const bool disjoint = disjoint_windows(g), covers = windows_cover(g);
+  const int parts = plan_parts(g.n, static_cast<double>(g.ho * g.wo * g.kh * g.kw * C));
+  std::vector<T> scaled(static_cast<std::size_t>(parts * C));
+  run_parts(parts, g.n, [&](int p, i64 n0, i64 n1) {
+    if (!(disjoint && covers)) std::fill(dx + n0 * image, dx + n1 * image, T(0));
+    T* sp = scaled.data() + p * C;
+    for (i64 n = n0; n < n1; ++n)
+      for (i64 oh = 0; oh < g.ho; ++oh) {
+        const i64 ih0 = oh * g.sh - g.pad_top;
+        const TapRange ti = taps_inside(ih0, g.kh, 1, g.h);
+        for (i64 ow = 0; ow < g.wo; ++ow) {
+          const i64 iw0 = ow * g.sw - g.pad_left;
+          const TapRange tj = taps_inside(iw0, g.kw, 1, g.w);
+          const T scale = T(1) / static_cast<T>((ti.end - ti.begin) * (tj.end - tj.begin));
+          const T* gp = dy + ((n * g.ho + oh) * g.wo + ow) * C;
+          for (i64 c = 0; c < C; ++c) sp[c] = gp[c] * scale;
+          for (i64 i = ti.begin; i < ti.end; ++i)
+            for (i64 j = tj.begin; j < tj.end; ++j) {
+              T* dp = dx + ((n * g.h + ih0 + i) * g.w + iw0 + j) * C;
+              if (disjoint)
+                copy_run(sp, C, dp);
+              else
+                add_run(sp, C, dp);
+            }
+        }
+      }
+  });
+}
+
+
+}  // namespace
+
+void max_pool_forward(DType dtype, const WindowGeom& g, const void* x, void* y) {
+  detail::dispatch_float(dtype, "max_pool2d", [&]<class T>() { max_pool_forward_t<T>(g, in<T>(x), out<T>(y)); });
+}
+
+void max_pool_backward(DType dtype, const WindowGeom& g, const void* x, const void* dy, void* dx) {
+  detail::dispatch_float(dtype, "max_pool2d_grad", [&]<class T>() {
+    max_pool_backward_t<T>(g, in<T>(x), in<T>(dy), out<T>(dx));
+  });
+}
+
+void max_pool_gather(DType dtype, const WindowGeom& g, const void* x, const void* dx, void* o) {
+  detail::dispatch_float(dtype, "max_pool2d_grad_grad", [&]<class T>() {
+    max_pool_gather_t<T>(g, in<T>(x), in<T>(dx), out<T>(o));
+  });
+}
+
+void avg_pool_forward(DType dtype, const WindowGeom& g, const void* x, void* y) {
+  detail::dispatch_float(dtype, "avg_pool2d", [&]<class T>() { avg_pool_forward_t<T>(g, in<T>(x), out<T>(y)); });
+}
+
+void avg_pool_backward(DType dtype, const WindowGeom& g, const void* dy, void* dx) {
+  detail::dispatch_float(dtype, "avg_pool2d_grad", [&]<class T>() {
+    avg_pool_backward_t<T>(g, in<T>(dy), out<T>(dx));
+  });
+}
+
+
+}  // namespace keel::cpu

@@ -1,0 +1,192 @@
+#pragma once
+// Pieces the CPU sliding-window kernels share (conv.cpp, conv_direct.cpp, depthwise.cpp,
+// pooling.cpp): BLAS with beta, how a kernel splits its work over threads, short channel runs,
+// SSE-width vectors and tap ranges. Internal to src/cpu/.
+#include <cblas.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "cpu/conv.hpp"
+#include "keel/core/config.hpp"
+
+namespace keel::cpu::window {
+
+using i64 = std::int64_t;
+
+// ---- BLAS with beta (cpu::gemm always overwrites; the kernel gradient accumulates) ------------
+
+inline void gemm_rm(bool ta, bool tb, i64 m, i64 n, i64 k, const float* a, i64 lda, const float* b,
+             i64 ldb, float beta, float* c, i64 ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
+              static_cast<blasint>(ldc));
+}
+
+inline void gemm_rm(bool ta, bool tb, i64 m, i64 n, i64 k, const double* a, i64 lda, const double* b,
+             i64 ldb, double beta, double* c, i64 ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.0, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
+              static_cast<blasint>(ldc));
+}
+
+// ---- threading ---------------------------------------------------------------------------------
+
+// Below this much work (multiply-adds, or elements touched by the loop kernels) per thread a
+// kernel stays on the calling thread: starting an OpenMP region costs microseconds.
+constexpr double kMinWorkPerThread = 1 << 17;
+
+// How many contiguous parts to split `items` into: at most config::num_threads(), and only as
+// many as there is work for.
+inline int plan_parts(i64 items, double work_per_item) {
+  const int threads = config::num_threads();
+  if (threads <= 1 || items < 2) return 1;
+  const double by_work = static_cast<double>(items) * work_per_item / kMinWorkPerThread;
+  const double parts = std::min({by_work, static_cast<double>(items), static_cast<double>(threads)});
+  return parts < 2 ? 1 : static_cast<int>(parts);
+}
+
+// fn(part, begin, end) for each part of [0, items); parts > 1 run on parallel threads.
+template <class F>
+void run_parts(int parts, i64 items, F&& fn) {
+  if (parts <= 1) {
+    fn(0, i64{0}, items);
+    return;
+  }
+#pragma omp parallel for num_threads(parts) schedule(static)
+  for (int p = 0; p < parts; ++p) fn(p, items * p / parts, items * (p + 1) / parts);
+}
+
+// ---- short runs along the channel axis (often tiny: 3 channels x 3 taps = 9 values) -------------
+// im2col spends its time here. A memcpy call or a vectorised loop's prologue and epilogue cost more
+// than copying 9 floats, so copies move fixed 32- or 16-byte chunks (constant-size memcpy compiles
+// to plain vector moves), the last chunk overlapping the one before instead of a scalar tail.
+
+template <class T>
+inline void copy_run(const T* __restrict src, i64 len, T* __restrict dst) {
+  constexpr i64 wide = 32 / sizeof(T), narrow = 16 / sizeof(T);
+  if (len >= wide) {
+    i64 t = 0;
+    for (; t + wide <= len; t += wide) std::memcpy(dst + t, src + t, 32);
+    if (t < len) std::memcpy(dst + len - wide, src + len - wide, 32);
+  } else if (len >= narrow) {
+    std::memcpy(dst, src, 16);
+    std::memcpy(dst + len - narrow, src + len - narrow, 16);
+  } else {
+    for (i64 t = 0; t < len; ++t) dst[t] = src[t];
+  }
+}
+template <class T>
+inline void zero_run(i64 len, T* dst) {
+  constexpr i64 wide = 32 / sizeof(T);
+  static constexpr T zeros[wide] = {};
+  if (len >= wide) {
+    i64 t = 0;
+    for (; t + wide <= len; t += wide) std::memcpy(dst + t, zeros, 32);
+    if (t < len) std::memcpy(dst + len - wide, zeros, 32);
+  } else {
+    for (i64 t = 0; t < len; ++t) dst[t] = T(0);
+  }
+}
+// ---- the max pool's NaN-propagating maximum ------------------------------------------------------
+// maxps(x, o) is `x > o ? x : o`: ties keep the earlier tap and a NaN already in o stays, but a NaN
+// x is dropped. OR-ing in x where x is NaN puts it back: a NaN's all-ones exponent and non-zero
+// mantissa survive an OR with any value. (g++ compiles the scalar `x > o ? x : o` to maxps, which
+// drops a NaN x; its NaN test would add a compare and a three-instruction blend.)
+inline __m128 max_nan(__m128 x, __m128 o) { return _mm_or_ps(_mm_max_ps(x, o), _mm_and_ps(_mm_cmpunord_ps(x, x), x)); }
+inline __m128d max_nan(__m128d x, __m128d o) {
+  return _mm_or_pd(_mm_max_pd(x, o), _mm_and_pd(_mm_cmpunord_pd(x, x), x));
+}
+inline __m128 load_sse(const float* p) { return _mm_loadu_ps(p); }
+inline __m128d load_sse(const double* p) { return _mm_loadu_pd(p); }
+inline void store_sse(float* p, __m128 v) { _mm_storeu_ps(p, v); }
+inline void store_sse(double* p, __m128d v) { _mm_storeu_pd(p, v); }
+inline __m128 max_sse(__m128 x, __m128 o) { return _mm_max_ps(x, o); }
+inline __m128d max_sse(__m128d x, __m128d o) { return _mm_max_pd(x, o); }
+inline __m128 add_sse(__m128 a, __m128 b) { return _mm_add_ps(a, b); }
+inline __m128d add_sse(__m128d a, __m128d b) { return _mm_add_pd(a, b); }
+inline bool has_nan(__m128 v) { return _mm_movemask_ps(_mm_cmpunord_ps(v, v)) != 0; }
+inline bool has_nan(__m128d v) { return _mm_movemask_pd(_mm_cmpunord_pd(v, v)) != 0; }
+template <class T>
+using SseOf = decltype(load_sse(static_cast<const T*>(nullptr)));  // __m128 or __m128d
+
+template <class T>
+inline void add_run(const T* __restrict src, i64 len, T* __restrict dst) {
+  for (i64 t = 0; t < len; ++t) dst[t] += src[t];
+}
+
+// ---- SSE-width vectors ---------------------------------------------------------------------------
+
+// The max pool keeps tap indices in an integer as wide as T so that comparisons of values and of
+// tap indices give masks of one width (a branch per channel on random data mispredicts half the
+// time).
+template <class T>
+using TapIndex = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
+
+// 16-byte vectors through the compiler's vector extensions (GCC, Clang), for loops that g++ 12
+// leaves scalar: the max pool's compare-and-select (it unrolls it but does not vectorise a float
+// select on an integer mask) and the depthwise kernels' per-channel-block accumulators (kept in
+// registers across taps). Blends are written with bit operations so that they need only SSE2,
+// the library's baseline.
+template <class T>
+struct Vec {
+  using I = TapIndex<T>;
+  typedef T V __attribute__((vector_size(16)));
+  typedef I M __attribute__((vector_size(16)));
+  static constexpr i64 lanes = 16 / sizeof(T);
+  static V load(const T* p) {
+    V v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  static M load(const I* p) {
+    M v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  static void store(T* p, V v) { std::memcpy(p, &v, sizeof v); }
+  static void store(I* p, M v) { std::memcpy(p, &v, sizeof v); }
+  static M splat(I i) { return M{} + i; }
+  static V select(M mask, V a, V b) { return (V)(((M)a & mask) | ((M)b & ~mask)); }
+  static M select(M mask, M a, M b) { return (a & mask) | (b & ~mask); }
+  // maxps: `x > o ? x : o` in one instruction (g++ makes a compare and a blend of the select).
+  static V max(V x, V o) {
+    if constexpr (std::is_same_v<T, float>) return (V)_mm_max_ps((__m128)x, (__m128)o);
+    else return (V)_mm_max_pd((__m128d)x, (__m128d)o);
+  }
+  static bool any(M m) {
+    std::uint64_t w[2];
+    std::memcpy(w, &m, sizeof w);
+    return (w[0] | w[1]) != 0;
+  }
+};
+
+
+
+// First and one-past-last tap along an axis whose taps at start + t*d lie inside [0, size).
+struct TapRange {
+  i64 begin, end;
+};
+inline TapRange taps_inside(i64 start, i64 taps, i64 d, i64 size) {
+  i64 b = 0, e = taps;
+  if (start < 0) b = (-start + d - 1) / d;
+  if (start + (taps - 1) * d >= size) e = size - start <= 0 ? 0 : (size - start - 1) / d + 1;
+  return {b, std::max(b, e)};
+}
+
+// Typed views of the kernels' untyped pointers.
+template <class T>
+const T* in(const void* p) {
+  return static_cast<const T*>(p);
+}
+template <class T>
+T* out(void* p) {
+  return static_cast<T*>(p);
+}
+
+}  // namespace keel::cpu::window
