@@ -244,7 +244,10 @@ class LayerAccess {
     return layer.call(inputs, training);
   }
 
-  static void collect(Layer& layer, std::vector<Variable*>& out, int which, bool parent_trainable,
+  // Which weights collect() lists: those that train, or those that do not.
+  enum class Which { trainable, non_trainable };
+
+  static void collect(Layer& layer, std::vector<Variable*>& out, Which which, bool parent_trainable,
                       std::vector<const Layer*>& seen) {
     for (const auto* s : seen)
       if (s == &layer) return;  // shared layers count once
@@ -252,7 +255,7 @@ class LayerAccess {
     const bool trainable = parent_trainable && layer.trainable_;
     for (auto& w : layer.weights_) {
       const bool t = trainable && w.variable->trainable();
-      if (which == 0 || (which == 1 && t) || (which == 2 && !t)) out.push_back(w.variable.get());
+      if (t == (which == Which::trainable)) out.push_back(w.variable.get());
     }
     for (auto& s : layer.sublayers_) collect(*s, out, which, trainable, seen);
   }
@@ -351,14 +354,14 @@ void Layer::track_layer(std::shared_ptr<Layer> sublayer) {
 std::vector<Variable*> Layer::trainable_weights() {
   std::vector<Variable*> out;
   std::vector<const Layer*> seen;
-  LayerAccess::collect(*this, out, 1, true, seen);
+  LayerAccess::collect(*this, out, LayerAccess::Which::trainable, true, seen);
   return out;
 }
 
 std::vector<Variable*> Layer::non_trainable_weights() {
   std::vector<Variable*> out;
   std::vector<const Layer*> seen;
-  LayerAccess::collect(*this, out, 2, true, seen);
+  LayerAccess::collect(*this, out, LayerAccess::Which::non_trainable, true, seen);
   return out;
 }
 
@@ -435,8 +438,9 @@ void InputLayer::check_input_shape(const Shape& s) const {
 nlohmann::json InputLayer::get_config() const {
   auto config = Layer::get_config();
   config["dtype"] = "float32";  // the input's dtype, not a policy
-  std::vector<std::int64_t> batch_shape{-1};
-  batch_shape.insert(batch_shape.end(), shape_.dims().begin(), shape_.dims().end());
+  // As Keras writes it: the batch, and any dimension of unknown size, is null.
+  nlohmann::json batch_shape = nlohmann::json::array({nullptr});
+  for (std::int64_t d : shape_.dims()) batch_shape.push_back(d < 0 ? nlohmann::json(nullptr) : nlohmann::json(d));
   config["batch_shape"] = batch_shape;
   return config;
 }

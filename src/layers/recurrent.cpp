@@ -136,10 +136,10 @@ std::vector<Tensor> Recurrent::call_with_state(const Tensor& x, bool training,
 
 void Recurrent::reset_states() { carried_.clear(); }
 
-std::uint64_t Recurrent::next_seed(int which) {
+std::uint64_t Recurrent::next_seed(MaskStream stream) {
   // Two streams per training call (inputs, recurrent state), both functions of (seed, call):
   // reproducible, yet a new mask for every batch, as Keras' SeedGenerator gives.
-  return detail::mix(*common_.seed ^ detail::mix(2 * training_calls_ + static_cast<std::uint64_t>(which)));
+  return detail::mix(*common_.seed ^ detail::mix(2 * training_calls_ + static_cast<std::uint64_t>(stream)));
 }
 
 Tensor Recurrent::run(const Tensor& x_in, const std::vector<Tensor>& initial_state, bool training) {
@@ -188,8 +188,8 @@ Tensor Recurrent::run(const Tensor& x_in, const std::vector<Tensor>& initial_sta
   const bool state_dropout = training && common_.recurrent_dropout > 0 && common_.recurrent_dropout < 1;
   std::optional<std::uint64_t> seed0, seed1;
   if (common_.seed && (input_dropout || state_dropout)) {
-    seed0 = next_seed(0);
-    seed1 = next_seed(1);
+    seed0 = next_seed(MaskStream::inputs);
+    seed1 = next_seed(MaskStream::recurrent);
   }
   if (input_dropout || state_dropout) ++training_calls_;
   if (input_dropout) {

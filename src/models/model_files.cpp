@@ -34,18 +34,6 @@ void check_model_directory(const std::string& path) {
 
 }  // namespace
 
-std::string read_whole_file(const std::string& path, const char* op) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IOError(fmt::format("{}: cannot open {}: {}", op, path, std::strerror(errno)));
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw IOError(fmt::format("{}: cannot read the size of {}", op, path));
-  in.seekg(0);
-  std::string bytes(static_cast<std::size_t>(size), '\0');
-  if (size > 0 && !in.read(bytes.data(), size)) throw IOError(fmt::format("{}: cannot read {}", op, path));
-  return bytes;
-}
-
 std::string sibling_name(const std::string& path, const char* what) { return io::detail::temp_name(path, what); }
 
 void fsync_path(const std::string& path, const char* op) {

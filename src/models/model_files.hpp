@@ -23,7 +23,6 @@ inline constexpr const char* kOptimizer = "optimizer.safetensors";
 inline constexpr const char* kMetadata = "metadata.json";
 inline constexpr int kFormatVersion = 1;
 
-std::string read_whole_file(const std::string& path, const char* op);
 // "<path>.<what>-<pid>-<random>": a name next to path (same filesystem, so rename is atomic) that
 // a later save recognises, once this process is gone, as its leftover (io/atomic_file.hpp).
 std::string sibling_name(const std::string& path, const char* what);

@@ -35,6 +35,7 @@
 
 #include "autograd/record.hpp"
 #include "io/atomic_file.hpp"
+#include "io/read_file.hpp"
 #include "io/safetensors_file.hpp"
 #include "io/zip.hpp"
 #include "keel/io/safetensors.hpp"
@@ -110,7 +111,7 @@ void Model::save(const std::string& path_in) {
     for (const char* part : {kMetadata, kConfig, kWeights, kOptimizer}) {
       const std::string p = parts.path() + "/" + part;
       if (!fs::exists(p)) continue;
-      bytes.push_back(read_whole_file(p, "Model.save"));
+      bytes.push_back(io::detail::read_file(p, "Model.save"));
       // JSON compresses well; tensors hardly, and stored members load without inflating.
       const bool text = std::string(part).size() > 5 && std::string(part).compare(std::string(part).size() - 5, 5, ".json") == 0;
       members.push_back({part, bytes.back(), text});
@@ -141,7 +142,7 @@ struct Part {
   std::string bytes;  // the contents, for an archive
 };
 
-std::string part_text(const Part& p) { return p.disk.empty() ? p.bytes : read_whole_file(p.disk, "load_model"); }
+std::string part_text(const Part& p) { return p.disk.empty() ? p.bytes : io::detail::read_file(p.disk, "load_model"); }
 
 struct TensorFile {
   std::map<std::string, Tensor> tensors;
@@ -292,7 +293,7 @@ std::shared_ptr<Model> load_model(const std::string& path_in, bool compile) {
     if (!parts[kConfig].present)
       throw IOError(fmt::format("load_model: {}: the folder has no {}: not a model saved by Model::save", path, kConfig));
   } else if (fs::is_regular_file(status)) {
-    const std::string bytes = read_whole_file(path, "load_model");
+    const std::string bytes = io::detail::read_file(path, "load_model");
     for (const char* n : {kConfig, kWeights, kOptimizer, kMetadata}) parts[n].label = fmt::format("{} member '{}'", path, n);
     io::zip::read_archive(bytes, "load_model", path, [&](const io::zip::Entry& e) {
       auto it = parts.find(e.name);

@@ -14,7 +14,10 @@ class Shape {
   Shape(std::vector<std::int64_t> dims) : dims_(std::move(dims)) {}  // NOLINT: implicit on purpose
 
   const std::vector<std::int64_t>& dims() const { return dims_; }
-  std::int64_t size() const { return static_cast<std::int64_t>(dims_.size()); }  // = rank()
+  // The rank, under the name std::vector gives it. Tensor::size() counts elements, so this name
+  // reads wrong next to it: write rank().
+  [[deprecated("Shape::size() is the rank (Tensor::size() counts elements): use Shape::rank()")]]
+  std::int64_t size() const { return static_cast<std::int64_t>(dims_.size()); }
   std::int64_t rank() const { return static_cast<std::int64_t>(dims_.size()); }
   std::int64_t operator[](std::int64_t i) const { return dims_[static_cast<std::size_t>(i)]; }
   std::int64_t& operator[](std::int64_t i) { return dims_[static_cast<std::size_t>(i)]; }

@@ -124,7 +124,9 @@ class Recurrent : public Layer {
 
  private:
   Tensor run(const Tensor& x, const std::vector<Tensor>& initial_state, bool training);
-  std::uint64_t next_seed(int which);
+  // The two dropout masks of a training call: on the inputs, on the recurrent state.
+  enum class MaskStream { inputs, recurrent };
+  std::uint64_t next_seed(MaskStream stream);
 
   int units_;
   Common common_;
