@@ -1,4 +1,5 @@
 // Elementwise kernels: broadcasting views for the GPU, the strided CPU drivers otherwise.
+#include <initializer_list>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -14,11 +15,13 @@ namespace {
 // on_gpu(views) with the operands' CUDA views (the output's last) broadcast to out's shape, or
 // on_cpu() on the CPU. `op` names the kernel in the views' errors.
 template <class Gpu, class Cpu>
-void run(std::vector<const Tensor*> operands, const Tensor& out, const char* op, Gpu&& on_gpu, Cpu&& on_cpu) {
-  if (!on_cuda(out)) return on_cpu();
+void run(std::initializer_list<const Tensor*> operands, const Tensor& out, const char* op, Gpu&& on_gpu,
+         Cpu&& on_cpu) {
+  if (!on_cuda(out)) return on_cpu();  // the CPU path allocates nothing here
   if (out.size() == 0) return;
-  operands.push_back(&out);
-  on_gpu(cuda_views(operands, out.shape(), op));
+  std::vector<const Tensor*> views(operands);
+  views.push_back(&out);
+  on_gpu(cuda_views(views, out.shape(), op));
 }
 
 }  // namespace
