@@ -19,6 +19,7 @@
 #include "keel/layers/initializers.hpp"
 #include "keel/layers/layer.hpp"
 #include "keel/layers/registry.hpp"
+#include "layers/weight_classes.hpp"
 
 namespace keel::layers::detail {
 
@@ -170,10 +171,10 @@ class Args {
     } else if (v->is_object() && v->contains("class_name") && (*v)["class_name"].is_string()) {
       // Keras' serialized initializers: {"class_name": "GlorotUniform", ...} is "glorot_uniform".
       name = to_snake_case((*v)["class_name"].get<std::string>());
-      if (name == "constant") {
-        double value = 0;
+      if (const InitializerClass* c = initializer_class(name)) {  // a class with an argument
+        double value = c->default_value;
         const auto cfg = v->find("config");
-        if (cfg != v->end() && cfg->is_object() && cfg->contains("value")) value = number_of(key, (*cfg)["value"]);
+        if (cfg != v->end() && cfg->is_object() && cfg->contains(c->field)) value = number_of(key, (*cfg)[c->field]);
         return make_initializer(initializers::Constant(value));
       }
     } else {
@@ -209,10 +210,10 @@ class Args {
       if (!std::isfinite(x) || x < 0) bad(key, "a regularizer with finite, non-negative amounts", *v);
       return x;
     };
-    if (cls == "L1") return regularizers::l1(amount("l1", 0.01));
-    if (cls == "L2") return regularizers::l2(amount("l2", 0.01));
-    if (cls == "L1L2") return regularizers::l1_l2(amount("l1", 0.0), amount("l2", 0.0));
-    bad(key, "a regularizer of class L1, L2 or L1L2", *v);
+    const RegularizerClass* c = regularizer_class(cls);
+    if (!c) bad(key, "a regularizer of class L1, L2 or L1L2", *v);
+    return regularizers::Regularizer(c->has_l1 ? amount("l1", c->default_l1) : 0.0,
+                                     c->has_l2 ? amount("l2", c->default_l2) : 0.0);
   }
   activations::ActivationFn activation(const char* key, const std::string& def) const {
     const json* v = find(key);

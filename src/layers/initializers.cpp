@@ -11,6 +11,7 @@
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/nn.hpp"
 #include "keel/ops/reduce.hpp"
+#include "layers/weight_classes.hpp"
 
 namespace keel {
 
@@ -94,9 +95,10 @@ Initializer::Initializer(std::string name) : name_(std::move(name)) {
         "truncated_normal)", n));
 }
 
-Constant::Constant(double value) : Initializer([value](const Shape& s, DType d) { return full(s, value, d); }, "constant") {
-  arguments_ = {{"value", value}};
-}
+Constant::Constant(double value)
+    : Initializer([value](const Shape& s, DType d) { return full(s, value, d); },
+                  layers::detail::initializer_class("Constant")->name,
+                  {{layers::detail::initializer_class("Constant")->field, value}}) {}
 
 Tensor Initializer::operator()(const Shape& shape, DType dtype) const {
   if (!fn_) throw ValueError("initializer: empty initializer");

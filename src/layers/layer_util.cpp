@@ -4,6 +4,7 @@
 
 #include "keel/core/tensor_impl.hpp"
 #include "keel/ops/elementwise.hpp"
+#include "layers/weight_classes.hpp"
 
 namespace keel::layers::detail {
 
@@ -48,17 +49,21 @@ std::uint64_t mix(std::uint64_t z) {
 }
 
 nlohmann::json regularizer_config(const regularizers::Regularizer& r) {
-  if (!r.active()) return nullptr;
-  if (r.l2() == 0) return {{"class_name", "L1"}, {"config", {{"l1", r.l1()}}}};
-  if (r.l1() == 0) return {{"class_name", "L2"}, {"config", {{"l2", r.l2()}}}};
-  return {{"class_name", "L1L2"}, {"config", {{"l1", r.l1()}, {"l2", r.l2()}}}};
+  const RegularizerClass* c = regularizer_class_of(r.l1(), r.l2());
+  if (!c) return nullptr;
+  nlohmann::json config = nlohmann::json::object();
+  if (c->has_l1) config["l1"] = r.l1();
+  if (c->has_l2) config["l2"] = r.l2();
+  return {{"class_name", c->class_name}, {"config", config}};
 }
 
 nlohmann::json initializer_json(const initializers::Initializer& i) {
   if (i.arguments().empty()) return i.name();
   nlohmann::json config = nlohmann::json::object();
   for (const auto& [key, value] : i.arguments()) config[key] = value;
-  std::string cls = i.name();
+  // A built-in class by its Keras name; a user's parameterised initializer by its own, capitalised.
+  const InitializerClass* c = initializer_class(i.name());
+  std::string cls = c ? c->class_name : i.name();
   if (!cls.empty()) cls[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(cls[0])));
   return {{"module", "keras.initializers"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
 }
