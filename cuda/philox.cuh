@@ -1,6 +1,6 @@
 #pragma once
 // Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11) for device
-// code. It must give, word for word, what the CPU's src/ops/philox.hpp and src/cpu/dropout.cpp
+// code. It must give, word for word, what the CPU's src/core/philox.hpp and src/cpu/dropout.cpp
 // give, so that one seed drops the same elements on either device: the same multipliers, the
 // same Weyl key schedule, and the same counter layout. Block b of a reservation {key, counter} is the
 // Philox block of counter words {lo32(counter + b), hi32(counter + b), stream, 0} under the key

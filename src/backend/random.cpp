@@ -2,7 +2,9 @@
 #include "backend/random.hpp"
 
 #include "core/dispatch.hpp"
+#include "keel/core/error.hpp"
 #include "cpu/dropout.hpp"
+#include "cpu/random.hpp"
 #include "cuda/indexing.hpp"
 
 namespace keel::backend {
@@ -18,6 +20,18 @@ void dropout(const Tensor& x, const PhiloxDraw& draw, std::uint32_t threshold, d
     cpu::dropout<T>(x.size(), x.data<T>(), draw.key, draw.counter, draw.stream, threshold, static_cast<T>(scale),
                     static_cast<T*>(y.raw_data()), mask.defined() ? static_cast<T*>(mask.raw_data()) : nullptr);
   });
+}
+
+std::int64_t random_blocks(kernel::Distribution d, DType dtype, std::int64_t n) {
+  return cpu::random_blocks(d, dtype, n);
+}
+
+void random_fill(const kernel::RandomDraw& draw, std::uint64_t key, std::uint64_t counter, const Tensor& out) {
+  // Factories compute on the host (then place the result), so that a seed gives the same
+  // numbers on every device.
+  if (out.device().is_cuda())
+    throw DeviceError("random: the factories draw on the host; got an output on " + out.device().to_string());
+  cpu::random_fill(draw, out.dtype(), key, counter, out.size(), out.raw_data());
 }
 
 }  // namespace keel::backend

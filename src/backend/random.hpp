@@ -3,6 +3,7 @@
 // allocated by the op, one switch on the device.
 #include <cstdint>
 
+#include "core/kernel_kinds.hpp"
 #include "keel/core/tensor.hpp"
 
 namespace keel::backend {
@@ -21,5 +22,11 @@ struct PhiloxDraw {
 // CUDA kernels draw the same words, so they drop the same elements.
 void dropout(const Tensor& x, const PhiloxDraw& draw, std::uint32_t threshold, double scale, const Tensor& y,
              const Tensor& mask);
+
+// The random factories (uniform, normal, truncated_normal, uniform_int) fill a contiguous host
+// tensor: random_blocks(...) Philox blocks are reserved (random::reserve) and their start
+// handed to random_fill, which writes every element of out.
+std::int64_t random_blocks(kernel::Distribution d, DType dtype, std::int64_t n);
+void random_fill(const kernel::RandomDraw& draw, std::uint64_t key, std::uint64_t counter, const Tensor& out);
 
 }  // namespace keel::backend

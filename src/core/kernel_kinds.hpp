@@ -34,4 +34,15 @@ enum class PoolKernel : std::uint8_t {
   avg_backward,
 };
 
+// What keel::random's factories sample: uniform [a, b) and normal (mean a, stddev b; truncated
+// at two stddevs) for float32 and float64, uniform_int [int_min, int_min + int_range) for int32
+// and int64.
+enum class Distribution : std::uint8_t { uniform, normal, truncated_normal, uniform_int };
+struct RandomDraw {
+  Distribution distribution = Distribution::uniform;
+  double a = 0, b = 1;
+  std::int64_t int_min = 0;
+  std::uint64_t int_range = 1;
+};
+
 }  // namespace keel::kernel

@@ -1,0 +1,175 @@
+#include "cpu/random.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/dispatch.hpp"
+#include "core/philox.hpp"
+#include "keel/core/config.hpp"
+
+namespace keel::cpu {
+
+namespace {
+
+using kernel::Distribution;
+using philox::Words;
+__extension__ using u128 = unsigned __int128;
+
+// [0, 1) with 24 random bits (every value exactly representable as a float).
+inline double unit24(std::uint32_t w) { return static_cast<double>(w >> 8) * 0x1.0p-24; }
+// [0, 1) with 53 random bits.
+inline double unit53(std::uint32_t hi, std::uint32_t lo) {
+  return static_cast<double>(((static_cast<std::uint64_t>(hi) << 32) | lo) >> 11) * 0x1.0p-53;
+}
+// (0, 1): never 0, so log() stays finite in Box-Muller.
+inline double open32(std::uint32_t w) { return (static_cast<double>(w) + 0.5) * 0x1.0p-32; }
+inline double open53(std::uint32_t hi, std::uint32_t lo) {
+  return (static_cast<double>(((static_cast<std::uint64_t>(hi) << 32) | lo) >> 11) + 0.5) * 0x1.0p-53;
+}
+
+constexpr double kTwoPi = 6.283185307179586476925286766559;
+
+// Two standard normals from one Box-Muller pair of uniforms.
+inline void box_muller(double u_open, double u, double& z0, double& z1) {
+  const double r = std::sqrt(-2.0 * std::log(u_open));
+  const double t = kTwoPi * u;
+  z0 = r * std::cos(t);
+  z1 = r * std::sin(t);
+}
+
+// Normals per block: float32 uses one word per uniform (4 normals), float64 two (2 normals).
+template <class T>
+constexpr int normals_per_block() { return sizeof(T) == 4 ? 4 : 2; }
+
+template <class T>
+inline void normal_block(const Words& w, double (&z)[4]) {
+  if constexpr (sizeof(T) == 4) {
+    box_muller(open32(w[0]), w[1] * 0x1.0p-32, z[0], z[1]);
+    box_muller(open32(w[2]), w[3] * 0x1.0p-32, z[2], z[3]);
+  } else {
+    box_muller(open53(w[0], w[1]), unit53(w[2], w[3]), z[0], z[1]);
+  }
+}
+
+// Runs body(b) for every block; threads only above 64K elements, where they pay for themselves.
+template <class F>
+void for_blocks(std::int64_t n_elements, std::int64_t n_blocks, F&& body) {
+  [[maybe_unused]] const int nt = std::max(1, config::num_threads());
+  [[maybe_unused]] const bool par = nt > 1 && n_elements > (std::int64_t{1} << 16);
+#pragma omp parallel for num_threads(nt) schedule(static) if (par)
+  for (std::int64_t b = 0; b < n_blocks; ++b) body(b);
+}
+
+// Elements one block gives.
+int per_block(Distribution d, DType dtype) {
+  const bool wide = itemsize(dtype) == 8;
+  switch (d) {
+    case Distribution::uniform:
+    case Distribution::normal:
+    case Distribution::truncated_normal: return wide ? 2 : 4;
+    case Distribution::uniform_int: return 2;
+  }
+  return 1;
+}
+
+template <class T>
+void uniform(const RandomDraw& r, std::uint64_t key, std::uint64_t counter, std::int64_t n, T* p) {
+  constexpr int per = sizeof(T) == 4 ? 4 : 2;
+  const std::int64_t blocks = (n + per - 1) / per;
+  const double minval = r.a, maxval = r.b;
+  const T lo = static_cast<T>(minval), hi = static_cast<T>(maxval);
+  // Rounding of lo + (hi - lo) * u can land on hi; keep the interval half-open.
+  const T below_hi = lo < hi ? std::nextafter(hi, lo) : lo;
+  for_blocks(n, blocks, [&](std::int64_t b) {
+    const Words w = philox::block(key, counter, static_cast<std::uint64_t>(b));
+    double u[4];
+    if constexpr (per == 4) {
+      for (int k = 0; k < 4; ++k) u[k] = unit24(w[k]);
+    } else {
+      u[0] = unit53(w[0], w[1]);
+      u[1] = unit53(w[2], w[3]);
+    }
+    for (int k = 0; k < per; ++k) {
+      const std::int64_t i = b * per + k;
+      if (i >= n) break;
+      const T v = static_cast<T>(minval + (maxval - minval) * u[k]);
+      p[i] = v < hi ? v : below_hi;
+    }
+  });
+}
+
+// normal and truncated_normal differ only in how block b's standard normals are drawn.
+template <class T>
+void normals(const RandomDraw& r, std::uint64_t key, std::uint64_t counter, std::int64_t n, T* p) {
+  constexpr int per = normals_per_block<T>();
+  const std::int64_t blocks = (n + per - 1) / per;
+  const bool truncated = r.distribution == Distribution::truncated_normal;
+  for_blocks(n, blocks, [&](std::int64_t b) {
+    double z[4] = {0, 0, 0, 0};
+    if (!truncated) {
+      normal_block<T>(philox::block(key, counter, static_cast<std::uint64_t>(b)), z);
+    } else {
+      // A rejected lane is redrawn from the same block index on the next stream, so every
+      // redraw is still a function of (key, counter, element index) alone. 4.6% of draws are
+      // rejected; 64 rounds in a row (probability ~1e-86) would fall back to the mean.
+      double d[4];
+      unsigned pending = (1u << per) - 1;
+      for (std::uint32_t stream = 0; pending != 0 && stream < 64; ++stream) {
+        normal_block<T>(philox::block(key, counter, static_cast<std::uint64_t>(b), stream), d);
+        for (int k = 0; k < per; ++k)
+          if ((pending >> k & 1u) && std::fabs(d[k]) <= 2.0) {
+            z[k] = d[k];
+            pending &= ~(1u << k);
+          }
+      }
+    }
+    for (int k = 0; k < per; ++k) {
+      const std::int64_t i = b * per + k;
+      if (i >= n) break;
+      p[i] = static_cast<T>(r.a + r.b * z[k]);
+    }
+  });
+}
+
+template <class T>
+void uniform_int(const RandomDraw& r, std::uint64_t key, std::uint64_t counter, std::int64_t n, T* p) {
+  const std::int64_t blocks = (n + 1) / 2;
+  const std::uint64_t range = r.int_range, minval = static_cast<std::uint64_t>(r.int_min);
+  for_blocks(n, blocks, [&](std::int64_t b) {
+    const Words w = philox::block(key, counter, static_cast<std::uint64_t>(b));
+    for (int k = 0; k < 2; ++k) {
+      const std::int64_t i = b * 2 + k;
+      if (i >= n) break;
+      // 64 random bits scaled into [0, range) by a multiply-high: the bias is at most
+      // range / 2^64, and no data-dependent rejection loop is needed.
+      const std::uint64_t x = (static_cast<std::uint64_t>(w[2 * k]) << 32) | w[2 * k + 1];
+      const auto v = static_cast<std::uint64_t>((static_cast<u128>(x) * range) >> 64);
+      p[i] = static_cast<T>(static_cast<std::int64_t>(minval + v));
+    }
+  });
+}
+
+}  // namespace
+
+std::int64_t random_blocks(Distribution d, DType dtype, std::int64_t n) {
+  const int per = per_block(d, dtype);
+  return (n + per - 1) / per;
+}
+
+void random_fill(const RandomDraw& r, DType dtype, std::uint64_t key, std::uint64_t counter, std::int64_t n,
+                 void* out) {
+  switch (r.distribution) {
+    case Distribution::uniform:
+      return detail::dispatch_float(dtype, "random.uniform",
+                                    [&]<class T>() { uniform<T>(r, key, counter, n, static_cast<T*>(out)); });
+    case Distribution::normal:
+    case Distribution::truncated_normal:
+      return detail::dispatch_float(dtype, "random.normal",
+                                    [&]<class T>() { normals<T>(r, key, counter, n, static_cast<T*>(out)); });
+    case Distribution::uniform_int:
+      return detail::dispatch_index(dtype, "random.uniform_int",
+                                    [&]<class T>() { uniform_int<T>(r, key, counter, n, static_cast<T*>(out)); });
+  }
+}
+
+}  // namespace keel::cpu
