@@ -11,7 +11,7 @@
 
 #include <fmt/core.h>
 
-#include "core/config_fields.hpp"
+#include "io/config_fields.hpp"
 #include "keel/losses/loss.hpp"
 #include "layers/config_args.hpp"
 

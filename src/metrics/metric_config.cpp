@@ -11,7 +11,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include "core/config_fields.hpp"
+#include "io/config_fields.hpp"
 
 namespace keel::metrics {
 

@@ -12,7 +12,7 @@
 
 #include <fmt/core.h>
 
-#include "core/config_fields.hpp"
+#include "io/config_fields.hpp"
 #include "keel/core/error.hpp"
 #include "keel/optimizers/schedules.hpp"
 
