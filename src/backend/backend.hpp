@@ -49,6 +49,9 @@ void copy_block(Device device, DType dtype, const std::vector<std::int64_t>& sha
                 const std::vector<std::int64_t>& dst_strides);
 // out (contiguous, on `out`'s device) = a contiguous src from another device; one shape and dtype.
 void transfer(const Tensor& src, const Tensor& out);
+// x's elements (any device, any strides) converted to `dtype` into host memory: dst holds
+// x.size() contiguous elements (bytes for bool). Waits for the device.
+void read_into(const Tensor& x, DType dtype, void* dst);
 
 // ---- elementwise (elementwise.cpp) --------------------------------------------------------------
 // Inputs broadcast to out's shape and share one dtype; out has it too (bool for compare,

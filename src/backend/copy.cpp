@@ -100,6 +100,11 @@ void transfer(const Tensor& src, const Tensor& out) {
     cuda::copy_between(out.raw_data(), to.index(), src.raw_data(), from.index(), nbytes);
 }
 
+void read_into(const Tensor& x, DType dtype, void* dst) {
+  const Tensor host = cpu::contiguous(to_device(x, Device::cpu()));
+  cpu::convert(host.dtype(), host.raw_data(), dtype, dst, host.size());
+}
+
 // ---- conveniences that allocate -----------------------------------------------------------------
 
 Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }

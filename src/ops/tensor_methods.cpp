@@ -1,8 +1,6 @@
 // Tensor's methods that compute: each is an op (or the backend's copy) under a method's name.
 #include "keel/core/tensor.hpp"
 
-#include <cstring>
-
 #include <fmt/core.h>
 
 #include "autograd/record.hpp"
@@ -47,18 +45,15 @@ Tensor Tensor::operator[](std::int64_t i) const {
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
-  const Tensor host = backend::to_device(*this, Device::cpu());
-  const auto n = host.size();
-  // Converted (and made contiguous) on the host by the backend's copy, then read out.
-  Tensor typed = detail::empty_tensor(shape(), dtype_of<T>, Device::cpu(), "to_vector");
-  backend::copy(host, typed, "to_vector");
-  std::vector<T> out(static_cast<std::size_t>(n));
+  const auto n = static_cast<std::size_t>(size());
+  std::vector<T> out(n);
   if constexpr (std::is_same_v<T, bool>) {
     // Read bool bytes as bytes: a bool object holding another value would be undefined behaviour.
-    const auto* bytes = static_cast<const std::uint8_t*>(typed.raw_data());
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] = bytes[i] != 0;
-  } else if (n > 0) {
-    std::memcpy(out.data(), typed.raw_data(), static_cast<std::size_t>(n) * sizeof(T));
+    std::vector<std::uint8_t> bytes(n);
+    backend::read_into(*this, DType::bool_, bytes.data());
+    for (std::size_t i = 0; i < n; ++i) out[i] = bytes[i] != 0;
+  } else {
+    backend::read_into(*this, dtype_of<T>, out.data());
   }
   return out;
 }
