@@ -52,6 +52,7 @@ const char* binary_name(BinaryOp op) {
     case BinaryOp::pow: return "pow";
     case BinaryOp::maximum: return "maximum";
     case BinaryOp::minimum: return "minimum";
+    case BinaryOp::relu_grad: return "relu_grad";
   }
   return "binary";
 }
@@ -138,6 +139,7 @@ __device__ __forceinline__ C binary_float(BinaryOp op, C u, C v) {
     case BinaryOp::maximum:  // NaN propagates, like tf.maximum
       return u != u ? u : (v != v ? v : (u >= v ? u : v));
     case BinaryOp::minimum: return u != u ? u : (v != v ? v : (u <= v ? u : v));
+    case BinaryOp::relu_grad: return u * (v > C(0) ? C(1) : C(0));
   }
   return u;
 }
@@ -167,6 +169,7 @@ __device__ __forceinline__ T binary_int(BinaryOp op, T a, T b) {
     }
     case BinaryOp::maximum: return a > b ? a : b;
     case BinaryOp::minimum: return a < b ? a : b;
+    case BinaryOp::relu_grad: return b > T(0) ? a : T(0);
   }
   return a;
 }

@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config git ca-certificates
   libxsimd-dev libfmt-dev nlohmann-json3-dev
-  libopenblas-openmp-dev
+  libopenblas-openmp-dev libdnnl-dev
   catch2 libbenchmark-dev zlib1g-dev
   ccache
   dataset-fashion-mnist

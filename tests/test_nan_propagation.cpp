@@ -627,6 +627,43 @@ TEST_CASE("float16 and bfloat16 relu, maximum and reduce_max keep NaN", "[nan]")
   }
 }
 
+TEST_CASE("relu's one-pass gradient kernel is upstream * (x > 0) at every SIMD level", "[nan]") {
+  // Every ordered pair (upstream, x) of specials, 81 elements: full batches and a tail. The
+  // reference is TensorFlow's ReluGrad, g * (x > 0 ? 1 : 0): NaN or inf upstream times 0 is NaN.
+  at_every_level([](DType dtype) {
+    std::vector<double> up, x, want;
+    for (double g : kSpecials)
+      for (double v : kSpecials) {
+        up.push_back(g);
+        x.push_back(v);
+        want.push_back(g * (v > 0 ? 1.0 : 0.0));
+      }
+    const Tensor xt = tensor(x, dtype);
+    GradientTape tape;
+    tape.watch(xt);
+    const Tensor loss = reduce_sum(mul(relu(xt), tensor(up, dtype)));
+    CHECK(mismatches(values(tape.gradient(loss, xt)), want, dtype, x) == "");
+  });
+}
+
+TEST_CASE("relu's gradient is differentiable in the upstream gradient (second order)", "[nan]") {
+  // d/dup of d/dx sum(relu(x) * up) = d/dup (up * (x > 0)) = (x > 0): the gradient of the
+  // gradient kernel with respect to its upstream input is the same mask.
+  const Tensor x = constant({-1.0, 2.0, 0.0, 3.0}, {4}, DType::float64);
+  const Tensor up = constant({5.0, 7.0, 11.0, 13.0}, {4}, DType::float64);
+  GradientTape outer;
+  outer.watch(up);
+  Tensor gx;
+  {
+    GradientTape inner;
+    inner.watch(x);
+    gx = inner.gradient(reduce_sum(mul(relu(x), up)), x);
+  }
+  CHECK(values(gx) == std::vector<double>{0.0, 7.0, 0.0, 13.0});
+  const Tensor weights = constant({1.0, 10.0, 100.0, 1000.0}, {4}, DType::float64);
+  CHECK(values(outer.gradient(reduce_sum(mul(gx, weights)), up)) == std::vector<double>{0.0, 10.0, 0.0, 1000.0});
+}
+
 TEST_CASE("gradients meet NaN as TensorFlow's: relu masks by multiplying", "[nan]") {
   const Tensor x = constant({-1.0, 2.0, kNaN, 0.0}, {4}, DType::float64);
   {

@@ -7,6 +7,7 @@
 #include "backend/backend.hpp"
 #include "backend/cuda_views.hpp"
 #include "backend/device.hpp"
+#include "backend/kernel_clock.hpp"
 #include "core/dispatch.hpp"
 #include "core/tensor_util.hpp"
 #include "cpu/copy.hpp"
@@ -36,6 +37,7 @@ void round_into(const Tensor& computed, const Tensor& out) {
 // ---- fills and copies -------------------------------------------------------------------------
 
 void fill(const Tensor& out, double value) {
+  KernelClock clock;
   const std::int64_t n = out.size();
   if (n == 0) return;
   if (on_cuda(out)) {
@@ -57,6 +59,7 @@ void fill(const Tensor& out, double value) {
 void copy_block(Device device, DType dtype, const std::vector<std::int64_t>& shape, const void* src,
                 const std::vector<std::int64_t>& src_strides, void* dst,
                 const std::vector<std::int64_t>& dst_strides) {
+  KernelClock clock;
   if (device.is_cuda()) {
     cuda_copy_strided(dtype, device.index(), shape, src_strides, src, dst_strides, dst);
     return;
@@ -66,6 +69,7 @@ void copy_block(Device device, DType dtype, const std::vector<std::int64_t>& sha
 }
 
 void copy(const Tensor& src, const Tensor& dst, const char* op) {
+  KernelClock clock;
   if (src.device() != dst.device())
     throw DeviceError(fmt::format("{}: source on {} and destination on {}", op, src.device().to_string(),
                                   dst.device().to_string()));
@@ -88,6 +92,7 @@ void copy(const Tensor& src, const Tensor& dst, const char* op) {
 }
 
 void transfer(const Tensor& src, const Tensor& out) {
+  KernelClock clock;
   const Device from = src.device(), to = out.device();
   const std::size_t nbytes = static_cast<std::size_t>(src.size()) * itemsize(src.dtype());
   if (from.is_cpu() && to.is_cpu())
@@ -101,6 +106,7 @@ void transfer(const Tensor& src, const Tensor& out) {
 }
 
 void read_into(const Tensor& x, DType dtype, void* dst) {
+  KernelClock clock;
   const Tensor host = cpu::contiguous(to_device(x, Device::cpu()));
   cpu::convert(host.dtype(), host.raw_data(), dtype, dst, host.size());
 }

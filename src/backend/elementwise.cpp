@@ -5,6 +5,7 @@
 #include "backend/backend.hpp"
 #include "backend/cuda_views.hpp"
 #include "backend/device.hpp"
+#include "backend/kernel_clock.hpp"
 #include "cpu/elementwise.hpp"
 #include "cuda/backend.hpp"
 
@@ -27,6 +28,7 @@ void run(std::initializer_list<const Tensor*> operands, const Tensor& out, const
 }  // namespace
 
 void unary(UnaryOp op, const Tensor& x, const Tensor& out, double alpha) {
+  KernelClock clock;
   run({&x}, out, "unary", [&](const auto& v) { cuda::unary(op, v[0], v[1], alpha); }, [&] {
     if (!is_half(x.dtype())) return cpu::unary(op, x, out, alpha);
     via_float32({&x}, out, [&](const std::vector<Tensor>& in, const Tensor& o) { cpu::unary(op, in[0], o, alpha); });
@@ -34,6 +36,7 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double alpha) {
 }
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  KernelClock clock;
   run({&a, &b}, out, "binary", [&](const auto& v) { cuda::binary(op, v[0], v[1], v[2]); }, [&] {
     if (!is_half(a.dtype())) return cpu::binary(op, a, b, out);
     via_float32({&a, &b}, out, [&](const std::vector<Tensor>& in, const Tensor& o) { cpu::binary(op, in[0], in[1], o); });
@@ -41,6 +44,7 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
 }
 
 void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  KernelClock clock;
   run({&a, &b}, out, "compare", [&](const auto& v) { cuda::compare(op, v[0], v[1], v[2]); }, [&] {
     if (!is_half(a.dtype())) return cpu::compare(op, a, b, out);
     via_float32({&a, &b}, out, [&](const std::vector<Tensor>& in, const Tensor& o) { cpu::compare(op, in[0], in[1], o); });
@@ -48,20 +52,24 @@ void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) 
 }
 
 void logical(LogicalOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  KernelClock clock;
   run({&a, &b}, out, "logical", [&](const auto& v) { cuda::logical(op, v[0], v[1], v[2]); },
       [&] { cpu::logical(op, a, b, out); });
 }
 
 void logical_not(const Tensor& x, const Tensor& out) {
+  KernelClock clock;
   run({&x}, out, "logical_not", [&](const auto& v) { cuda::logical_not(v[0], v[1]); }, [&] { cpu::logical_not(x, out); });
 }
 
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
+  KernelClock clock;
   run({&cond, &a, &b}, out, "where", [&](const auto& v) { cuda::where(v[0], v[1], v[2], v[3]); },
       [&] { cpu::where(cond, a, b, out); });
 }
 
 void float_test(FloatTest test, const Tensor& x, const Tensor& out) {
+  KernelClock clock;
   run({&x}, out, test == FloatTest::nan ? "is_nan" : "is_finite", [&](const auto& v) { cuda::float_test(test, v[0], v[1]); },
       [&] { cpu::float_test(test, x, out); });
 }

@@ -1,6 +1,7 @@
 // The fused kernels' seam: the CPU kernels of src/cpu/ for every entry; CUDA has none yet (its
 // ops run their composites, which has_fused tells them).
 #include "backend/fused.hpp"
+#include "backend/kernel_clock.hpp"
 
 #include <cstdint>
 
@@ -76,6 +77,7 @@ void batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
                       const Tensor& moving_variance, double momentum, double epsilon, const Tensor& y,
                       const Tensor& mean, const Tensor& rstd, const Tensor& new_moving_mean,
                       const Tensor& new_moving_variance) {
+  KernelClock clock;
   on_cpu("batch_norm", x, [&]<class T>() {
     cpu::batch_norm_train<T>(x.data<T>(), leading(x), channels(x), in<T>(gamma), in<T>(beta), in<T>(moving_mean),
                              in<T>(moving_variance), momentum, epsilon, out<T>(y), out<T>(mean), out<T>(rstd),
@@ -85,6 +87,7 @@ void batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
 
 void batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& moving_mean,
                           const Tensor& moving_variance, double epsilon, const Tensor& y) {
+  KernelClock clock;
   on_cpu("batch_norm", x, [&]<class T>() {
     cpu::batch_norm_inference<T>(x.data<T>(), leading(x), channels(x), in<T>(gamma), in<T>(beta),
                                  in<T>(moving_mean), in<T>(moving_variance), epsilon, out<T>(y));
@@ -93,6 +96,7 @@ void batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& be
 
 void batch_norm_train_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
                                const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta) {
+  KernelClock clock;
   on_cpu("batch_norm", x, [&]<class T>() {
     cpu::batch_norm_train_backward<T>(x.data<T>(), dy.data<T>(), leading(x), channels(x), in<T>(gamma),
                                       mean.data<T>(), rstd.data<T>(), out<T>(dx), out<T>(dgamma), out<T>(dbeta));
@@ -101,6 +105,7 @@ void batch_norm_train_backward(const Tensor& x, const Tensor& dy, const Tensor& 
 
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double epsilon, const Tensor& y,
                 const Tensor& mean, const Tensor& rstd) {
+  KernelClock clock;
   const std::int64_t rows = mean.size(), cols = normalised(x, mean);
   on_cpu("layer_norm", x, [&]<class T>() {
     cpu::layer_norm<T>(x.data<T>(), rows, cols, in<T>(gamma), in<T>(beta), epsilon, out<T>(y), out<T>(mean),
@@ -110,6 +115,7 @@ void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double
 
 void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
                          const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta) {
+  KernelClock clock;
   const std::int64_t rows = mean.size(), cols = normalised(x, mean);
   on_cpu("layer_norm", x, [&]<class T>() {
     cpu::layer_norm_backward<T>(x.data<T>(), dy.data<T>(), rows, cols, in<T>(gamma), mean.data<T>(),
@@ -122,6 +128,7 @@ void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
 void lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& kernel,
                const Tensor& recurrent_kernel, const Tensor& bias, const Tensor& act, const Tensor& c_new,
                const Tensor& tanh_c, const Tensor& h_new, const Tensor& x_proj, const Tensor& g_buf) {
+  KernelClock clock;
   on_cpu("lstm_cell", h, [&]<class T>() {
     cpu::lstm_cell<T>(h.shape()[0], h.shape()[1], cell_input<T>(x, kernel, x_proj), h.data<T>(),
                       recurrent_kernel.data<T>(), in<T>(bias), rows<T>(c), out<T>(act), out<T>(g_buf),
@@ -131,6 +138,7 @@ void lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& 
 
 void lstm_cell_backward(const Tensor& act, const Tensor& tanh_c, const Tensor& dh, const Tensor& dc,
                         const Tensor& c, const Tensor& dz, const Tensor& dc_prev) {
+  KernelClock clock;
   on_cpu("lstm_cell", act, [&]<class T>() {
     cpu::lstm_cell_backward<T>(act.shape()[0], act.shape()[1] / 4, act.data<T>(), tanh_c.data<T>(), rows<T>(dh),
                                rows<T>(dc), rows<T>(c), out<T>(dz), out<T>(dc_prev));
@@ -140,6 +148,7 @@ void lstm_cell_backward(const Tensor& act, const Tensor& tanh_c, const Tensor& d
 void gru_cell(const Tensor& x, const Tensor& h, const Tensor& kernel, const Tensor& recurrent_kernel,
               const Tensor& b_in, const Tensor& b_rec, const Tensor& zr, const Tensor& rec_h, const Tensor& cand,
               const Tensor& h_new, const Tensor& x_proj, const Tensor& inner) {
+  KernelClock clock;
   on_cpu("gru_cell", h, [&]<class T>() {
     cpu::gru_cell<T>(h.shape()[0], h.shape()[1], cell_input<T>(x, kernel, x_proj), h.data<T>(),
                      recurrent_kernel.data<T>(), in<T>(b_in), in<T>(b_rec), out<T>(zr), out<T>(rec_h),
@@ -149,6 +158,7 @@ void gru_cell(const Tensor& x, const Tensor& h, const Tensor& kernel, const Tens
 
 void gru_cell_backward(const Tensor& zr, const Tensor& rec_h, const Tensor& cand, const Tensor& h,
                        const Tensor& d, const Tensor& dX, const Tensor& dI, const Tensor& dh_direct) {
+  KernelClock clock;
   on_cpu("gru_cell", cand, [&]<class T>() {
     cpu::gru_cell_backward<T>(cand.shape()[0], cand.shape()[1], zr.data<T>(), rec_h.data<T>(), cand.data<T>(),
                               rows<T>(h), rows<T>(d), out<T>(dX), out<T>(dI), out<T>(dh_direct));
@@ -156,6 +166,7 @@ void gru_cell_backward(const Tensor& zr, const Tensor& rec_h, const Tensor& cand
 }
 
 void recurrent_input_projection(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Tensor& y) {
+  KernelClock clock;
   on_cpu("recurrent_input_projection", x, [&]<class T>() {
     cpu::linear<T>(x.shape()[0], x.shape()[1], kernel.shape()[1], x.data<T>(), kernel.data<T>(), in<T>(bias),
                    out<T>(y));
@@ -165,6 +176,7 @@ void recurrent_input_projection(const Tensor& x, const Tensor& kernel, const Ten
 // ---- cross-entropies with logits -----------------------------------------------------------------
 
 void softmax_cross_entropy(const Tensor& labels, const Tensor& logits, const Tensor& loss) {
+  KernelClock clock;
   const std::int64_t k = channels(logits);
   on_cpu("softmax_cross_entropy_with_logits", logits, [&]<class T>() {
     cpu::softmax_cross_entropy<T>(loss.size(), k, labels.data<T>(), logits.data<T>(), out<T>(loss));
@@ -172,6 +184,7 @@ void softmax_cross_entropy(const Tensor& labels, const Tensor& logits, const Ten
 }
 
 void sparse_softmax_cross_entropy(const Tensor& labels, const Tensor& logits, const Tensor& loss) {
+  KernelClock clock;
   const std::int64_t k = channels(logits);
   on_cpu("sparse_softmax_cross_entropy_with_logits", logits, [&]<class T>() {
     detail::dispatch_index(labels.dtype(), "sparse_softmax_cross_entropy_with_logits", [&]<class I>() {
@@ -181,6 +194,7 @@ void sparse_softmax_cross_entropy(const Tensor& labels, const Tensor& logits, co
 }
 
 void sigmoid_cross_entropy(const Tensor& labels, const Tensor& logits, const Tensor& loss) {
+  KernelClock clock;
   on_cpu("sigmoid_cross_entropy_with_logits", logits, [&]<class T>() {
     cpu::sigmoid_cross_entropy<T>(loss.size(), labels.data<T>(), logits.data<T>(), out<T>(loss));
   });

@@ -3,6 +3,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/device.hpp"
+#include "backend/kernel_clock.hpp"
 #include "core/dispatch.hpp"
 #include "core/tensor_util.hpp"
 #include "cpu/indexing.hpp"
@@ -28,6 +29,7 @@ std::uint64_t encode_scalar(double v, DType dt) {
 
 BadIndex gather_rows(const Tensor& params, std::int64_t outer, std::int64_t dim, std::size_t row_bytes,
                      const Tensor& indices, const Tensor& out) {
+  KernelClock clock;
   if (on_cuda(params)) {
     const cuda::BadIndex b = cuda::gather_rows(params.raw_data(), outer, dim, row_bytes, indices.raw_data(),
                                                indices.dtype(), indices.size(), out.raw_data(),
@@ -40,6 +42,7 @@ BadIndex gather_rows(const Tensor& params, std::int64_t outer, std::int64_t dim,
 }
 
 SegmentIds segment_sum(const Tensor& data, std::int64_t inner, const Tensor& ids, const Tensor& out) {
+  KernelClock clock;
   const std::int64_t num_segments = out.shape()[0];
   if (on_cuda(data)) {
     const cuda::SegmentIds r = cuda::segment_sum(data.dtype(), data.raw_data(), ids.size(), inner, ids.raw_data(),
@@ -52,6 +55,7 @@ SegmentIds segment_sum(const Tensor& data, std::int64_t inner, const Tensor& ids
 }
 
 void one_hot(const Tensor& indices, std::int64_t depth, double on_value, double off_value, const Tensor& out) {
+  KernelClock clock;
   const std::uint64_t on = encode_scalar(on_value, out.dtype()), off = encode_scalar(off_value, out.dtype());
   const std::size_t item = itemsize(out.dtype());
   if (on_cuda(indices))

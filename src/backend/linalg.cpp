@@ -4,6 +4,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/device.hpp"
+#include "backend/kernel_clock.hpp"
 #include "cpu/gemm.hpp"
 #include "cuda/backend.hpp"
 
@@ -129,6 +130,7 @@ void matmul_native(const Tensor& a_in, bool transpose_a, const Tensor& b_in, boo
 }  // namespace
 
 void matmul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, const Tensor& out) {
+  KernelClock clock;
   if (!on_cuda(a) && is_half(a.dtype()))
     return via_float32({&a, &b}, out, [&](const std::vector<Tensor>& in, const Tensor& o) {
       matmul_native(in[0], transpose_a, in[1], transpose_b, o);

@@ -1,3 +1,4 @@
+#include "backend/kernel_clock.hpp"
 #include "backend/optimizer.hpp"
 
 #include "cpu/optimizer.hpp"
@@ -20,6 +21,7 @@ bool matches(const Tensor& t, const Tensor& w) {
 
 bool optimizer_update(const kernel::OptimizerParams& p, const Tensor& w, const Tensor& grad,
                       const std::array<Tensor, 3>& slots) {
+  KernelClock clock;
   if (!fused_dtype(w) || !w.is_contiguous() || !matches(grad, w)) return false;
   for (const Tensor& s : slots)
     if (s.defined() && (!matches(s, w) || !s.is_contiguous())) return false;

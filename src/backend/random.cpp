@@ -1,4 +1,5 @@
 // The random ops' seam: src/cpu/ or cuda/ by the device of the input.
+#include "backend/kernel_clock.hpp"
 #include "backend/random.hpp"
 
 #include "core/dispatch.hpp"
@@ -11,6 +12,7 @@ namespace keel::backend {
 
 void dropout(const Tensor& x, const PhiloxDraw& draw, std::uint32_t threshold, double scale, const Tensor& y,
              const Tensor& mask) {
+  KernelClock clock;
   if (x.device().is_cuda()) {
     cuda::dropout(x.dtype(), x.raw_data(), x.size(), cuda::PhiloxDraw{draw.key, draw.counter, draw.stream}, threshold,
                   scale, y.raw_data(), mask.defined() ? mask.raw_data() : nullptr, x.device().index());
@@ -27,6 +29,7 @@ std::int64_t random_blocks(kernel::Distribution d, DType dtype, std::int64_t n) 
 }
 
 void random_fill(const kernel::RandomDraw& draw, std::uint64_t key, std::uint64_t counter, const Tensor& out) {
+  KernelClock clock;
   // Factories compute on the host (then place the result), so that a seed gives the same
   // numbers on every device.
   if (out.device().is_cuda())

@@ -6,6 +6,7 @@
 #include "backend/backend.hpp"
 #include "backend/cuda_views.hpp"
 #include "backend/device.hpp"
+#include "backend/kernel_clock.hpp"
 #include "cpu/reduce.hpp"
 #include "cuda/backend.hpp"
 
@@ -60,6 +61,7 @@ cuda::View output_view(const Tensor& y, const cuda::View& in, int kept) {
 }  // namespace
 
 void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, const Tensor& out) {
+  KernelClock clock;
   if (on_cuda(x)) {
     if (out.size() == 0) return;
     int kept = 0;
@@ -74,6 +76,7 @@ void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, const Te
 }
 
 void arg_reduce(ArgReduceOp op, const Tensor& x, int axis, const Tensor& out) {
+  KernelClock clock;
   if (on_cuda(x)) {
     if (out.size() == 0) return;
     // Kept axes merged, the reduced axis last and alone (its index is what is returned).

@@ -2,6 +2,7 @@
 // direct kernels of cuda/ on a GPU.
 #include "backend/backend.hpp"
 #include "backend/device.hpp"
+#include "backend/kernel_clock.hpp"
 #include "cpu/conv.hpp"
 #include "cuda/backend.hpp"
 
@@ -64,12 +65,14 @@ void pool_native(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tenso
 }  // namespace
 
 void conv(ConvKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, const Tensor& out) {
+  KernelClock clock;
   if (!on_cuda(out) && is_half(out.dtype()))
     return via_float32({&a, &b}, out, [&](const std::vector<Tensor>& w, const Tensor& o) { conv_native(k, g, w[0], w[1], o); });
   conv_native(k, g, a, b, out);
 }
 
 void pool(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, const Tensor& out) {
+  KernelClock clock;
   if (!on_cuda(out) && is_half(out.dtype()))
     return via_float32({&a, &b}, out, [&](const std::vector<Tensor>& w, const Tensor& o) { pool_native(k, g, w[0], w[1], o); });
   pool_native(k, g, a, b, out);

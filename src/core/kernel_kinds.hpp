@@ -10,7 +10,9 @@ enum class UnaryOp : std::uint8_t {
   neg, abs, sign, square, sqrt, rsqrt, exp, log, log1p, sin, cos, tanh, sigmoid,
   relu, relu6, leaky_relu, elu, gelu, gelu_tanh, softplus, silu, erf,
 };
-enum class BinaryOp : std::uint8_t { add, sub, mul, div, pow, maximum, minimum };
+// relu_grad(g, x) = g * (x > 0 ? 1 : 0): ReLU's gradient in one pass. A product, not a select,
+// as TensorFlow's ReluGrad: an upstream NaN stays NaN where the mask is 0.
+enum class BinaryOp : std::uint8_t { add, sub, mul, div, pow, maximum, minimum, relu_grad };
 enum class CompareOp : std::uint8_t { eq, ne, lt, le, gt, ge };
 enum class LogicalOp : std::uint8_t { and_, or_ };
 // is_finite (neither NaN nor infinite) or is_nan.

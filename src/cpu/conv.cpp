@@ -5,11 +5,9 @@
 // [kh, kw, c, o] layout already is that [kh*kw*c, o] matrix. Any range of output rows can thus be
 // computed on its own: rows are handled in small blocks whose im2col slice is still in cache when
 // BLAS packs it (the whole im2col matrix of a batch would be 9x the input), and the rows are split
-// into one contiguous range per thread. Inside those OpenMP regions OpenBLAS (the OpenMP build,
-// see TOOLCHAIN.md) runs single-threaded: it detects the enclosing region (checked: a gemm called
-// from a 2-thread region starts no further threads), so BLAS and keel never oversubscribe the
-// cores. When a call is too small to split, BLAS runs on the calling thread and may use its own
-// threads.
+// into one contiguous range per thread. Inside those OpenMP regions each GEMM runs on its
+// calling thread (cpu/blas.hpp), so BLAS and keel never oversubscribe the cores. When a call is
+// too small to split, the GEMM runs on the calling thread and may use its own threads.
 //
 // The input gradient is a scatter (col2im) and is split by images so that no two threads add into
 // the same pixel; the kernel gradient sums over rows, so each thread sums its rows into its own

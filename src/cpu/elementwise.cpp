@@ -45,6 +45,7 @@ T int_binary(BinaryOp op, T a, T b) {
     }
     case BinaryOp::maximum: return a > b ? a : b;
     case BinaryOp::minimum: return a < b ? a : b;
+    case BinaryOp::relu_grad: return b > 0 ? a : T(0);
   }
   return T(0);
 }

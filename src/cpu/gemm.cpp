@@ -1,11 +1,10 @@
 #include "cpu/gemm.hpp"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstring>
 
 #include "core/dispatch.hpp"
+#include "cpu/blas.hpp"
 
 namespace keel::cpu {
 
@@ -16,23 +15,17 @@ void gemm(DType dtype, std::int64_t m, std::int64_t n, std::int64_t k, MatrixArg
     std::memset(c, 0, static_cast<std::size_t>(m * ldc) * itemsize(dtype));
     return;
   }
-  const auto ta = a.trans ? CblasTrans : CblasNoTrans;
-  const auto tb = b.trans ? CblasTrans : CblasNoTrans;
   // BLAS wants ld >= the row length even when a dimension is 1.
-  const auto lda = static_cast<blasint>(std::max<std::int64_t>(a.ld, a.trans ? m : k));
-  const auto ldb = static_cast<blasint>(std::max<std::int64_t>(b.ld, b.trans ? k : n));
+  const std::int64_t lda = std::max<std::int64_t>(a.ld, a.trans ? m : k);
+  const std::int64_t ldb = std::max<std::int64_t>(b.ld, b.trans ? k : n);
   switch (dtype) {
     case DType::float32:
-      cblas_sgemm(CblasRowMajor, ta, tb, static_cast<blasint>(m), static_cast<blasint>(n),
-                  static_cast<blasint>(k), 1.0f, static_cast<const float*>(a.data), lda,
-                  static_cast<const float*>(b.data), ldb, 0.0f, static_cast<float*>(c),
-                  static_cast<blasint>(ldc));
+      blas::gemm(a.trans, b.trans, m, n, k, 1.0f, static_cast<const float*>(a.data), lda,
+                 static_cast<const float*>(b.data), ldb, 0.0f, static_cast<float*>(c), ldc);
       return;
     case DType::float64:
-      cblas_dgemm(CblasRowMajor, ta, tb, static_cast<blasint>(m), static_cast<blasint>(n),
-                  static_cast<blasint>(k), 1.0, static_cast<const double*>(a.data), lda,
-                  static_cast<const double*>(b.data), ldb, 0.0, static_cast<double*>(c),
-                  static_cast<blasint>(ldc));
+      blas::gemm(a.trans, b.trans, m, n, k, 1.0, static_cast<const double*>(a.data), lda,
+                 static_cast<const double*>(b.data), ldb, 0.0, static_cast<double*>(c), ldc);
       return;
     default:
       break;

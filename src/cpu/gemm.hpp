@@ -1,5 +1,5 @@
 #pragma once
-// Matrix products on the CPU: OpenBLAS for float32/float64, plain loops for integers.
+// Matrix products on the CPU: cpu/blas.hpp for float32/float64, plain loops for integers.
 #include <cstdint>
 
 #include "keel/core/dtype.hpp"

@@ -2,7 +2,6 @@
 // Pieces the CPU sliding-window kernels share (conv.cpp, conv_direct.cpp, depthwise.cpp,
 // pooling.cpp): BLAS with beta, how a kernel splits its work over threads, short channel runs,
 // SSE-width vectors and tap ranges. Internal to src/cpu/.
-#include <cblas.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "cpu/blas.hpp"
 #include "cpu/conv.hpp"
 #include "keel/core/config.hpp"
 
@@ -20,19 +20,13 @@ using i64 = std::int64_t;
 // ---- BLAS with beta (cpu::gemm always overwrites; the kernel gradient accumulates) ------------
 
 inline void gemm_rm(bool ta, bool tb, i64 m, i64 n, i64 k, const float* a, i64 lda, const float* b,
-             i64 ldb, float beta, float* c, i64 ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
-              static_cast<blasint>(ldc));
+                    i64 ldb, float beta, float* c, i64 ldc) {
+  blas::gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
 
 inline void gemm_rm(bool ta, bool tb, i64 m, i64 n, i64 k, const double* a, i64 lda, const double* b,
-             i64 ldb, double beta, double* c, i64 ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.0, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
-              static_cast<blasint>(ldc));
+                    i64 ldb, double beta, double* c, i64 ldc) {
+  blas::gemm(ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
 }
 
 // ---- threading ---------------------------------------------------------------------------------

@@ -261,11 +261,22 @@ namespace {
 Tensor masked_grad(const Tensor& g, const Tensor& mask) { return mul(g, cast(mask, g.dtype())); }
 }  // namespace
 
+namespace {
+// g * (x > 0) in one kernel (BinaryOp::relu_grad); its own gradient, for higher-order tapes, is
+// the same mask applied to the incoming gradient (the mask is piecewise constant in x).
+Tensor relu_grad(const Tensor& g, const Tensor& x) {
+  Tensor z = binary_op("relu_grad", BinaryOp::relu_grad, g, x);
+  if (autograd::recording())
+    autograd::record("relu_grad", {g, x}, {z}, [x, sg = g.shape()](const Grads& gg, const Needs& n) {
+      return Grads{n[0] ? sum_to(relu_grad(gg[0], x), sg) : Tensor(), Tensor()};
+    });
+  return z;
+}
+}  // namespace
+
 Tensor relu(const Tensor& x) {
   Tensor y = unary_op("relu", UnaryOp::relu, x);
-  record_unary("relu", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
-    return masked_grad(g, greater(x, zero_of(x)));
-  });
+  record_unary("relu", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return relu_grad(g, x); });
   return y;
 }
 

@@ -224,6 +224,10 @@ void binary(BinaryOp op, const T* a, std::int64_t sa, const T* b, std::int64_t s
     // NaN if either is NaN, like tf.maximum / tf.minimum; ties give u.
     case BinaryOp::maximum: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return max_nan(u, v); });
     case BinaryOp::minimum: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return min_nan(u, v); });
+    case BinaryOp::relu_grad:
+      return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) {
+        return u * xsimd::select(v > B(T(0)), B(T(1)), B(T(0)));
+      });
   }
 }
 
