@@ -8,10 +8,10 @@
 //   lstm_forward/seq:T      the forward pass alone, recorded on a tape (the tape is dropped)
 //   lstm_inference/seq:T    the forward pass with no tape
 //
-// Counters: ms_per_step (wall time), and vs_libtorch = libtorch 1.13's time for the same
-// training step on these machines at 1 thread (1.5 ms at T = 3, 16.9 ms at T = 50) divided by
-// ours: the target is >= 3 (a third of libtorch's time or less). steps/s is items_per_second.
-// The machines are shared: run with --benchmark_repetitions=5 and read the medians.
+// Counters: ms_per_step (wall time); steps/s is items_per_second. The comparison with libtorch on
+// the same step is scripts/bench-vs-peer.sh, which runs both in one run (bench_train_step has the
+// Keras-layer version of this model). The machines are shared: run with
+// --benchmark_repetitions=5 and read the medians.
 #include <benchmark/benchmark.h>
 #include <keel/keel.hpp>
 
@@ -23,8 +23,6 @@
 namespace {
 
 constexpr std::int64_t kBatch = 32, kUnits = 50, kFeatures = 1;
-
-double libtorch_ms(std::int64_t seq) { return seq == 3 ? 1.5 : seq == 50 ? 16.9 : 0.0; }
 
 // Keeps keel at one thread for the benchmark, restoring the previous setting after it.
 class OneThread {
@@ -104,13 +102,9 @@ class LoopTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
-void set_counters(benchmark::State& state, const LoopTimer& timer, std::int64_t seq, bool compare) {
-  const double total_ms = timer.elapsed_ms();
-  const auto iterations = static_cast<double>(state.iterations());
+void set_counters(benchmark::State& state, const LoopTimer& timer) {
   state.SetItemsProcessed(state.iterations());
-  state.counters["ms_per_step"] = benchmark::Counter(total_ms, benchmark::Counter::kAvgIterations);
-  if (compare && libtorch_ms(seq) > 0 && total_ms > 0)
-    state.counters["vs_libtorch"] = libtorch_ms(seq) * iterations / total_ms;
+  state.counters["ms_per_step"] = benchmark::Counter(timer.elapsed_ms(), benchmark::Counter::kAvgIterations);
 }
 
 void BM_lstm_train_step(benchmark::State& state) {
@@ -128,7 +122,7 @@ void BM_lstm_train_step(benchmark::State& state) {
     adam.apply(grads, vars);
     benchmark::DoNotOptimize(loss);
   }
-  set_counters(state, timer, seq, true);
+  set_counters(state, timer);
 }
 BENCHMARK(BM_lstm_train_step)->Name("lstm_train_step")->ArgName("seq")->Arg(3)->Arg(50)
     ->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -146,7 +140,7 @@ void BM_lstm_forward_backward(benchmark::State& state) {
     std::vector<keel::Tensor> grads = tape.gradient(loss, vars);
     benchmark::DoNotOptimize(grads);
   }
-  set_counters(state, timer, seq, false);
+  set_counters(state, timer);
 }
 BENCHMARK(BM_lstm_forward_backward)->Name("lstm_forward_backward")->ArgName("seq")->Arg(3)->Arg(50)
     ->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -162,7 +156,7 @@ void BM_lstm_forward(benchmark::State& state) {
     keel::Tensor loss = model.loss();
     benchmark::DoNotOptimize(loss);
   }
-  set_counters(state, timer, seq, false);
+  set_counters(state, timer);
 }
 BENCHMARK(BM_lstm_forward)->Name("lstm_forward")->ArgName("seq")->Arg(3)->Arg(50)
     ->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -177,7 +171,7 @@ void BM_lstm_inference(benchmark::State& state) {
     keel::Tensor loss = model.loss();
     benchmark::DoNotOptimize(loss);
   }
-  set_counters(state, timer, seq, false);
+  set_counters(state, timer);
 }
 BENCHMARK(BM_lstm_inference)->Name("lstm_inference")->ArgName("seq")->Arg(3)->Arg(50)
     ->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -19,6 +19,7 @@
 
 #include "check_error.hpp"
 #include "gradcheck.hpp"
+#include "simd_levels.hpp"
 
 using namespace keel;
 using i64 = std::int64_t;
@@ -326,33 +327,36 @@ TEST_CASE("conv2d gradients in float32 agree with float64") {
 }
 
 TEST_CASE("conv2d in float32 with few input taps and out-channels in multiples of 8") {
-  // keel has a direct (non-im2col) float32 kernel for kh*kw*in <= 64 and out % 8 == 0 on CPUs
-  // with AVX2: tiles of 6 output pixels x 16 (or 8) channels. Widths 1, 7 and 13 leave partial
+  // keel has a direct (non-im2col) float32 kernel for kh*kw*in <= 64 and out % 8 == 0 at SIMD
+  // levels with AVX2: tiles of 6 output pixels x 16 (or 8) channels. Widths 1, 7 and 13 leave partial
   // tiles; 24 and 40 out-channels mix 16- and 8-wide blocks.
   const std::vector<ConvCase> cases = {
       {{2, 7, 5, 3}, {3, 3, 3, 16}, {1, 1}, "same", {1, 1}},  {{2, 7, 13, 3}, {3, 2, 3, 24}, {2, 1}, "same", {1, 1}},
       {{1, 9, 7, 2}, {3, 3, 2, 8}, {1, 2}, "valid", {2, 1}},  {{3, 6, 1, 4}, {2, 1, 4, 40}, {1, 1}, "same", {1, 1}},
       {{2, 5, 7, 1}, {5, 5, 1, 16}, {2, 2}, "same", {1, 1}},  {{1, 8, 8, 7}, {3, 3, 7, 32}, {1, 1}, "valid", {1, 1}},
   };
-  std::uint32_t seed = 170;
-  for (const auto& c : cases) {
-    INFO(describe(c));
-    const Tensor x = random_tensor(c.x, seed++), k = random_tensor(c.k, seed++);
-    const Tensor x32 = x.astype(DType::float32), k32 = k.astype(DType::float32);
-    GradientTape tape;
-    tape.watch(x32);
-    tape.watch(k32);
-    const Tensor y = conv2d(x32, k32, c.strides, c.padding, c.dilation);
-    check_close(y, ref_conv2d(x, k, c.strides, c.padding, c.dilation), 1e-5);
-    const Tensor w = random_tensor(y.shape(), 171);
-    const auto g32 = tape.gradient(reduce_sum(y * w.astype(DType::float32)), std::vector<Tensor>{x32, k32});
-    GradientTape tape64;
-    tape64.watch(x);
-    tape64.watch(k);
-    const auto g64 = tape64.gradient(reduce_sum(conv2d(x, k, c.strides, c.padding, c.dilation) * w),
-                                     std::vector<Tensor>{x, k});
-    for (std::size_t i = 0; i < 2; ++i) check_close(g32[i], {g64[i].to_vector<double>(), g64[i].shape()}, 1e-5);
-  }
+  // At every SIMD level: capped at SSE2 the same convolutions take the im2col path.
+  testing::at_every_simd_level([&](const std::string&) {
+    std::uint32_t seed = 170;
+    for (const auto& c : cases) {
+      INFO(describe(c));
+      const Tensor x = random_tensor(c.x, seed++), k = random_tensor(c.k, seed++);
+      const Tensor x32 = x.astype(DType::float32), k32 = k.astype(DType::float32);
+      GradientTape tape;
+      tape.watch(x32);
+      tape.watch(k32);
+      const Tensor y = conv2d(x32, k32, c.strides, c.padding, c.dilation);
+      check_close(y, ref_conv2d(x, k, c.strides, c.padding, c.dilation), 1e-5);
+      const Tensor w = random_tensor(y.shape(), 171);
+      const auto g32 = tape.gradient(reduce_sum(y * w.astype(DType::float32)), std::vector<Tensor>{x32, k32});
+      GradientTape tape64;
+      tape64.watch(x);
+      tape64.watch(k);
+      const auto g64 = tape64.gradient(reduce_sum(conv2d(x, k, c.strides, c.padding, c.dilation) * w),
+                                       std::vector<Tensor>{x, k});
+      for (std::size_t i = 0; i < 2; ++i) check_close(g32[i], {g64[i].to_vector<double>(), g64[i].shape()}, 1e-5);
+    }
+  });
 }
 
 TEST_CASE("conv2d in float32 splits work across threads without changing the result") {

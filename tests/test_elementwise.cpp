@@ -586,6 +586,24 @@ TEST_CASE("the same tensor used twice accumulates both gradients", "[elementwise
   CHECK(tape.gradient(y, x).to_vector<double>() == std::vector<double>{4.0, -3.0});
 }
 
+TEST_CASE("relu's gradient is differentiable in the upstream gradient (second order)", "[elementwise][gradient]") {
+  // d/dup of d/dx sum(relu(x) * up) = d/dup (up * (x > 0)) = (x > 0): the gradient of the
+  // gradient kernel with respect to its upstream input is the same mask.
+  const Tensor x = constant({-1.0, 2.0, 0.0, 3.0}, {4}, DType::float64);
+  const Tensor up = constant({5.0, 7.0, 11.0, 13.0}, {4}, DType::float64);
+  GradientTape outer;
+  outer.watch(up);
+  Tensor gx;
+  {
+    GradientTape inner;
+    inner.watch(x);
+    gx = inner.gradient(reduce_sum(mul(relu(x), up)), x);
+  }
+  CHECK(gx.to_vector<double>() == std::vector<double>{0.0, 7.0, 0.0, 13.0});
+  const Tensor weights = constant({1.0, 10.0, 100.0, 1000.0}, {4}, DType::float64);
+  CHECK(outer.gradient(reduce_sum(mul(gx, weights)), up).to_vector<double>() == std::vector<double>{0.0, 10.0, 0.0, 1000.0});
+}
+
 TEST_CASE("scalar_like makes a rank-0 tensor of x's dtype", "[elementwise][dtype]") {
   const Tensor s = scalar_like(ones({2, 2}, DType::float64), 2.5);
   CHECK(s.rank() == 0);

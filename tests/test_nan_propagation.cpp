@@ -1,5 +1,5 @@
 // NaN and +-inf through every CPU kernel family, at every SIMD level this processor runs
-// (cpu::simd_levels(): AVX2+FMA where present, and the SSE2 baseline): elementwise unary and
+// (cpu::simd_levels(): AVX-512 and AVX2+FMA where present, and the SSE2 baseline): elementwise unary and
 // binary kernels, reductions and arg-reductions, pooling, softmax / log_softmax / logsumexp, the
 // cross-entropies, the ReLU layers, and the gradients that meet NaN.
 //
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cpu/kernels.hpp"
+#include "simd_levels.hpp"
 
 using namespace keel;
 
@@ -34,30 +35,14 @@ const std::vector<double> kSpecials = {kNaN, kInf, -kInf, -1.5, 0.0, 0.5, 2.5, 7
 // pow's own special operands: +-1, -0 and odd / even / fractional exponents of both signs.
 const std::vector<double> kPowSpecials = {kNaN, kInf, -kInf, 0.0, -0.0, 1.0, -1.0, 2.0, 3.0, -3.0, -2.0, 0.5, -0.5};
 
-// Makes each SIMD level the active one in turn and restores the starting level at the end,
-// also when an assertion throws.
-class LevelRestorer {
- public:
-  LevelRestorer() : initial_(cpu::simd().isa) {}
-  ~LevelRestorer() { cpu::set_simd_level(initial_); }
-  LevelRestorer(const LevelRestorer&) = delete;
-  LevelRestorer& operator=(const LevelRestorer&) = delete;
-
- private:
-  std::string initial_;
-};
-
 template <class F>
 void at_every_level(F&& body) {
-  LevelRestorer restore;
-  for (const cpu::SimdKernels& level : cpu::simd_levels()) {
-    REQUIRE(cpu::set_simd_level(level.isa));
-    REQUIRE(std::string(cpu::simd().isa) == level.isa);
+  testing::at_every_simd_level([&](const std::string&) {
     for (DType dtype : {DType::float32, DType::float64}) {
-      INFO("SIMD level " << level.isa << ", " << name(dtype));
+      INFO(name(dtype));
       body(dtype);
     }
-  }
+  });
 }
 
 // Both NaN, or equal (so infinities of the same sign), or finite and close: float32 kernels
@@ -193,30 +178,6 @@ std::vector<BinaryCase> binary_cases() {
 }
 
 }  // namespace
-
-TEST_CASE("every SIMD level this processor runs can be selected", "[nan]") {
-  const std::string start = cpu::simd().isa;
-  const auto& levels = cpu::simd_levels();
-  REQUIRE_FALSE(levels.empty());
-  // The best level, unless KEEL_SIMD=sse2|avx2 (read once, at the first kernel call) names
-  // another that this processor runs.
-  const char* env = std::getenv("KEEL_SIMD");
-  bool env_known = false;
-  for (const auto& level : levels) env_known |= env != nullptr && *env != '\0' && std::string(level.isa).rfind(env, 0) == 0;
-  if (env_known) CHECK(start.rfind(env, 0) == 0);
-  else CHECK(start == levels.front().isa);
-  CHECK(std::string(levels.back().isa) == "sse2");  // the baseline, always present
-  LevelRestorer restore;
-  for (const auto& level : levels) {
-    CHECK(cpu::set_simd_level(level.isa));
-    CHECK(std::string(cpu::simd().isa) == level.isa);
-  }
-  CHECK_FALSE(cpu::set_simd_level("no-such-level"));
-  if (std::string(levels.front().isa) == "avx2+fma") {
-    CHECK(cpu::set_simd_level("avx2"));  // the level's short name, as KEEL_SIMD=avx2
-    CHECK(std::string(cpu::simd().isa) == "avx2+fma");
-  }
-}
 
 TEST_CASE("unary kernels return NaN for NaN and TensorFlow's values for +-inf at every SIMD level", "[nan]") {
   at_every_level([](DType dtype) {
@@ -644,24 +605,6 @@ TEST_CASE("relu's one-pass gradient kernel is upstream * (x > 0) at every SIMD l
     const Tensor loss = reduce_sum(mul(relu(xt), tensor(up, dtype)));
     CHECK(mismatches(values(tape.gradient(loss, xt)), want, dtype, x) == "");
   });
-}
-
-TEST_CASE("relu's gradient is differentiable in the upstream gradient (second order)", "[nan]") {
-  // d/dup of d/dx sum(relu(x) * up) = d/dup (up * (x > 0)) = (x > 0): the gradient of the
-  // gradient kernel with respect to its upstream input is the same mask.
-  const Tensor x = constant({-1.0, 2.0, 0.0, 3.0}, {4}, DType::float64);
-  const Tensor up = constant({5.0, 7.0, 11.0, 13.0}, {4}, DType::float64);
-  GradientTape outer;
-  outer.watch(up);
-  Tensor gx;
-  {
-    GradientTape inner;
-    inner.watch(x);
-    gx = inner.gradient(reduce_sum(mul(relu(x), up)), x);
-  }
-  CHECK(values(gx) == std::vector<double>{0.0, 7.0, 0.0, 13.0});
-  const Tensor weights = constant({1.0, 10.0, 100.0, 1000.0}, {4}, DType::float64);
-  CHECK(values(outer.gradient(reduce_sum(mul(gx, weights)), up)) == std::vector<double>{0.0, 10.0, 0.0, 1000.0});
 }
 
 TEST_CASE("gradients meet NaN as TensorFlow's: relu masks by multiplying", "[nan]") {

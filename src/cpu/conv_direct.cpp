@@ -4,8 +4,10 @@
 #ifdef KEEL_CONV_DIRECT_AVX2
 
 #include <algorithm>
+#include <string_view>
 #include <vector>
 
+#include "cpu/kernels.hpp"
 #include "cpu/window_kernels.hpp"
 
 namespace keel::cpu::direct {
@@ -14,10 +16,9 @@ using namespace window;
 // Above this K the im2col + BLAS path is as fast (measured: K = 27 direct 2x faster; K = 144 tied).
 constexpr i64 kDirectMaxK = 64;
 
-bool cpu_has_avx2_fma() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return ok;
-}
+// The AVX2 kernels run when the active SIMD level (cpu/kernels.hpp, which KEEL_SIMD caps) has
+// AVX2: capped at SSE2, convolutions take the im2col path, so that tests cover both.
+bool avx2_allowed() { return std::string_view(simd().isa) != "sse2"; }
 
 // Steps through the padded image, in floats.
 struct DirectSteps {
@@ -78,7 +79,7 @@ void direct_row(const DirectSteps& st, const float* src, i64 wo, const float* w,
 }
 
 bool direct_fits(const WindowGeom& g) {
-  return g.o % 8 == 0 && g.kh * g.kw * g.c <= kDirectMaxK && cpu_has_avx2_fma();
+  return g.o % 8 == 0 && g.kh * g.kw * g.c <= kDirectMaxK && avx2_allowed();
 }
 
 // A zero-padded copy of one image spanning every row and column that some window touches.

@@ -9,6 +9,7 @@ namespace keel::cpu {
 
 SimdKernels make_sse2_kernels();
 SimdKernels make_avx2_kernels();
+SimdKernels make_avx512_kernels();
 
 namespace {
 
@@ -17,10 +18,20 @@ bool has_avx2_fma() {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
-// "avx2" names the "avx2+fma" table: the level, without the extensions it carries.
+// What xsimd's avx512bw level uses (libgcc's check includes the OS's saving of the ZMM state).
+bool has_avx512bw() {
+  __builtin_cpu_init();
+  return has_avx2_fma() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl");
+}
+
+// "avx2" names the "avx2+fma" table (the level, without the extensions it carries), and
+// "avx512" the "avx512bw" one.
 bool names_level(std::string_view wanted, const char* isa) {
   const std::string_view name(isa);
-  return wanted == name || wanted == name.substr(0, name.find('+'));
+  return wanted == name || wanted == name.substr(0, name.find('+')) ||
+         (wanted == "avx512" && name.rfind("avx512", 0) == 0);
 }
 
 const SimdKernels* find_level(std::string_view isa) {
@@ -54,6 +65,7 @@ std::atomic<const SimdKernels*>& active() {
 const std::vector<SimdKernels>& simd_levels() {
   static const std::vector<SimdKernels> levels = [] {
     std::vector<SimdKernels> v;
+    if (has_avx512bw()) v.push_back(make_avx512_kernels());
     if (has_avx2_fma()) v.push_back(make_avx2_kernels());
     v.push_back(make_sse2_kernels());
     return v;

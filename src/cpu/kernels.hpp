@@ -1,11 +1,11 @@
 #pragma once
 // The CPU kernels of contiguous runs, compiled once per instruction set (src/cpu/simd/) and
-// picked at start-up by what the processor supports (AVX2+FMA, else SSE2). This build has no
-// AVX-512 table.
+// picked at start-up by what the processor supports (AVX-512 F/CD/DQ/BW/VL, else AVX2+FMA, else
+// SSE2).
 //
-// Forcing a level (tests, benchmarks of the baseline path): the environment variable
-// KEEL_SIMD=sse2|avx2 is read once, at the first kernel call; a level the processor or the
-// build lacks falls back to the best one, with a warning on stderr. Tests that sweep every
+// Capping the level (tests, benchmarks of the baseline paths): the environment variable
+// KEEL_SIMD=sse2|avx2|avx512 is read once, at the first kernel call; a level the processor or
+// the build lacks falls back to the best one, with a warning on stderr. Tests that sweep every
 // level in one process use simd_levels() and set_simd_level() below.
 #include <cstdint>
 #include <string_view>
@@ -33,7 +33,7 @@ struct TypedKernels {
 };
 
 struct SimdKernels {
-  const char* isa;  // "avx2+fma" or "sse2"
+  const char* isa;  // "avx512bw", "avx2+fma" or "sse2"
   TypedKernels<float> f32;
   TypedKernels<double> f64;
 };
@@ -41,9 +41,9 @@ struct SimdKernels {
 // The active kernel table.
 const SimdKernels& simd();
 
-// Internal, for tests: the tables this processor can run, best first ("avx2+fma", "sse2").
+// Internal, for tests: the tables this processor can run, best first ("avx512bw", "avx2+fma", "sse2").
 const std::vector<SimdKernels>& simd_levels();
-// Makes the table named `isa` ("avx2" or "avx2+fma", "sse2") the active one for every thread;
+// Makes the table named `isa` ("avx512" or "avx512bw", "avx2" or "avx2+fma", "sse2") the active one for every thread;
 // false (and no change) if this processor or build has no such table. Not for use while
 // kernels run on other threads.
 bool set_simd_level(std::string_view isa);

@@ -60,7 +60,9 @@ inline constexpr std::size_t kStreamBytes = std::size_t{4} << 20;
 
 template <class B, class T>
 inline void store_stream(const B& v, T* p) {
-  if constexpr (sizeof(B) == 32 && std::is_same_v<T, float>) _mm256_stream_ps(p, v);
+  if constexpr (sizeof(B) == 64 && std::is_same_v<T, float>) _mm512_stream_ps(p, v);
+  else if constexpr (sizeof(B) == 64 && std::is_same_v<T, double>) _mm512_stream_pd(p, v);
+  else if constexpr (sizeof(B) == 32 && std::is_same_v<T, float>) _mm256_stream_ps(p, v);
   else if constexpr (sizeof(B) == 32 && std::is_same_v<T, double>) _mm256_stream_pd(p, v);
   else if constexpr (sizeof(B) == 16 && std::is_same_v<T, float>) _mm_stream_ps(p, v);
   else if constexpr (sizeof(B) == 16 && std::is_same_v<T, double>) _mm_stream_pd(p, v);
