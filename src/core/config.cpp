@@ -1,7 +1,5 @@
 #include "keel/core/config.hpp"
 
-#include <cblas.h>
-
 #include <atomic>
 #include <thread>
 
@@ -20,9 +18,9 @@ std::atomic<int> threads{hardware_threads()};
 
 void set_num_threads(int n) {
   if (n < 1) throw ValueError("config::set_num_threads: need at least 1 thread, got " + std::to_string(n));
+  // Every parallel kernel region, BLAS's included, runs on keel's own pool (cpu/thread_pool.hpp),
+  // which reads this setting at each region.
   threads.store(n);
-  // keel's own BLAS calls follow the same setting.
-  openblas_set_num_threads(n);
 }
 
 int num_threads() { return threads.load(std::memory_order_relaxed); }

@@ -3,10 +3,10 @@
 // build has it (see cmake/KeelDependencies.cmake for why), else to OpenBLAS; float64 always to
 // OpenBLAS. Row-major, C = alpha * op(A) * op(B) + beta * C.
 //
-// Threads: called outside a parallel region, a product uses config::num_threads() threads, or
-// one when it is too small to gain from a second (measured: below about a million
-// multiply-adds the second thread's start-up outweighs it); called inside one of keel's
-// parallel regions it runs on the calling thread. Internal to src/cpu/.
+// Threads: called outside a parallel region, a product is split into blocks of C over the thread
+// pool (cpu/thread_pool.hpp), up to config::num_threads() of them, or runs on one thread when it
+// is too small to gain from a second; each block is a single-threaded library call. Called inside
+// a region it runs on the calling thread. Internal to src/cpu/.
 #include <cstdint>
 
 namespace keel::cpu::blas {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/dispatch.hpp"
+#include "cpu/thread_pool.hpp"
 #include "keel/core/config.hpp"
 
 namespace keel::cpu {
@@ -40,14 +41,15 @@ BadIndex gather_rows(const void* params, std::int64_t outer, std::int64_t dim, s
   const char* s = static_cast<const char*>(params);
   char* d = static_cast<char*>(out);
   const std::int64_t total = outer * n;
-  [[maybe_unused]] const int nt = threads();
-  [[maybe_unused]] const bool par = nt > 1 && total * static_cast<std::int64_t>(row) >= kParallelCopyBytes;
-#pragma omp parallel for num_threads(nt) schedule(static) if (par)
-  for (std::int64_t t = 0; t < total; ++t) {
-    const std::int64_t o = t / n, j = t % n;
-    std::memcpy(d + t * static_cast<std::int64_t>(row),
-                s + (o * dim + idx[static_cast<std::size_t>(j)]) * static_cast<std::int64_t>(row), row);
-  }
+  const int nt = threads();
+  const bool par = nt > 1 && total * static_cast<std::int64_t>(row) >= kParallelCopyBytes;
+  parallel_ranges(total, nt, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t t = b; t < e; ++t) {
+      const std::int64_t o = t / n, j = t % n;
+      std::memcpy(d + t * static_cast<std::int64_t>(row),
+                  s + (o * dim + idx[static_cast<std::size_t>(j)]) * static_cast<std::int64_t>(row), row);
+    }
+  }, par);
   return {};
 }
 
@@ -70,10 +72,8 @@ SegmentIds segment_sum(DType dtype, const void* data, std::int64_t n, std::int64
     // Threads own disjoint column ranges, so the sum order (and result) does not depend on the
     // thread count and no atomics are needed.
     const int nt = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(threads(), inner / 64)));
-    [[maybe_unused]] const bool par = nt > 1 && n * inner >= (std::int64_t{1} << 16);
-#pragma omp parallel for num_threads(nt) schedule(static) if (par)
-    for (int c = 0; c < nt; ++c) {
-      const std::int64_t lo = inner * c / nt, hi = inner * (c + 1) / nt;
+    const bool par = nt > 1 && n * inner >= (std::int64_t{1} << 16);
+    parallel_ranges(inner, nt, [&](std::int64_t lo, std::int64_t hi) {
       for (std::int64_t i = 0; i < n; ++i) {
         const std::int64_t id = ids[static_cast<std::size_t>(i)];
         if (id < 0) continue;
@@ -81,7 +81,7 @@ SegmentIds segment_sum(DType dtype, const void* data, std::int64_t n, std::int64
         const T* srow = s + i * inner;
         for (std::int64_t k = lo; k < hi; ++k) orow[k] += srow[k];
       }
-    }
+    }, par);
   });
   return r;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/kernel_kinds.hpp"
+#include "core/optimizer_rules.hpp"
 
 namespace keel::cpu {
 
@@ -36,6 +37,9 @@ struct SimdKernels {
   const char* isa;  // "avx512bw", "avx2+fma" or "sse2"
   TypedKernels<float> f32;
   TypedKernels<double> f64;
+  // The fused float32 optimizer step of cpu/optimizer.hpp (slots the rule does not use are null).
+  void (*optimizer_update)(const kernel::OptimizerParams& params, std::int64_t n, float* w, const float* g,
+                           float* const slot[3]);
 };
 
 // The active kernel table.

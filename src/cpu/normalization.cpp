@@ -9,6 +9,7 @@
 
 #include "cpu/rows.hpp"
 #include "cpu/strided.hpp"
+#include "cpu/thread_pool.hpp"
 #include "keel/core/config.hpp"
 
 namespace keel::cpu {
@@ -49,10 +50,9 @@ void column_sums(std::int64_t rows, std::int64_t cols, Elem elem, std::vector<do
   const std::int64_t block_rows = std::clamp<std::int64_t>(kBlockElems / std::max<std::int64_t>(cols, 1), 1, kBlockRows);
   const auto ucols = static_cast<std::size_t>(cols);
   std::vector<double> partial(static_cast<std::size_t>(chunks) * ucols * 2, 0.0);
-  [[maybe_unused]] const int nt = std::max(1, config::num_threads());
-  [[maybe_unused]] const bool par = nt > 1 && chunks > 1;
-#pragma omp parallel for num_threads(nt) schedule(static) if (par)
-  for (std::int64_t k = 0; k < chunks; ++k) {
+  // Each chunk sums into its own partial row, so the result does not depend on the threads.
+  parallel_parts(static_cast<int>(chunks), [&](int part) {
+    const auto k = static_cast<std::int64_t>(part);
     double* p1 = partial.data() + static_cast<std::size_t>(k) * ucols * 2;
     double* p2 = p1 + ucols;
     const std::int64_t r0 = rows * k / chunks, r1 = rows * (k + 1) / chunks;
@@ -80,7 +80,7 @@ void column_sums(std::int64_t rows, std::int64_t cols, Elem elem, std::vector<do
         }
       }
     }
-  }
+  });
   s1.assign(ucols, 0.0);
   s2.assign(ucols, 0.0);
   for (std::int64_t k = 0; k < chunks; ++k) {

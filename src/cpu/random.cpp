@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/dispatch.hpp"
+#include "cpu/thread_pool.hpp"
 #include "core/philox.hpp"
 #include "keel/core/config.hpp"
 
@@ -54,10 +55,11 @@ inline void normal_block(const Words& w, double (&z)[4]) {
 // Runs body(b) for every block; threads only above 64K elements, where they pay for themselves.
 template <class F>
 void for_blocks(std::int64_t n_elements, std::int64_t n_blocks, F&& body) {
-  [[maybe_unused]] const int nt = std::max(1, config::num_threads());
-  [[maybe_unused]] const bool par = nt > 1 && n_elements > (std::int64_t{1} << 16);
-#pragma omp parallel for num_threads(nt) schedule(static) if (par)
-  for (std::int64_t b = 0; b < n_blocks; ++b) body(b);
+  const int nt = std::max(1, config::num_threads());
+  const bool par = nt > 1 && n_elements > (std::int64_t{1} << 16);
+  parallel_ranges(n_blocks, nt, [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t b = b0; b < b1; ++b) body(b);
+  }, par);
 }
 
 // Elements one block gives.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cpu/thread_pool.hpp"
 #include "keel/core/config.hpp"
 
 namespace keel::cpu {
@@ -89,12 +90,7 @@ void for_each_run(const std::vector<std::int64_t>& shape,
     run_range(p, 0, p.outer, fn);
     return;
   }
-  const std::int64_t chunks = std::min<std::int64_t>(p.outer, threads);
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const std::int64_t b = p.outer * c / chunks, e = p.outer * (c + 1) / chunks;
-    run_range(p, b, e, fn);
-  }
+  parallel_ranges(p.outer, threads, [&](std::int64_t b, std::int64_t e) { run_range(p, b, e, fn); });
 }
 
 // Splits [0, n) into per-thread ranges when n is large; fn(begin, end).
@@ -105,9 +101,8 @@ void parallel_for(std::int64_t n, std::int64_t grain, F&& fn) {
     fn(std::int64_t{0}, n);
     return;
   }
-  const std::int64_t chunks = std::min<std::int64_t>(threads, n / grain);
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (std::int64_t c = 0; c < chunks; ++c) fn(n * c / chunks, n * (c + 1) / chunks);
+  const auto chunks = static_cast<int>(std::min<std::int64_t>(threads, n / grain));
+  parallel_ranges(n, chunks, fn);
 }
 
 }  // namespace keel::cpu

@@ -11,6 +11,7 @@
 
 #include "cpu/blas.hpp"
 #include "cpu/conv.hpp"
+#include "cpu/thread_pool.hpp"
 #include "keel/core/config.hpp"
 
 namespace keel::cpu::window {
@@ -52,8 +53,7 @@ void run_parts(int parts, i64 items, F&& fn) {
     fn(0, i64{0}, items);
     return;
   }
-#pragma omp parallel for num_threads(parts) schedule(static)
-  for (int p = 0; p < parts; ++p) fn(p, items * p / parts, items * (p + 1) / parts);
+  parallel_parts(parts, [&](int p) { fn(p, items * p / parts, items * (p + 1) / parts); });
 }
 
 // ---- short runs along the channel axis (often tiny: 3 channels x 3 taps = 9 values) -------------

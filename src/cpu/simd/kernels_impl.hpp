@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "cpu/kernels.hpp"
+#include "cpu/simd/optimizer_impl.hpp"
 
 namespace keel::cpu::simd_impl {
 
@@ -313,6 +314,7 @@ SimdKernels make_kernels(const char* isa) {
   k.isa = isa;
   k.f32 = {&unary<A, float>, &binary<A, float>, &reduce<A, float>, &accumulate<A, float>};
   k.f64 = {&unary<A, double>, &binary<A, double>, &reduce<A, double>, &accumulate<A, double>};
+  k.optimizer_update = &optimizer_update<A>;
   return k;
 }
 
