@@ -1,5 +1,6 @@
 // conv2d throughput at one thread, float32, NHWC, 3x3 kernels with "same" padding, against plain
-// OpenBLAS GEMMs of the im2col-equivalent shapes measured in the same run:
+// GEMMs of the im2col-equivalent shapes measured in the same run, on the library keel's GEMMs run
+// on (oneDNN's dnnl_sgemm where the build has it, else OpenBLAS's cblas_sgemm):
 //   forward:  y[M, Cout] = col[M, K] @ W[K, Cout]    M = N*Ho*Wo, K = 3*3*Cin
 //   backward: dcol[M, K] = dy[M, Cout] @ W^T          dW[K, Cout] = col^T @ dy
 // A forward counts 2*M*K*Cout FLOPs; forward+backward (gradients for input and kernel) 3x that.
@@ -12,6 +13,10 @@
 #include <cblas.h>
 #include <keel/keel.hpp>
 #include <unistd.h>
+#ifdef KEEL_BENCH_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+#endif
 
 #include <cstdint>
 #include <cstdio>
@@ -35,6 +40,22 @@ const Layer kLayers[] = {
     {"32to64_8x8_b64", 64, 8, 32, 64},
     {"64to64_56x56_b8", 8, 56, 64, 64},
 };
+
+// Row-major C = op(A) op(B) on the GEMM library keel uses.
+void gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc) {
+#ifdef KEEL_BENCH_ONEDNN
+  dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+#else
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b,
+              ldb, 0.0f, c, ldc);
+#endif
+}
+
+#ifdef KEEL_BENCH_ONEDNN
+constexpr const char* kGemmLibrary = "dnnl_sgemm";
+#else
+constexpr const char* kGemmLibrary = "cblas_sgemm";
+#endif
 
 // Printed as e.g. "FLOPS=60.1G/s".
 void set_rate(benchmark::State& state, double flops_per_iteration) {
@@ -74,8 +95,7 @@ void BM_sgemm_forward(benchmark::State& state, Layer l) {
   const auto M = static_cast<int>(l.m()), K = static_cast<int>(l.k()), O = static_cast<int>(l.cout);
   std::vector<float> col(std::size_t(M) * K, 0.5f), w(std::size_t(K) * O, 0.25f), y(std::size_t(M) * O);
   for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, O, K, 1.0f, col.data(), K, w.data(), O, 0.0f,
-                y.data(), O);
+    gemm(false, false, M, O, K, col.data(), K, w.data(), O, y.data(), O);
     benchmark::ClobberMemory();
   }
   set_rate(state, l.forward_flops());
@@ -87,12 +107,9 @@ void BM_sgemm_forward_backward(benchmark::State& state, Layer l) {
   std::vector<float> col(std::size_t(M) * K, 0.5f), w(std::size_t(K) * O, 0.25f), y(std::size_t(M) * O, 1.0f);
   std::vector<float> dcol(std::size_t(M) * K), dw(std::size_t(K) * O);
   for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, O, K, 1.0f, col.data(), K, w.data(), O, 0.0f,
-                y.data(), O);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, O, 1.0f, y.data(), O, w.data(), O, 0.0f,
-                dcol.data(), K);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, O, M, 1.0f, col.data(), K, y.data(), O, 0.0f,
-                dw.data(), O);
+    gemm(false, false, M, O, K, col.data(), K, w.data(), O, y.data(), O);
+    gemm(false, true, M, K, O, y.data(), O, w.data(), O, dcol.data(), K);
+    gemm(true, false, K, O, M, col.data(), K, y.data(), O, dw.data(), O);
     benchmark::ClobberMemory();
   }
   set_rate(state, 3 * l.forward_flops());
@@ -116,7 +133,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
   }
 
   void print_ratios() const {
-    std::printf("\nconv2d GFLOP/s / im2col-equivalent sgemm GFLOP/s (same run, 1 thread):\n");
+    std::printf("\nconv2d GFLOP/s / im2col-equivalent %s GFLOP/s (same run, 1 thread):\n", kGemmLibrary);
     std::printf("  %-20s %22s %26s\n", "layer", "forward", "forward+backward");
     for (const Layer& l : kLayers) {
       const std::string n = l.name;
@@ -145,6 +162,9 @@ int main(int argc, char** argv) {
   // One thread for keel's kernels and for the BLAS both sides call.
   keel::config::set_num_threads(1);
   openblas_set_num_threads(1);
+#ifdef KEEL_BENCH_ONEDNN
+  omp_set_num_threads(1);
+#endif
   for (const Layer& l : kLayers) {
     const std::string n = l.name;
     benchmark::RegisterBenchmark(("conv2d_forward/" + n).c_str(), BM_conv2d_forward, l)
