@@ -10,6 +10,9 @@
 #   bash scripts/bench-vs-peer.sh --busy     also with one core kept busy by a spinning process,
 #                                            and each step's busy/quiet time
 #   ROUNDS=5 KEEL_PEER_DIR=/path/to/peer KEEL_BENCH_BUILD=build-dev bash scripts/bench-vs-peer.sh
+#   KEEL_BASELINE_BUILD=/path/to/older/build bash scripts/bench-vs-peer.sh
+#                                            also an older keel build's bench_train_step, in the
+#                                            same rounds: "keel before" columns (before / after)
 #
 # Needs Debian's libtorch-dev for the libtorch side (not installed by scripts/setup.sh: about
 # 1 GB); without it only keel is measured. KEEL_PEER_DIR (default: ../shared/peer beside the
@@ -20,6 +23,7 @@ cd "$ROOT"
 ROUNDS="${ROUNDS:-3}"
 BUILD="${KEEL_BENCH_BUILD:-build-bench}"  # an existing Release build with benchmarks is reused as is
 PEER_DIR="${KEEL_PEER_DIR:-$ROOT/../shared/peer}"
+BASELINE="${KEEL_BASELINE_BUILD:-}"
 BUSY=0
 [[ "${1:-}" == "--busy" ]] && BUSY=1
 TMP="$(mktemp -d)"
@@ -57,7 +61,7 @@ fi
 
 # One round of each side; appends "model threads ms" lines to $1.
 run_keel() {
-  "$BUILD"/benchmarks/bench_train_step --benchmark_filter='_tape/' --benchmark_repetitions=5 \
+  "${KEEL_BENCH_BIN:-$BUILD/benchmarks/bench_train_step}" --benchmark_filter='_tape/' --benchmark_repetitions=5 \
     --benchmark_report_aggregates_only=true --benchmark_format=json 2> /dev/null |
     python3 -c '
 import json, sys
@@ -67,6 +71,10 @@ for b in json.load(sys.stdin)["benchmarks"]:
     args = dict(p.split(":") for p in name[1:] if ":" in p)
     model = "cnn" if name[0] == "cnn_tape" else "lstm_seq" + args["seq"]
     print(model, args["threads"], b["ms_per_step"])' >> "$1"
+}
+run_base() {
+  [[ -n "$BASELINE" ]] || return 0
+  KEEL_BENCH_BIN="$BASELINE/benchmarks/bench_train_step" run_keel "$1"
 }
 run_torch() {
   build-peer/peer_torch --only=de 1 2 | awk -F'|' '
@@ -81,6 +89,7 @@ measure() {  # measure OUT_PREFIX
   for ((r = 1; r <= ROUNDS; ++r)); do
     step "round $r of $ROUNDS${2:+ ($2)}"
     run_keel "$1.keel"
+    run_base "$1.base"
     ((HAVE_TORCH)) && run_torch "$1.torch"
   done
   return 0
@@ -98,6 +107,7 @@ medians() {
 table() {  # table PREFIX TITLE
   medians "$1.keel" > "$1.keel.med"
   medians "$1.torch" > "$1.torch.med"
+  medians "$1.base" > "$1.base.med"
   echo
   echo "### $2 (medians of $ROUNDS rounds, ms per step)"
   echo
@@ -118,6 +128,15 @@ table() {  # table PREFIX TITLE
           (t2 != "" ? sprintf("%.2f", t2) : "-"), k1, k2, r1, r2, k1 / k2
       }
     }' "$1.torch.med" "$1.keel.med"
+  if [[ -s "$1.base.med" ]]; then
+    echo
+    echo "keel before ($BASELINE) and now, same rounds:"
+    echo
+    echo "| training step | threads | keel before | keel now | before / now |"
+    echo "|---|---|---|---|---|"
+    join <(awk '{print $1 "/" $2, $3}' "$1.base.med" | sort) <(awk '{print $1 "/" $2, $3}' "$1.keel.med" | sort) |
+      awk '{ split($1, p, "/"); printf "| %s | %s | %.2f | %.2f | %.2fx |\n", p[1], p[2], $2, $3, $2 / $3 }'
+  fi
 }
 
 measure "$TMP/quiet"
