@@ -22,7 +22,7 @@ if(NOT KEEL_ONEDNN STREQUAL "OFF")
   find_library(KEEL_DNNL_LIBRARY NAMES dnnl)
   if(KEEL_DNNL_INCLUDE_DIR AND KEEL_DNNL_LIBRARY)
     set(KEEL_ONEDNN_ENABLED ON)
-    add_library(keel_dnnl INTERFACE IMPORTED)
+    add_library(keel_dnnl INTERFACE IMPORTED GLOBAL)  # seen by projects that add keel as a subdirectory
     target_include_directories(keel_dnnl INTERFACE ${KEEL_DNNL_INCLUDE_DIR})
     target_link_libraries(keel_dnnl INTERFACE ${KEEL_DNNL_LIBRARY})
     message(STATUS "keel: oneDNN (${KEEL_DNNL_LIBRARY}) for float32 GEMM")
