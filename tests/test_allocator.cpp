@@ -1,13 +1,16 @@
-// The caching allocator behind CUDA tensors, driven here by a fake raw allocator with a fixed
-// capacity so that reuse, size classes, statistics and the out-of-memory path run on any machine.
+// The caching allocator behind CUDA tensors and host tensors of 1 KiB and more, driven here by a
+// fake raw allocator with a fixed capacity so that reuse, size classes, statistics, the cap on
+// cached bytes and the out-of-memory path run on any machine; and its use by host tensors.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <cstdlib>
 #include <set>
 #include <vector>
 
 #include "core/caching_allocator.hpp"
 #include "keel/core/error.hpp"
+#include "keel/keel.hpp"
 
 using keel::detail::CachingAllocator;
 
@@ -30,7 +33,7 @@ struct FakeDevice {
   FakeDevice(const FakeDevice&) = delete;
   FakeDevice& operator=(const FakeDevice&) = delete;
 
-  CachingAllocator allocator() {
+  CachingAllocator allocator(std::size_t max_cached = static_cast<std::size_t>(-1)) {
     return CachingAllocator(
         [this](std::size_t n) -> void* {
           if (used + n > capacity) return nullptr;
@@ -48,7 +51,7 @@ struct FakeDevice {
           live.erase(p);
           std::free(p);
         },
-        "fake:0");
+        "fake:0", max_cached);
   }
   std::vector<std::pair<void*, std::size_t>> sizes;
 };
@@ -151,4 +154,29 @@ TEST_CASE("freeing a pointer the allocator did not hand out is a ValueError") {
   CachingAllocator a = dev.allocator();
   int x = 0;
   CHECK_THROWS_AS(a.deallocate(&x), keel::ValueError);
+}
+
+TEST_CASE("a freed block beyond the cap on cached bytes goes back to the raw allocator") {
+  FakeDevice dev{1 << 20};
+  CachingAllocator a = dev.allocator(4096);  // room for two 2048-byte blocks
+  void* p[3] = {a.allocate(2048), a.allocate(2048), a.allocate(2048)};
+  for (void* q : p) a.deallocate(q);
+  CHECK(dev.frees == 1);  // the third did not fit in the cache
+  CHECK(a.stats().cached_bytes == 4096);
+  CHECK(a.stats().reserved_bytes == 4096);
+  (void)a.allocate(2048);
+  (void)a.allocate(2048);
+  CHECK(dev.mallocs == 3);  // both came from the cache
+}
+
+TEST_CASE("host tensors of 1 KiB and more reuse the buffers of freed tensors of their size") {
+  const void* first = nullptr;
+  {
+    const keel::Tensor t = keel::zeros({4096});  // 16 KiB
+    first = t.raw_data();
+  }
+  const keel::Tensor u = keel::ones({4096});
+  CHECK(u.raw_data() == first);
+  CHECK(u.to_vector<float>() == std::vector<float>(4096, 1.0f));  // a reused buffer is rewritten
+  CHECK(reinterpret_cast<std::uintptr_t>(u.raw_data()) % 64 == 0);  // 64-byte aligned, as every buffer
 }

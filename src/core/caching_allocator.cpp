@@ -11,8 +11,12 @@
 
 namespace keel::detail {
 
-CachingAllocator::CachingAllocator(RawAlloc raw_alloc, RawFree raw_free, std::string where)
-    : raw_alloc_(std::move(raw_alloc)), raw_free_(std::move(raw_free)), where_(std::move(where)) {}
+CachingAllocator::CachingAllocator(RawAlloc raw_alloc, RawFree raw_free, std::string where,
+                                   std::size_t max_cached_bytes)
+    : raw_alloc_(std::move(raw_alloc)),
+      raw_free_(std::move(raw_free)),
+      where_(std::move(where)),
+      max_cached_bytes_(max_cached_bytes) {}
 
 std::size_t CachingAllocator::size_class(std::size_t nbytes) {
   constexpr std::size_t kMin = 512;
@@ -64,6 +68,11 @@ void CachingAllocator::deallocate(void* ptr) {
   const std::size_t cls = it->second;
   live_.erase(it);
   stats_.allocated_bytes -= cls;
+  if (stats_.cached_bytes + cls > max_cached_bytes_) {
+    stats_.reserved_bytes -= cls;
+    raw_free_(ptr);
+    return;
+  }
   cached_.emplace(cls, ptr);
   stats_.cached_bytes += cls;
 }

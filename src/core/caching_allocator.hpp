@@ -1,7 +1,8 @@
 #pragma once
-// A caching allocator over a raw allocator (cudaMalloc on a GPU): freed blocks are kept in bins
-// by size class and handed out again, so an op never pays for cudaMalloc/cudaFree (each a
-// device-wide synchronisation) once a training step's sizes have been seen.
+// A caching allocator over a raw allocator (cudaMalloc on a GPU, aligned_alloc for host tensors
+// of 1 KiB and more): freed blocks are kept in bins by size class and handed out again, so an op
+// never pays for cudaMalloc/cudaFree (each a device-wide synchronisation) or for malloc's free
+// lists and fresh pages once a training step's sizes have been seen.
 //
 // Size classes are 2^k * {1, 1.25, 1.5, 1.75} from 512 bytes up: at most 25% of a block is
 // slack, and a batch whose size varies a little still reuses the same blocks. When the raw
@@ -26,8 +27,10 @@ class CachingAllocator {
   using RawAlloc = std::function<void*(std::size_t)>;  // nullptr when out of memory
   using RawFree = std::function<void(void*)>;
 
-  // `where` names the device in error messages ("cuda:0").
-  CachingAllocator(RawAlloc raw_alloc, RawFree raw_free, std::string where);
+  // `where` names the device in error messages ("cuda:0"). A freed block that would take the
+  // cached bytes past `max_cached_bytes` goes back to the raw allocator instead.
+  CachingAllocator(RawAlloc raw_alloc, RawFree raw_free, std::string where,
+                   std::size_t max_cached_bytes = static_cast<std::size_t>(-1));
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
@@ -44,6 +47,7 @@ class CachingAllocator {
   RawAlloc raw_alloc_;
   RawFree raw_free_;
   std::string where_;
+  std::size_t max_cached_bytes_;
   mutable std::mutex mutex_;
   std::unordered_map<void*, std::size_t> live_;  // pointer -> its block's size class
   std::multimap<std::size_t, void*> cached_;     // size class -> free blocks
