@@ -12,7 +12,6 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <keel/keel.hpp>
-#include <unistd.h>
 #ifdef KEEL_BENCH_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
@@ -20,9 +19,10 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <map>
 #include <string>
 #include <vector>
+
+#include "rate_reporter.hpp"
 
 namespace {
 
@@ -115,44 +115,19 @@ void BM_sgemm_forward_backward(benchmark::State& state, Layer l) {
   set_rate(state, 3 * l.forward_flops());
 }
 
-// Prints as usual, and remembers each benchmark's FLOP rate for the ratio table.
-class RatioReporter : public benchmark::ConsoleReporter {
- public:
-  // Colours only on a terminal (--benchmark_color configures only the default reporter).
-  RatioReporter() : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_Defaults : OO_Tabular) {}
-
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const auto& run : runs) {
-      auto it = run.counters.find("FLOPS");
-      if (it == run.counters.end() || run.error_occurred) continue;
-      // With repetitions, the median stands for the benchmark; otherwise the single run.
-      if (run.run_type == Run::RT_Aggregate && run.aggregate_name != "median") continue;
-      rates_[run.run_name.function_name] = it->second.value;
-    }
+// conv rate / GEMM rate of each layer, from the benchmarks of this run.
+void print_ratios(const keel_bench::RateReporter& r) {
+  std::printf("\nconv2d GFLOP/s / im2col-equivalent %s GFLOP/s (same run, 1 thread):\n", kGemmLibrary);
+  std::printf("  %-20s %22s %26s\n", "layer", "forward", "forward+backward");
+  for (const Layer& l : kLayers) {
+    const std::string n = l.name;
+    auto ratio = [&](const std::string& conv, const std::string& gemm) {
+      return keel_bench::ratio_text(r.rate(conv + "/" + n), r.rate(gemm + "/" + n));
+    };
+    std::printf("  %-20s %22s %26s\n", l.name, ratio("conv2d_forward", "sgemm_forward").c_str(),
+                ratio("conv2d_forward_backward", "sgemm_forward_backward").c_str());
   }
-
-  void print_ratios() const {
-    std::printf("\nconv2d GFLOP/s / im2col-equivalent %s GFLOP/s (same run, 1 thread):\n", kGemmLibrary);
-    std::printf("  %-20s %22s %26s\n", "layer", "forward", "forward+backward");
-    for (const Layer& l : kLayers) {
-      const std::string n = l.name;
-      auto ratio = [&](const std::string& conv, const std::string& gemm) -> std::string {
-        auto c = rates_.find(conv + "/" + n), g = rates_.find(gemm + "/" + n);
-        if (c == rates_.end() || g == rates_.end() || g->second <= 0) return "-";
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%.1f/%.1f = %.2fx", c->second * 1e-9, g->second * 1e-9,
-                      c->second / g->second);
-        return buf;
-      };
-      std::printf("  %-20s %22s %26s\n", l.name, ratio("conv2d_forward", "sgemm_forward").c_str(),
-                  ratio("conv2d_forward_backward", "sgemm_forward_backward").c_str());
-    }
-  }
-
- private:
-  std::map<std::string, double> rates_;
-};
+}
 
 }  // namespace
 
@@ -176,9 +151,9 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("sgemm_forward_backward/" + n).c_str(), BM_sgemm_forward_backward, l)
         ->Unit(benchmark::kMillisecond)->UseRealTime();
   }
-  RatioReporter reporter;
+  keel_bench::RateReporter reporter("FLOPS");
   benchmark::RunSpecifiedBenchmarks(&reporter);
-  reporter.print_ratios();
+  print_ratios(reporter);
   benchmark::Shutdown();
   return 0;
 }

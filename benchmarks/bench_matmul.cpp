@@ -12,13 +12,13 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <keel/keel.hpp>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
-#include <map>
 #include <string>
 #include <vector>
+
+#include "rate_reporter.hpp"
 
 #ifdef KEEL_BENCH_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
@@ -112,46 +112,20 @@ void BM_cblas(benchmark::State& state, Shape3 s, int threads) {
   set_rate(state, s.flops());
 }
 
-// Prints as usual, and remembers each benchmark's FLOP rate for the ratio table.
-class RatioReporter : public benchmark::ConsoleReporter {
- public:
-  RatioReporter() : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_Defaults : OO_Tabular) {}
-
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const auto& run : runs) {
-      auto it = run.counters.find("FLOPS");
-      if (it == run.counters.end() || run.error_occurred) continue;
-      if (run.run_type == Run::RT_Aggregate && run.aggregate_name != "median") continue;
-      rates_[run.run_name.function_name] = it->second.value;
+// keel's rate and its ratios to the direct calls for each shape, from the benchmarks of this run.
+void print_ratios(const keel_bench::RateReporter& r) {
+  std::printf("\nkeel::matmul GFLOP/s and its ratio to direct library calls (same run):\n");
+  std::printf("  %-28s %7s %9s %20s %20s\n", "shape", "threads", "keel", "/ dnnl_sgemm", "/ cblas_sgemm");
+  for (const Shape3& s : shapes())
+    for (int t : {1, 2}) {
+      const std::string suffix = "/" + s.name + "/threads:" + std::to_string(t);
+      const double k = r.rate("keel" + suffix);
+      if (k <= 0) continue;
+      std::printf("  %-28s %7d %9.1f %20s %20s\n", s.name.c_str(), t, k * 1e-9,
+                  keel_bench::ratio_text(k, r.rate("dnnl" + suffix)).c_str(),
+                  keel_bench::ratio_text(k, r.rate("cblas" + suffix)).c_str());
     }
-  }
-
-  void print_ratios() const {
-    std::printf("\nkeel::matmul GFLOP/s and its ratio to direct library calls (same run):\n");
-    std::printf("  %-28s %7s %9s %20s %20s\n", "shape", "threads", "keel", "/ dnnl_sgemm", "/ cblas_sgemm");
-    for (const Shape3& s : shapes())
-      for (int t : {1, 2}) {
-        const std::string suffix = "/" + s.name + "/threads:" + std::to_string(t);
-        auto rate = [&](const char* side) {
-          auto it = rates_.find(side + suffix);
-          return it == rates_.end() ? 0.0 : it->second;
-        };
-        const double k = rate("keel"), l = rate("dnnl"), c = rate("cblas");
-        if (k <= 0) continue;
-        auto ratio = [&](double base) -> std::string {
-          if (base <= 0) return "-";
-          char buf[64];
-          std::snprintf(buf, sizeof buf, "%.1f = %.2fx", base * 1e-9, k / base);
-          return buf;
-        };
-        std::printf("  %-28s %7d %9.1f %20s %20s\n", s.name.c_str(), t, k * 1e-9, ratio(l).c_str(), ratio(c).c_str());
-      }
-  }
-
- private:
-  std::map<std::string, double> rates_;
-};
+}
 
 }  // namespace
 
@@ -168,9 +142,9 @@ int main(int argc, char** argv) {
 #endif
       benchmark::RegisterBenchmark(("cblas" + suffix).c_str(), BM_cblas, s, t)->UseRealTime()->Unit(benchmark::kMicrosecond);
     }
-  RatioReporter reporter;
+  keel_bench::RateReporter reporter("FLOPS");
   benchmark::RunSpecifiedBenchmarks(&reporter);
-  reporter.print_ratios();
+  print_ratios(reporter);
   benchmark::Shutdown();
   return 0;
 }

@@ -8,14 +8,14 @@
 //   build/benchmarks/bench_pool --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
 #include <keel/keel.hpp>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <string>
 #include <vector>
+
+#include "rate_reporter.hpp"
 
 namespace {
 
@@ -74,50 +74,21 @@ void BM_memcpy(benchmark::State& state, Image im) {
   set_rate(state, im);
 }
 
-// Prints as usual, and remembers each benchmark's byte rate for the ratio table.
-class RatioReporter : public benchmark::ConsoleReporter {
- public:
-  // Colours only on a terminal (--benchmark_color configures only the default reporter).
-  RatioReporter() : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_Defaults : OO_Tabular) {}
-
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const auto& run : runs) {
-      auto it = run.counters.find("bytes_per_second");
-      if (it == run.counters.end() || run.error_occurred) continue;
-      if (run.run_type == Run::RT_Aggregate && run.aggregate_name != "median") continue;
-      rates_[run.run_name.function_name] = it->second.value;
-    }
-  }
-
-  void print_ratios() const {
-    const char* ops[] = {"max_pool2d_forward", "avg_pool2d_forward", "max_pool2d_forward_backward",
-                         "avg_pool2d_forward_backward"};
-    std::printf("\npooling GB/s / memcpy GB/s of the same input (same run, 1 thread):\n  %-14s", "input");
-    for (const char* op : ops) std::printf(" %28s", op);
+// pooling rate / memcpy rate of each input, from the benchmarks of this run.
+void print_ratios(const keel_bench::RateReporter& r) {
+  const char* ops[] = {"max_pool2d_forward", "avg_pool2d_forward", "max_pool2d_forward_backward",
+                       "avg_pool2d_forward_backward"};
+  std::printf("\npooling GB/s / memcpy GB/s of the same input (same run, 1 thread):\n  %-14s", "input");
+  for (const char* op : ops) std::printf(" %28s", op);
+  std::printf("\n");
+  for (const Image& im : kImages) {
+    const std::string n = im.name;
+    std::printf("  %-14s", im.name);
+    for (const char* op : ops)
+      std::printf(" %28s", keel_bench::ratio_text(r.rate(std::string(op) + "/" + n), r.rate("memcpy/" + n)).c_str());
     std::printf("\n");
-    for (const Image& im : kImages) {
-      const std::string n = im.name;
-      std::printf("  %-14s", im.name);
-      auto m = rates_.find("memcpy/" + n);
-      for (const char* op : ops) {
-        auto p = rates_.find(std::string(op) + "/" + n);
-        if (p == rates_.end() || m == rates_.end() || m->second <= 0) {
-          std::printf(" %28s", "-");
-          continue;
-        }
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%.1f/%.1f = %.2fx", p->second * 1e-9, m->second * 1e-9,
-                      p->second / m->second);
-        std::printf(" %28s", buf);
-      }
-      std::printf("\n");
-    }
   }
-
- private:
-  std::map<std::string, double> rates_;
-};
+}
 
 }  // namespace
 
@@ -137,9 +108,9 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMicrosecond)->UseRealTime();
     benchmark::RegisterBenchmark(("memcpy/" + n).c_str(), BM_memcpy, im)->Unit(benchmark::kMicrosecond)->UseRealTime();
   }
-  RatioReporter reporter;
+  keel_bench::RateReporter reporter("bytes_per_second");
   benchmark::RunSpecifiedBenchmarks(&reporter);
-  reporter.print_ratios();
+  print_ratios(reporter);
   benchmark::Shutdown();
   return 0;
 }

@@ -1,11 +1,9 @@
 #include "cpu/blas.hpp"
 
 #include <cblas.h>
-#include <fmt/core.h>
 #include <omp.h>
 
 #include <algorithm>
-#include <string>
 
 #include "cpu/thread_pool.hpp"
 #include "keel/core/config.hpp"
@@ -98,18 +96,6 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
           const double* a, std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c,
           std::int64_t ldc) {
   split_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-const char* sgemm_library() {
-  static const std::string name = [] {
-#ifdef KEEL_HAVE_ONEDNN
-    const dnnl_version_t* v = dnnl_version();
-    return fmt::format("oneDNN {}.{}.{}", v->major, v->minor, v->patch);
-#else
-    return fmt::format("OpenBLAS {}", openblas_get_corename());
-#endif
-  }();
-  return name.c_str();
 }
 
 }  // namespace keel::cpu::blas

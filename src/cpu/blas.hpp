@@ -18,7 +18,4 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
           const double* a, std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c,
           std::int64_t ldc);
 
-// "oneDNN <version>" or "OpenBLAS <core>": which library the float32 products run on.
-const char* sgemm_library();
-
 }  // namespace keel::cpu::blas
