@@ -604,6 +604,20 @@ TEST_CASE("relu's gradient is differentiable in the upstream gradient (second or
   CHECK(outer.gradient(reduce_sum(mul(gx, weights)), up).to_vector<double>() == std::vector<double>{0.0, 10.0, 0.0, 1000.0});
 }
 
+TEST_CASE("relu's gradient kernel passes a finite-difference check in its upstream gradient",
+          "[elementwise][gradient]") {
+  // f(up) = d/dx sum(relu(x) * up) = up * (x > 0), with x away from the kink.
+  const Tensor x = constant({-1.5, 0.7, -0.2, 2.0, 0.4, -3.0}, {2, 3}, DType::float64);
+  const Tensor up = constant({0.3, -1.1, 2.2, 0.5, -0.8, 1.4}, {2, 3}, DType::float64);
+  check_gradients(
+      [x](const std::vector<Tensor>& in) {
+        GradientTape inner;
+        inner.watch(x);
+        return inner.gradient(reduce_sum(mul(relu(x), in[0])), x);
+      },
+      {up});
+}
+
 TEST_CASE("scalar_like makes a rank-0 tensor of x's dtype", "[elementwise][dtype]") {
   const Tensor s = scalar_like(ones({2, 2}, DType::float64), 2.5);
   CHECK(s.rank() == 0);
