@@ -8,6 +8,7 @@
 #include "backend/cuda_views.hpp"
 #include "backend/device.hpp"
 #include "backend/kernel_clock.hpp"
+#include "backend/recorder.hpp"
 #include "core/dispatch.hpp"
 #include "core/tensor_util.hpp"
 #include "cpu/copy.hpp"
@@ -37,6 +38,8 @@ void round_into(const Tensor& computed, const Tensor& out) {
 // ---- fills and copies -------------------------------------------------------------------------
 
 void fill(const Tensor& out, double value) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"fill"}, {}, {&out}, [=](const Tensor* t) { fill(t[0], value); });
   KernelClock clock;
   const std::int64_t n = out.size();
   if (n == 0) return;
@@ -69,6 +72,8 @@ void copy_block(Device device, DType dtype, const std::vector<std::int64_t>& sha
 }
 
 void copy(const Tensor& src, const Tensor& dst, const char* op) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"copy"}, {&src}, {&dst}, [=](const Tensor* t) { copy(t[0], t[1], op); });
   KernelClock clock;
   if (src.device() != dst.device())
     throw DeviceError(fmt::format("{}: source on {} and destination on {}", op, src.device().to_string(),
@@ -92,6 +97,8 @@ void copy(const Tensor& src, const Tensor& dst, const char* op) {
 }
 
 void transfer(const Tensor& src, const Tensor& out) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"transfer"}, {&src}, {&out}, [](const Tensor* t) { transfer(t[0], t[1]); });
   KernelClock clock;
   const Device from = src.device(), to = out.device();
   const std::size_t nbytes = static_cast<std::size_t>(src.size()) * itemsize(src.dtype());
@@ -106,6 +113,7 @@ void transfer(const Tensor& src, const Tensor& out) {
 }
 
 void read_into(const Tensor& x, DType dtype, void* dst) {
+  if (KernelRecorder* r = recorder()) r->host_read("a read of tensor values on the host (item, to_vector)");
   KernelClock clock;
   const Tensor host = cpu::contiguous(to_device(x, Device::cpu()));
   cpu::convert(host.dtype(), host.raw_data(), dtype, dst, host.size());
@@ -135,6 +143,7 @@ Tensor to_device(const Tensor& t, Device device) {
 }
 
 std::vector<std::int64_t> read_indices(const Tensor& idx, const char* op) {
+  if (KernelRecorder* r = recorder()) r->host_read(op);
   // Host reads: indices on a GPU come over first (the copy waits for the device).
   const Tensor c = on_cuda(idx) ? to_device(idx, Device::cpu()) : cpu::contiguous(idx);
   std::vector<std::int64_t> out(static_cast<std::size_t>(c.size()));

@@ -2,6 +2,8 @@
 // ops run their composites, which has_fused tells them).
 #include "backend/fused.hpp"
 #include "backend/kernel_clock.hpp"
+#include "backend/recorder.hpp"
+#include "cpu/elementwise_program.hpp"
 
 #include <cstdint>
 
@@ -77,6 +79,11 @@ void batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
                       const Tensor& moving_variance, double momentum, double epsilon, const Tensor& y,
                       const Tensor& mean, const Tensor& rstd, const Tensor& new_moving_mean,
                       const Tensor& new_moving_variance) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"batch_norm_train"}, {&x, &gamma, &beta, &moving_mean, &moving_variance},
+                     {&y, &mean, &rstd, &new_moving_mean, &new_moving_variance}, [=](const Tensor* t) {
+                       batch_norm_train(t[0], t[1], t[2], t[3], t[4], momentum, epsilon, t[5], t[6], t[7], t[8], t[9]);
+                     });
   KernelClock clock;
   on_cpu("batch_norm", x, [&]<class T>() {
     cpu::batch_norm_train<T>(x.data<T>(), leading(x), channels(x), in<T>(gamma), in<T>(beta), in<T>(moving_mean),
@@ -87,6 +94,9 @@ void batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
 
 void batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& moving_mean,
                           const Tensor& moving_variance, double epsilon, const Tensor& y) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"batch_norm_inference"}, {&x, &gamma, &beta, &moving_mean, &moving_variance}, {&y},
+                     [=](const Tensor* t) { batch_norm_inference(t[0], t[1], t[2], t[3], t[4], epsilon, t[5]); });
   KernelClock clock;
   on_cpu("batch_norm", x, [&]<class T>() {
     cpu::batch_norm_inference<T>(x.data<T>(), leading(x), channels(x), in<T>(gamma), in<T>(beta),
@@ -96,6 +106,9 @@ void batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& be
 
 void batch_norm_train_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
                                const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"batch_norm_backward"}, {&x, &dy, &gamma, &mean, &rstd}, {&dx, &dgamma, &dbeta},
+                     [](const Tensor* t) { batch_norm_train_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]); });
   KernelClock clock;
   on_cpu("batch_norm", x, [&]<class T>() {
     cpu::batch_norm_train_backward<T>(x.data<T>(), dy.data<T>(), leading(x), channels(x), in<T>(gamma),
@@ -105,6 +118,9 @@ void batch_norm_train_backward(const Tensor& x, const Tensor& dy, const Tensor& 
 
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double epsilon, const Tensor& y,
                 const Tensor& mean, const Tensor& rstd) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"layer_norm"}, {&x, &gamma, &beta}, {&y, &mean, &rstd},
+                     [=](const Tensor* t) { layer_norm(t[0], t[1], t[2], epsilon, t[3], t[4], t[5]); });
   KernelClock clock;
   const std::int64_t rows = mean.size(), cols = normalised(x, mean);
   on_cpu("layer_norm", x, [&]<class T>() {
@@ -115,6 +131,9 @@ void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double
 
 void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
                          const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"layer_norm_backward"}, {&x, &dy, &gamma, &mean, &rstd}, {&dx, &dgamma, &dbeta},
+                     [](const Tensor* t) { layer_norm_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]); });
   KernelClock clock;
   const std::int64_t rows = mean.size(), cols = normalised(x, mean);
   on_cpu("layer_norm", x, [&]<class T>() {
@@ -128,6 +147,11 @@ void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
 void lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& kernel,
                const Tensor& recurrent_kernel, const Tensor& bias, const Tensor& act, const Tensor& c_new,
                const Tensor& tanh_c, const Tensor& h_new, const Tensor& x_proj, const Tensor& g_buf) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"lstm_cell"}, {&x, &h, &c, &kernel, &recurrent_kernel, &bias},
+                     {&act, &c_new, &tanh_c, &h_new, &x_proj, &g_buf}, [](const Tensor* t) {
+                       lstm_cell(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11]);
+                     });
   KernelClock clock;
   on_cpu("lstm_cell", h, [&]<class T>() {
     cpu::lstm_cell<T>(h.shape()[0], h.shape()[1], cell_input<T>(x, kernel, x_proj), h.data<T>(),
@@ -138,6 +162,9 @@ void lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& 
 
 void lstm_cell_backward(const Tensor& act, const Tensor& tanh_c, const Tensor& dh, const Tensor& dc,
                         const Tensor& c, const Tensor& dz, const Tensor& dc_prev) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"lstm_cell_backward"}, {&act, &tanh_c, &dh, &dc, &c}, {&dz, &dc_prev},
+                     [](const Tensor* t) { lstm_cell_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6]); });
   KernelClock clock;
   on_cpu("lstm_cell", act, [&]<class T>() {
     cpu::lstm_cell_backward<T>(act.shape()[0], act.shape()[1] / 4, act.data<T>(), tanh_c.data<T>(), rows<T>(dh),
@@ -148,6 +175,11 @@ void lstm_cell_backward(const Tensor& act, const Tensor& tanh_c, const Tensor& d
 void gru_cell(const Tensor& x, const Tensor& h, const Tensor& kernel, const Tensor& recurrent_kernel,
               const Tensor& b_in, const Tensor& b_rec, const Tensor& zr, const Tensor& rec_h, const Tensor& cand,
               const Tensor& h_new, const Tensor& x_proj, const Tensor& inner) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"gru_cell"}, {&x, &h, &kernel, &recurrent_kernel, &b_in, &b_rec},
+                     {&zr, &rec_h, &cand, &h_new, &x_proj, &inner}, [](const Tensor* t) {
+                       gru_cell(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11]);
+                     });
   KernelClock clock;
   on_cpu("gru_cell", h, [&]<class T>() {
     cpu::gru_cell<T>(h.shape()[0], h.shape()[1], cell_input<T>(x, kernel, x_proj), h.data<T>(),
@@ -158,6 +190,9 @@ void gru_cell(const Tensor& x, const Tensor& h, const Tensor& kernel, const Tens
 
 void gru_cell_backward(const Tensor& zr, const Tensor& rec_h, const Tensor& cand, const Tensor& h,
                        const Tensor& d, const Tensor& dX, const Tensor& dI, const Tensor& dh_direct) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"gru_cell_backward"}, {&zr, &rec_h, &cand, &h, &d}, {&dX, &dI, &dh_direct},
+                     [](const Tensor* t) { gru_cell_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]); });
   KernelClock clock;
   on_cpu("gru_cell", cand, [&]<class T>() {
     cpu::gru_cell_backward<T>(cand.shape()[0], cand.shape()[1], zr.data<T>(), rec_h.data<T>(), cand.data<T>(),
@@ -166,6 +201,9 @@ void gru_cell_backward(const Tensor& zr, const Tensor& rec_h, const Tensor& cand
 }
 
 void recurrent_input_projection(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Tensor& y) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"recurrent_input_projection"}, {&x, &kernel, &bias}, {&y},
+                     [](const Tensor* t) { recurrent_input_projection(t[0], t[1], t[2], t[3]); });
   KernelClock clock;
   on_cpu("recurrent_input_projection", x, [&]<class T>() {
     cpu::linear<T>(x.shape()[0], x.shape()[1], kernel.shape()[1], x.data<T>(), kernel.data<T>(), in<T>(bias),
@@ -176,6 +214,9 @@ void recurrent_input_projection(const Tensor& x, const Tensor& kernel, const Ten
 // ---- cross-entropies with logits -----------------------------------------------------------------
 
 void softmax_cross_entropy(const Tensor& labels, const Tensor& logits, const Tensor& loss) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"softmax_cross_entropy"}, {&labels, &logits}, {&loss},
+                     [](const Tensor* t) { softmax_cross_entropy(t[0], t[1], t[2]); });
   KernelClock clock;
   const std::int64_t k = channels(logits);
   on_cpu("softmax_cross_entropy_with_logits", logits, [&]<class T>() {
@@ -184,6 +225,9 @@ void softmax_cross_entropy(const Tensor& labels, const Tensor& logits, const Ten
 }
 
 void sparse_softmax_cross_entropy(const Tensor& labels, const Tensor& logits, const Tensor& loss) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"sparse_softmax_cross_entropy"}, {&labels, &logits}, {&loss},
+                     [](const Tensor* t) { sparse_softmax_cross_entropy(t[0], t[1], t[2]); });
   KernelClock clock;
   const std::int64_t k = channels(logits);
   on_cpu("sparse_softmax_cross_entropy_with_logits", logits, [&]<class T>() {
@@ -194,10 +238,27 @@ void sparse_softmax_cross_entropy(const Tensor& labels, const Tensor& logits, co
 }
 
 void sigmoid_cross_entropy(const Tensor& labels, const Tensor& logits, const Tensor& loss) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"sigmoid_cross_entropy"}, {&labels, &logits}, {&loss},
+                     [](const Tensor* t) { sigmoid_cross_entropy(t[0], t[1], t[2]); });
   KernelClock clock;
   on_cpu("sigmoid_cross_entropy_with_logits", logits, [&]<class T>() {
     cpu::sigmoid_cross_entropy<T>(loss.size(), labels.data<T>(), logits.data<T>(), out<T>(loss));
   });
+}
+
+// ---- fused elementwise programs ----------------------------------------------------------------
+
+bool has_elementwise_program(Device device) { return device.is_cpu(); }
+
+void elementwise_program(const kernel::ElementwiseProgram& program, std::int64_t n, const Tensor* inputs,
+                         const Tensor* outputs) {
+  KernelClock clock;
+  std::vector<const void*> in(program.inputs.size());
+  std::vector<void*> out(static_cast<std::size_t>(program.num_outputs));
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = inputs[i].raw_data();
+  for (std::size_t j = 0; j < out.size(); ++j) out[j] = outputs[j].raw_data();
+  cpu::run_elementwise_program(program, outputs[0].dtype(), n, in.data(), out.data());
 }
 
 }  // namespace keel::backend

@@ -9,6 +9,7 @@
 // contiguous and written in full; nothing is allocated but scratch inside the kernels.
 #include <cstdint>
 
+#include "core/elementwise_program.hpp"
 #include "keel/core/device.hpp"
 #include "keel/core/tensor.hpp"
 
@@ -96,5 +97,14 @@ void softmax_cross_entropy(const Tensor& labels, const Tensor& logits, const Ten
 void sparse_softmax_cross_entropy(const Tensor& labels, const Tensor& logits, const Tensor& loss);
 // Elementwise max(x, 0) - x z + log1p(exp(-|x|)), all contiguous, one shape.
 void sigmoid_cross_entropy(const Tensor& labels, const Tensor& logits, const Tensor& loss);
+
+// ---- fused elementwise programs (graph mode's fusion) ---------------------------------------------
+
+// Runs `program` (core/elementwise_program.hpp) with inputs (contiguous; n, 1 or row_length
+// elements by their kind) and outputs (contiguous, n elements), one float dtype for all; on a
+// device has_elementwise_program() says yes to.
+bool has_elementwise_program(Device device);
+void elementwise_program(const kernel::ElementwiseProgram& program, std::int64_t n, const Tensor* inputs,
+                         const Tensor* outputs);
 
 }  // namespace keel::backend

@@ -1,9 +1,14 @@
 // Indexing kernels: gather, unsorted_segment_sum and one_hot on either device.
 #include <cstring>
+#include <memory>
+#include <optional>
+
+#include <fmt/core.h>
 
 #include "backend/backend.hpp"
 #include "backend/device.hpp"
 #include "backend/kernel_clock.hpp"
+#include "backend/recorder.hpp"
 #include "core/dispatch.hpp"
 #include "core/tensor_util.hpp"
 #include "cpu/indexing.hpp"
@@ -29,6 +34,21 @@ std::uint64_t encode_scalar(double v, DType dt) {
 
 BadIndex gather_rows(const Tensor& params, std::int64_t outer, std::int64_t dim, std::size_t row_bytes,
                      const Tensor& indices, const Tensor& out) {
+  if (KernelRecorder* r = recorder()) {
+    // The traced run hands its result back to the op (which words the error); a replay, where
+    // no op is there to do it, throws for a bad index itself.
+    auto traced = std::make_shared<std::optional<BadIndex>>();
+    r->kernel({"gather"}, {&params, &indices}, {&out}, [=](const Tensor* t) {
+      const BadIndex b = gather_rows(t[0], outer, dim, row_bytes, t[1], t[2]);
+      if (!traced->has_value()) {
+        *traced = b;
+      } else if (b.position >= 0) {
+        throw ValueError(fmt::format("gather: index {} out of range [0, {}) at position {} of indices {}", b.value,
+                                     dim, b.position, t[1].shape().to_string()));
+      }
+    });
+    return **traced;
+  }
   KernelClock clock;
   if (on_cuda(params)) {
     const cuda::BadIndex b = cuda::gather_rows(params.raw_data(), outer, dim, row_bytes, indices.raw_data(),
@@ -42,6 +62,24 @@ BadIndex gather_rows(const Tensor& params, std::int64_t outer, std::int64_t dim,
 }
 
 SegmentIds segment_sum(const Tensor& data, std::int64_t inner, const Tensor& ids, const Tensor& out) {
+  if (KernelRecorder* r = recorder()) {
+    auto traced = std::make_shared<std::optional<SegmentIds>>();
+    r->kernel({"segment_sum"}, {&data, &ids}, {&out}, [=](const Tensor* t) {
+      const SegmentIds s = segment_sum(t[0], inner, t[1], t[2]);
+      if (!traced->has_value()) {
+        *traced = s;
+      } else if (s.bad.position >= 0) {
+        throw ValueError(fmt::format("unsorted_segment_sum: segment id {} out of range [0, {}) at position {} of "
+                                     "segment_ids {}", s.bad.value, t[2].shape()[0], s.bad.position,
+                                     t[1].shape().to_string()));
+      } else if (s.has_negative != (*traced)->has_negative) {
+        // The traced gradient was chosen for the traced ids (negative ones dropped or not).
+        throw ValueError("unsorted_segment_sum: negative segment ids appear or vanish between calls of a traced "
+                         "function; its gradient was traced for the other case");
+      }
+    });
+    return **traced;
+  }
   KernelClock clock;
   const std::int64_t num_segments = out.shape()[0];
   if (on_cuda(data)) {
@@ -55,6 +93,9 @@ SegmentIds segment_sum(const Tensor& data, std::int64_t inner, const Tensor& ids
 }
 
 void one_hot(const Tensor& indices, std::int64_t depth, double on_value, double off_value, const Tensor& out) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"one_hot"}, {&indices}, {&out},
+                     [=](const Tensor* t) { one_hot(t[0], depth, on_value, off_value, t[1]); });
   KernelClock clock;
   const std::uint64_t on = encode_scalar(on_value, out.dtype()), off = encode_scalar(off_value, out.dtype());
   const std::size_t item = itemsize(out.dtype());

@@ -5,6 +5,7 @@
 #include "backend/backend.hpp"
 #include "backend/device.hpp"
 #include "backend/kernel_clock.hpp"
+#include "backend/recorder.hpp"
 #include "cpu/gemm.hpp"
 #include "cuda/backend.hpp"
 
@@ -130,6 +131,9 @@ void matmul_native(const Tensor& a_in, bool transpose_a, const Tensor& b_in, boo
 }  // namespace
 
 void matmul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b, const Tensor& out) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"matmul", int(transpose_a) + 2 * int(transpose_b)}, {&a, &b}, {&out},
+                     [=](const Tensor* t) { matmul(t[0], transpose_a, t[1], transpose_b, t[2]); });
   KernelClock clock;
   if (!on_cuda(a) && is_half(a.dtype()))
     return via_float32({&a, &b}, out, [&](const std::vector<Tensor>& in, const Tensor& o) {

@@ -1,4 +1,5 @@
 #include "backend/kernel_clock.hpp"
+#include "backend/recorder.hpp"
 #include "backend/optimizer.hpp"
 
 #include "cpu/optimizer.hpp"
@@ -25,6 +26,11 @@ bool optimizer_update(const kernel::OptimizerParams& p, const Tensor& w, const T
   if (!fused_dtype(w) || !w.is_contiguous() || !matches(grad, w)) return false;
   for (const Tensor& s : slots)
     if (s.defined() && (!matches(s, w) || !s.is_contiguous())) return false;
+  if (KernelRecorder* r = recorder()) {
+    r->kernel({"optimizer_update", int(p.rule)}, {&grad}, {&w, &slots[0], &slots[1], &slots[2]},
+              [=](const Tensor* t) { optimizer_update(p, t[1], t[0], {t[2], t[3], t[4]}); });
+    return true;
+  }
   const Tensor g = grad.contiguous();  // a copy for a strided gradient (freed in stream order on a GPU)
   if (w.device().is_cuda()) {
     void* sp[3] = {};

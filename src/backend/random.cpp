@@ -1,5 +1,6 @@
 // The random ops' seam: src/cpu/ or cuda/ by the device of the input.
 #include "backend/kernel_clock.hpp"
+#include "backend/recorder.hpp"
 #include "backend/random.hpp"
 
 #include "core/dispatch.hpp"
@@ -12,6 +13,18 @@ namespace keel::backend {
 
 void dropout(const Tensor& x, const PhiloxDraw& draw, std::uint32_t threshold, double scale, const Tensor& y,
              const Tensor& mask) {
+  if (KernelRecorder* r = recorder()) {
+    if (draw.reserved_words == 0)  // seeded: the same mask on every call, as eagerly
+      return r->kernel({"dropout"}, {&x}, {&y, &mask},
+                       [=](const Tensor* t) { dropout(t[0], draw, threshold, scale, t[1], t[2]); });
+    return r->random({"dropout"}, {&x}, {&y, &mask}, draw.reserved_words, draw.key, draw.counter,
+                     [=](const Tensor* t, std::uint64_t key, std::uint64_t counter) {
+                       PhiloxDraw d = draw;
+                       d.key = key;
+                       d.counter = counter;
+                       dropout(t[0], d, threshold, scale, t[1], t[2]);
+                     });
+  }
   KernelClock clock;
   if (x.device().is_cuda()) {
     cuda::dropout(x.dtype(), x.raw_data(), x.size(), cuda::PhiloxDraw{draw.key, draw.counter, draw.stream}, threshold,
@@ -29,6 +42,11 @@ std::int64_t random_blocks(kernel::Distribution d, DType dtype, std::int64_t n) 
 }
 
 void random_fill(const kernel::RandomDraw& draw, std::uint64_t key, std::uint64_t counter, const Tensor& out) {
+  if (KernelRecorder* r = recorder()) {
+    const auto words = static_cast<std::uint64_t>(random_blocks(draw.distribution, out.dtype(), out.size())) * 4;
+    return r->random({"random", int(draw.distribution)}, {}, {&out}, words, key, counter,
+                     [=](const Tensor* t, std::uint64_t k, std::uint64_t c) { random_fill(draw, k, c, t[0]); });
+  }
   KernelClock clock;
   // Factories compute on the host (then place the result), so that a seed gives the same
   // numbers on every device.

@@ -10,10 +10,13 @@ namespace keel::backend {
 
 // Where a kernel's Philox-4x32-10 words come from: block b is the Philox block of counter words
 // {lo32(counter + b), hi32(counter + b), stream, 0} under the key {lo32(key), hi32(key)}.
+// reserved_words: how many words the op reserved from the current random stream for this draw
+// (0 for a stateless, seeded draw): a traced function reserves that many afresh on each call.
 struct PhiloxDraw {
   std::uint64_t key = 0;
   std::uint64_t counter = 0;
   std::uint32_t stream = 0;
+  std::uint64_t reserved_words = 0;
 };
 
 // Inverted dropout of x (float32 or float64, contiguous): element i is kept when word i % 4 of

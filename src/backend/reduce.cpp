@@ -7,6 +7,7 @@
 #include "backend/cuda_views.hpp"
 #include "backend/device.hpp"
 #include "backend/kernel_clock.hpp"
+#include "backend/recorder.hpp"
 #include "cpu/reduce.hpp"
 #include "cuda/backend.hpp"
 
@@ -61,6 +62,8 @@ cuda::View output_view(const Tensor& y, const cuda::View& in, int kept) {
 }  // namespace
 
 void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, const Tensor& out) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"reduce", int(op)}, {&x}, {&out}, [=](const Tensor* t) { reduce(op, t[0], axes, t[1]); });
   KernelClock clock;
   if (on_cuda(x)) {
     if (out.size() == 0) return;
@@ -76,6 +79,8 @@ void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, const Te
 }
 
 void arg_reduce(ArgReduceOp op, const Tensor& x, int axis, const Tensor& out) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"arg_reduce", int(op)}, {&x}, {&out}, [=](const Tensor* t) { arg_reduce(op, t[0], axis, t[1]); });
   KernelClock clock;
   if (on_cuda(x)) {
     if (out.size() == 0) return;

@@ -3,6 +3,7 @@
 #include "backend/backend.hpp"
 #include "backend/device.hpp"
 #include "backend/kernel_clock.hpp"
+#include "backend/recorder.hpp"
 #include "cpu/conv.hpp"
 #include "cuda/backend.hpp"
 
@@ -65,6 +66,8 @@ void pool_native(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tenso
 }  // namespace
 
 void conv(ConvKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"conv", int(k)}, {&a, &b}, {&out}, [=](const Tensor* t) { conv(k, g, t[0], t[1], t[2]); });
   KernelClock clock;
   if (!on_cuda(out) && is_half(out.dtype()))
     return via_float32({&a, &b}, out, [&](const std::vector<Tensor>& w, const Tensor& o) { conv_native(k, g, w[0], w[1], o); });
@@ -72,6 +75,8 @@ void conv(ConvKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, c
 }
 
 void pool(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"pool", int(k)}, {&a, &b}, {&out}, [=](const Tensor* t) { pool(k, g, t[0], t[1], t[2]); });
   KernelClock clock;
   if (!on_cuda(out) && is_half(out.dtype()))
     return via_float32({&a, &b}, out, [&](const std::vector<Tensor>& w, const Tensor& o) { pool_native(k, g, w[0], w[1], o); });

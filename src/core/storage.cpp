@@ -41,7 +41,14 @@ std::size_t rounded(std::size_t nbytes) { return (nbytes + kAlignment - 1) / kAl
 }  // namespace
 
 
-Storage::Storage(std::size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+namespace {
+std::atomic<std::uint64_t> storage_serials{1};
+}  // namespace
+
+std::uint64_t next_storage_serial() { return storage_serials.load(std::memory_order_relaxed); }
+
+Storage::Storage(std::size_t nbytes, Device device)
+    : nbytes_(nbytes), device_(device), serial_(storage_serials.fetch_add(1, std::memory_order_relaxed)) {
   if (device.is_cuda()) {
     data_ = cuda::allocate(nbytes, device.index());  // DeviceError without CUDA or out of memory
     return;

@@ -50,6 +50,14 @@ Tensor divide_no_nan(const Tensor& sum, double count) {
   return div(sum, scalar_like(sum, count));
 }
 
+// num / den where den != 0, else 0, with tensor ops only (no value read on the host, so that
+// a traced training step computes it on every call); the gradient is 0 where den == 0.
+Tensor divide_no_nan(const Tensor& num, const Tensor& den) {
+  const Tensor zero = equal(den, scalar_like(den, 0));
+  const Tensor safe = where(zero, scalar_like(den, 1), den);
+  return where(zero, scalar_like(num, 0), div(num, safe));
+}
+
 Tensor reduce_values(const Tensor& values, const Tensor& sample_weight, const std::string& reduction) {
   // Keras returns scalars and empty vectors unreduced (there is nothing to reduce).
   if (reduction == "none" || values.rank() == 0 || (values.rank() == 1 && values.shape()[0] == 0))
@@ -57,9 +65,7 @@ Tensor reduce_values(const Tensor& values, const Tensor& sample_weight, const st
   const Tensor loss = reduce_sum(values);
   if (reduction == "sum") return loss;
   if (reduction == "mean_with_sample_weight" && sample_weight.defined()) {
-    const Tensor total_weight = reduce_sum(sample_weight);
-    if (total_weight.item<double>() == 0) return mul(loss, scalar_like(loss, 0));
-    return div(loss, total_weight);
+    return divide_no_nan(loss, reduce_sum(sample_weight));
   }
   // "sum_over_batch_size" and "mean": the element count, whatever the weights.
   return divide_no_nan(loss, static_cast<double>(values.size()));
@@ -155,8 +161,7 @@ Tensor reduce_weighted_values(const Tensor& values_in, const Tensor& sample_weig
       // divided by `total` (what this reduction does) is the sum over valid entries / valid.
       // Keras counts the unmasked entries, not their weights: weights only multiply.
       const double total = static_cast<double>(mask.size());
-      const double valid = reduce_sum(mask).item<double>();
-      mask = mul(mask, scalar_like(mask, valid == 0 ? 0.0 : total / valid));
+      mask = mul(mask, divide_no_nan(scalar_like(mask, total), reduce_sum(mask)));
     }
     if (weights.defined()) {
       auto [m, w] = squeeze_or_expand_to_same_rank(mask, weights);

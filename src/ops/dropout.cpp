@@ -72,8 +72,8 @@ Tensor dropout(const Tensor& x, double rate, std::optional<std::uint64_t> seed) 
   if (keep_mask) mask = detail::empty_tensor(x.shape(), x.dtype(), x.device());
   // The CPU and CUDA kernels draw the same Philox words from the same {key, counter, stream}:
   // the same elements are dropped on either device.
-  backend::dropout(xc, backend::PhiloxDraw{state.key, state.counter, stream}, threshold, 1.0 / (1.0 - rate), y,
-                   mask);
+  backend::dropout(xc, backend::PhiloxDraw{state.key, state.counter, stream, seed ? 0 : static_cast<std::uint64_t>(n)},
+                   threshold, 1.0 / (1.0 - rate), y, mask);
 
   if (keep_mask)
     autograd::record("dropout", {x}, {y}, [mask](const Grads& g, const Needs&) {

@@ -18,6 +18,7 @@
 
 #include "autograd/record.hpp"
 #include "backend/backend.hpp"
+#include "backend/recorder.hpp"
 #include "backend/fused.hpp"
 #include "core/tensor_util.hpp"
 #include "keel/ops/creation.hpp"
@@ -76,12 +77,15 @@ Tensor embedding_lookup(const Tensor& params, const Tensor& ids) {
   if (params.rank() < 1)
     throw ShapeError(fmt::format("embedding_lookup: params must have rank >= 1, got shape {}",
                                  params.shape().to_string()));
-  const std::vector<std::int64_t> v = backend::read_indices(ids, op);
   const std::int64_t rows = params.shape()[0];
-  for (std::size_t i = 0; i < v.size(); ++i)
-    if (v[i] < 0 || v[i] >= rows)
-      throw ValueError(fmt::format("embedding_lookup: id {} at position {} is outside [0, {}) (params {})", v[i],
-                                   i, rows, params.shape().to_string()));
+  // A host step: a traced function checks the ids of every call, as eager does.
+  backend::host_step("CheckIds", {&ids}, [rows, pshape = params.shape()](const Tensor* t) {
+    const std::vector<std::int64_t> v = backend::read_indices(t[0], "embedding_lookup");
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (v[i] < 0 || v[i] >= rows)
+        throw ValueError(fmt::format("embedding_lookup: id {} at position {} is outside [0, {}) (params {})", v[i],
+                                     i, rows, pshape.to_string()));
+  });
   // gather's gradient scatters with unsorted_segment_sum, which adds up repeated ids.
   return gather(params, ids, 0);
 }
@@ -140,8 +144,7 @@ Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tens
     throw ShapeError(fmt::format("{}: labels must have logits' shape without the last axis: labels {}, logits {}",
                                  op, labels.shape().to_string(), logits.shape().to_string()));
   const std::int64_t k = logits.shape()[logits.rank() - 1];
-  const std::vector<std::int64_t> ids = backend::read_indices(labels, op);
-  check_labels(ids, k, op);
+  backend::host_step("CheckLabels", {&labels}, [k, op](const Tensor* t) { check_labels(backend::read_indices(t[0], op), k, op); });
 
   Tensor loss = detail::empty_tensor(labels.shape(), logits.dtype(), logits.device());
   backend::sparse_softmax_cross_entropy(labels.contiguous(), logits.contiguous(), loss);
@@ -273,7 +276,7 @@ Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pre
     throw ShapeError(fmt::format("{}: y_true must have y_pred's shape without the last axis: y_true {}, y_pred {}",
                                  op, y_true.shape().to_string(), y_pred.shape().to_string()));
   const std::int64_t k = y_pred.shape()[y_pred.rank() - 1];
-  check_labels(backend::read_indices(labels, op), k, op);
+  backend::host_step("CheckLabels", {&labels}, [k, op](const Tensor* t) { check_labels(backend::read_indices(t[0], op), k, op); });
   // Probabilities, as Keras 3 (jax, torch and numpy backends): normalised by their sum,
   // clipped to [eps, 1 - eps], then -log p[label].
   Tensor prob = div(y_pred, reduce_sum(y_pred, {-1}, true));

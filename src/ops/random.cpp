@@ -19,9 +19,11 @@
 #include "core/dispatch.hpp"
 #include "backend/backend.hpp"
 #include "backend/random.hpp"
+#include "backend/recorder.hpp"
 #include "core/tensor_util.hpp"
 #include "keel/ops/creation.hpp"
 #include "ops/philox.hpp"
+#include "ops/random_stream.hpp"
 
 namespace keel::random {
 
@@ -75,8 +77,15 @@ void set_seed(std::uint64_t seed) {
   g.seeded = true;
 }
 
+namespace tracing {
+thread_local std::int64_t reserved_words = 0;
+}  // namespace tracing
+
+SeedGenerator* current_generator() { return current_stream; }
+
 PhiloxState reserve(std::uint64_t count) {
   if (current_stream) return current_stream->reserve(count);
+  if (backend::recorder()) tracing::reserved_words += static_cast<std::int64_t>(count);
   auto& g = generator();
   std::lock_guard<std::mutex> lock(g.mutex);
   seed_if_needed(g);
@@ -104,6 +113,7 @@ void SeedGenerator::reset(std::uint64_t seed) {
 }
 
 PhiloxState SeedGenerator::reserve(std::uint64_t count) {
+  if (backend::recorder()) random::tracing::reserved_words += static_cast<std::int64_t>(count);
   const PhiloxState s{key_, counter_};
   counter_ += count / 4 + (count % 4 != 0);
   return s;

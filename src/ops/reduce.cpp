@@ -8,6 +8,7 @@
 
 #include "autograd/record.hpp"
 #include "backend/backend.hpp"
+#include "backend/recorder.hpp"
 #include "core/tensor_util.hpp"
 #include "keel/autograd/tape.hpp"
 #include "keel/ops/creation.hpp"
@@ -141,7 +142,10 @@ Tensor reduce_prod(const Tensor& x, std::vector<int> axes, bool keepdims) {
   if (autograd::recording())
     autograd::record("reduce_prod", {x}, {y}, [r, x, y](const Grads& g, const Needs&) {
       const Tensor gb = expand_grad(g[0], r, x.shape());
-      const bool has_zero = reduce_sum(cast(equal(x, scalar_like(x, 0.0)), DType::int32)).item<std::int32_t>() > 0;
+      // The quotient y / x is cheaper, but needs no zero in x: a value tested on the host, which a
+      // traced function cannot do (there the product of the others is right either way).
+      const bool has_zero = backend::recorder() ||
+                            reduce_sum(cast(equal(x, scalar_like(x, 0.0)), DType::int32)).item<std::int32_t>() > 0;
       if (!has_zero) return Grads{mul(gb, div(broadcast_to(reshape(y, r.kept), x.shape()), x))};
       return Grads{mul(gb, product_of_others(x, r.axes))};
     }, {x, y});

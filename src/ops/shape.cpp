@@ -43,11 +43,15 @@ int insert_axis(int axis, const Tensor& x, const char* op) {
   return axis < 0 ? static_cast<int>(axis + r + 1) : axis;
 }
 
-// Copies a `shape`-shaped block between two strided layouts (strides in elements); a stride
-// of 0 in the source broadcasts. `like` says where the memory is and what its elements are.
-void strided_copy(const Tensor& like, void* dst, const std::vector<std::int64_t>& dst_strides, const void* src,
-                  const std::vector<std::int64_t>& src_strides, const std::vector<std::int64_t>& shape) {
-  backend::copy_block(like.device(), like.dtype(), shape, src, src_strides, dst, dst_strides);
+// Copies a `shape`-shaped block from src's elements (its storage, at src's offset, with
+// `src_strides`; a stride of 0 broadcasts) into out's storage at element `dst_offset` with
+// `dst_strides`. Both sides are views of tensors, so that the copy is a kernel call on tensors
+// (what a traced function replays), not on raw pointers.
+void strided_copy(const Tensor& out, std::int64_t dst_offset, const std::vector<std::int64_t>& dst_strides,
+                  const Tensor& src, const std::vector<std::int64_t>& src_strides,
+                  const std::vector<std::int64_t>& shape) {
+  backend::copy(detail::make_view(src, Shape(shape), src_strides, src.offset()),
+                detail::make_view(out, Shape(shape), dst_strides, out.offset() + dst_offset), "copy");
 }
 
 std::int64_t product(const std::vector<std::int64_t>& d, std::size_t from, std::size_t to) {
@@ -290,12 +294,10 @@ Tensor concat(const std::vector<Tensor>& values, int axis) {
   const Shape out_shape(out_dims);
   Tensor out = detail::empty_tensor(out_shape, first.dtype(), first.device(), "concat");
   const auto out_strides = contiguous_strides(out_shape);
-  const std::size_t item = itemsize(first.dtype());
-  auto* dst = static_cast<char*>(out.raw_data());
-  const std::int64_t step = out_strides[static_cast<std::size_t>(ax)] * static_cast<std::int64_t>(item);
+  const std::int64_t step = out_strides[static_cast<std::size_t>(ax)];
   std::int64_t pos = 0;
   for (const auto& v : values) {
-    strided_copy(out, dst + pos * step, out_strides, v.raw_data(), v.strides(), v.shape().dims());
+    strided_copy(out, pos * step, out_strides, v, v.strides(), v.shape().dims());
     pos += v.shape()[ax];
   }
   if (autograd::recording())
@@ -430,8 +432,7 @@ Tensor tile(const Tensor& x, const std::vector<std::int64_t>& multiples) {
   }
   detail::checked_elements(Shape(out_dims), "tile");
   Tensor out = detail::empty_tensor(Shape(out_dims), x.dtype(), x.device(), "tile");
-  strided_copy(out, out.raw_data(), contiguous_strides(Shape(split_dims)), x.raw_data(), src_strides,
-               split_dims);
+  strided_copy(out, 0, contiguous_strides(Shape(split_dims)), x, src_strides, split_dims);
   if (autograd::recording())
     autograd::record("tile", {x}, {out}, [split_dims, r](const Grads& g, const Needs& n) {
       if (!n[0]) return Grads{Tensor()};
@@ -581,13 +582,11 @@ Tensor pad(const Tensor& x, const std::vector<std::array<std::int64_t, 2>>& padd
   }
   const Shape out_shape(dims);
   Tensor out = detail::empty_tensor(out_shape, x.dtype(), x.device(), "pad");
-  const std::size_t item = itemsize(x.dtype());
   backend::fill(out, value);
   const auto strides = contiguous_strides(out_shape);
   std::int64_t start = 0;
   for (std::size_t i = 0; i < dims.size(); ++i) start += paddings[i][0] * strides[i];
-  strided_copy(out, static_cast<char*>(out.raw_data()) + start * static_cast<std::int64_t>(item), strides,
-               x.raw_data(), x.strides(), x.shape().dims());
+  strided_copy(out, start, strides, x, x.strides(), x.shape().dims());
   if (autograd::recording()) {
     std::vector<std::int64_t> begin(static_cast<std::size_t>(r));
     for (std::size_t i = 0; i < begin.size(); ++i) begin[i] = paddings[i][0];

@@ -1,6 +1,8 @@
 // LossScaleOptimizer: Keras 3's dynamic loss scaling around another optimizer.
 #include "keel/optimizers/loss_scale_optimizer.hpp"
 
+#include "backend/recorder.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <iterator>
@@ -80,6 +82,7 @@ std::vector<Tensor> LossScaleOptimizer::get_unscaled_gradients(const std::vector
 }
 
 void LossScaleOptimizer::apply(const std::vector<Tensor>& grads, const std::vector<Variable*>& variables) {
+  if (backend::recorder()) return traced_apply(grads, variables);
   if (grads.size() != variables.size())
     throw ValueError(fmt::format("{}.apply: {} gradients for {} variables", name(), grads.size(), variables.size()));
   if (grads.empty()) return;

@@ -15,6 +15,7 @@
 
 #include "autograd/record.hpp"
 #include "backend/backend.hpp"
+#include "backend/recorder.hpp"
 #include "core/tensor_util.hpp"
 #include "keel/layers/layer.hpp"
 #include "keel/ops/creation.hpp"
@@ -295,6 +296,18 @@ void Optimizer::apply_gradients(const std::vector<std::pair<Tensor, Variable*>>&
   apply(grads, vars);
 }
 
+// In a traced function (keel::function) the update is one host step of the graph, run again on
+// each replay with that call's gradients: it reads its scalar state (iterations, the learning
+// rate of a schedule, loss scales) on the host, as TensorFlow's ResourceApply ops read theirs.
+void Optimizer::traced_apply(const std::vector<Tensor>& grads, const std::vector<Variable*>& variables) {
+  std::vector<const Tensor*> inputs;
+  inputs.reserve(grads.size());
+  for (const Tensor& g : grads) inputs.push_back(&g);
+  backend::host_step("ApplyGradients", inputs, [this, variables, n = grads.size()](const Tensor* g) {
+    apply(std::vector<Tensor>(g, g + n), variables);
+  });
+}
+
 void Optimizer::apply(const std::vector<Tensor>& grads) {
   if (state_->built_variables.empty())
     throw ValueError(fmt::format("{}.apply(grads): the optimizer was not built; call build(variables) first "
@@ -320,6 +333,7 @@ Tensor Optimizer::prepare_gradient(const Tensor& grad, Variable& variable, const
 }
 
 void Optimizer::apply(const std::vector<Tensor>& grads, const std::vector<Variable*>& variables) {
+  if (backend::recorder()) return traced_apply(grads, variables);
   State& s = *state_;
   if (grads.size() != variables.size())
     throw ValueError(fmt::format("{}.apply: {} gradients for {} variables", name(), grads.size(), variables.size()));

@@ -23,12 +23,19 @@ class Storage {
   Device device() const { return device_; }
   std::uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+  // Increasing in the order storages are made, never reused: tells a traced function's
+  // buffers (made while it traced) from the state it captured (made before).
+  std::uint64_t serial() const { return serial_; }
 
  private:
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
   Device device_;
   std::atomic<std::uint64_t> version_{0};
+  std::uint64_t serial_;
 };
+
+// The serial the next Storage gets.
+std::uint64_t next_storage_serial();
 
 }  // namespace keel

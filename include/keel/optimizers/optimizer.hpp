@@ -189,6 +189,8 @@ class Optimizer {
   static Tensor prepare_gradient(const Tensor& grad, Variable& variable, const StepContext& ctx);
   // An optimizer-wide state variable (on the CPU), listed by variables() after "learning_rate".
   Variable& add_optimizer_variable(const std::string& name, const Tensor& initial);
+  // apply() while a function is traced: the update as one step of the graph.
+  void traced_apply(const std::vector<Tensor>& grads, const std::vector<Variable*>& variables);
 
  private:
   struct State;

@@ -1,0 +1,106 @@
+#pragma once
+// The hook through which keel::function sees a traced function's work: while a recorder is
+// active on a thread, every outermost backend call on that thread is handed to it as a kernel
+// call (its operands and a closure that runs the same kernel again on other operands), and the
+// recorder runs it. A traced graph is the list of those calls; replaying it calls the closures on
+// preallocated buffers, with none of the ops' checks, shape rules or tape bookkeeping.
+//
+// The pattern in a backend entry:
+//
+//   void unary(UnaryOp op, const Tensor& x, const Tensor& out, double alpha) {
+//     if (KernelRecorder* r = recorder())
+//       return r->kernel({"unary", int(op)}, {&x}, {&out}, [=](const Tensor* t) { unary(op, t[0], t[1], alpha); });
+//     ...the kernel...
+//   }
+//
+// The closure captures only the call's non-tensor arguments; the recorder calls it (also for
+// the first, traced run), and a backend call made inside it is not recorded again.
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <vector>
+
+#include "keel/core/tensor.hpp"
+
+namespace keel::backend {
+
+// What a kernel call is, for the graph users see: its family ("unary", "conv", ...) and the
+// kind within it (the enum value of UnaryOp, ConvKernel, ...; 0 where a family has one kernel).
+struct KernelType {
+  const char* family;
+  int kind = 0;
+  double alpha = 0;  // unary: the op's parameter (leaky_relu, elu), which fusion needs
+};
+
+// A kernel's operands in order: inputs first, then outputs (tensors the call writes, in place
+// ones included). Undefined tensors stand for absent optional operands.
+using KernelReplay = std::function<void(const Tensor* operands)>;
+// A random kernel's replay also gets where its Philox words start (a fresh reservation per call).
+using RandomReplay = std::function<void(const Tensor* operands, std::uint64_t key, std::uint64_t counter)>;
+// A host step: C++ code on the host that reads its operands (checks of index values, an
+// optimizer's scalar state); run again on every replay.
+using HostReplay = std::function<void(const Tensor* operands)>;
+
+class KernelRecorder {
+ public:
+  virtual ~KernelRecorder() = default;
+  // Records and runs one kernel call.
+  virtual void kernel(KernelType type, std::initializer_list<const Tensor*> inputs,
+                      std::initializer_list<const Tensor*> outputs, KernelReplay replay) = 0;
+  // Records and runs a kernel drawing `words` Philox words reserved from the random stream
+  // current now (key and counter of this run's reservation given; a replay reserves afresh).
+  virtual void random(KernelType type, std::initializer_list<const Tensor*> inputs,
+                      std::initializer_list<const Tensor*> outputs, std::uint64_t words, std::uint64_t key,
+                      std::uint64_t counter, RandomReplay replay) = 0;
+  // Records and runs host code reading `inputs` (it writes no tensor the graph sees).
+  virtual void host(const char* name, const std::vector<const Tensor*>& inputs, HostReplay step) = 0;
+  // A value read on the host (item, to_vector, index lists) that later work may depend on: a
+  // graph cannot replay that, so the recorder throws, naming `what`.
+  virtual void host_read(const char* what) = 0;
+};
+
+namespace record_detail {
+extern thread_local KernelRecorder* active;
+extern thread_local int depth;  // > 0 inside a recorded call: nested backend calls run as is
+}  // namespace record_detail
+
+// The recorder of this thread's outermost backend call, or null (the common case: one
+// thread-local load and a compare).
+inline KernelRecorder* recorder() {
+  return record_detail::active && record_detail::depth == 0 ? record_detail::active : nullptr;
+}
+
+// Runs host code reading `inputs` now and, under a recorder, on every replay: a check of index
+// values, for instance, that an eager op makes on the host before its kernel.
+// Undefined inputs stay undefined on every run.
+void host_step(const char* name, const std::vector<const Tensor*>& inputs, const HostReplay& step);
+
+// RAII: installs `r` as this thread's recorder (null: none), restoring the previous one.
+class RecorderScope {
+ public:
+  explicit RecorderScope(KernelRecorder* r) : saved_(record_detail::active), saved_depth_(record_detail::depth) {
+    record_detail::active = r;
+    record_detail::depth = 0;
+  }
+  ~RecorderScope() {
+    record_detail::active = saved_;
+    record_detail::depth = saved_depth_;
+  }
+  RecorderScope(const RecorderScope&) = delete;
+  RecorderScope& operator=(const RecorderScope&) = delete;
+
+ private:
+  KernelRecorder* saved_;
+  int saved_depth_;
+};
+
+// RAII used by recorders while they run a recorded call: backend calls inside are not recorded.
+class RecordedCall {
+ public:
+  RecordedCall() { ++record_detail::depth; }
+  ~RecordedCall() { --record_detail::depth; }
+  RecordedCall(const RecordedCall&) = delete;
+  RecordedCall& operator=(const RecordedCall&) = delete;
+};
+
+}  // namespace keel::backend

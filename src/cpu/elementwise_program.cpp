@@ -1,0 +1,99 @@
+// Fused elementwise programs: each thread takes whole tiles and runs every step of the program
+// on a tile before the next, through the SIMD table's contiguous kernels.
+#include "cpu/elementwise_program.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/dispatch.hpp"
+#include "cpu/kernels.hpp"
+#include "keel/core/config.hpp"
+#include "cpu/thread_pool.hpp"
+
+namespace keel::cpu {
+
+namespace {
+
+using kernel::ElementwiseProgram;
+using kernel::ProgramInput;
+using kernel::ProgramRef;
+
+// Elements per tile: a few tiles of registers and operands stay in the L2 cache of a core.
+constexpr std::int64_t kTile = 4096;
+// Below this many elements a program runs on the calling thread alone.
+constexpr std::int64_t kParallelMin = 1 << 16;
+
+template <class T>
+struct TileRun {
+  const ElementwiseProgram& p;
+  const void* const* inputs;
+  void* const* outputs;
+  std::int64_t tile;  // a multiple of row_length
+
+  // Runs tiles [first, last) of the whole range [0, n) with scratch of its own.
+  void operator()(std::int64_t n, std::int64_t first, std::int64_t last) const {
+    std::vector<T> scratch(static_cast<std::size_t>(tile) * static_cast<std::size_t>(p.num_registers + 1));
+    std::vector<std::vector<T>> rows(p.inputs.size());
+    for (std::size_t i = 0; i < p.inputs.size(); ++i) {
+      if (p.inputs[i] != ProgramInput::row) continue;
+      // A tile starts on a row boundary, so one tile-long repetition of the row serves all.
+      rows[i].resize(static_cast<std::size_t>(tile));
+      const T* r = static_cast<const T*>(inputs[i]);
+      for (std::int64_t k = 0; k < tile; ++k) rows[i][static_cast<std::size_t>(k)] = r[k % p.row_length];
+    }
+    const auto& kern = typed_kernels<T>();
+    for (std::int64_t t = first; t < last; ++t) {
+      const std::int64_t begin = t * tile, len = std::min(tile, n - begin);
+      // A reference's tile: its pointer and its stride (0 for a scalar).
+      auto at = [&](const ProgramRef& ref, std::int64_t& stride) -> T* {
+        stride = 1;
+        switch (ref.kind) {
+          case ProgramRef::input: {
+            const auto i = static_cast<std::size_t>(ref.index);
+            if (p.inputs[i] == ProgramInput::scalar) {
+              stride = 0;
+              return const_cast<T*>(static_cast<const T*>(inputs[i]));
+            }
+            if (p.inputs[i] == ProgramInput::row) return rows[i].data();
+            return const_cast<T*>(static_cast<const T*>(inputs[i])) + begin;
+          }
+          case ProgramRef::output: return static_cast<T*>(outputs[ref.index]) + begin;
+          case ProgramRef::reg: return scratch.data() + static_cast<std::size_t>(ref.index) * static_cast<std::size_t>(tile);
+        }
+        return nullptr;
+      };
+      for (const auto& s : p.steps) {
+        std::int64_t sa = 1, sb = 1, so = 1;
+        T* y = at(s.out, so);
+        const T* a = at(s.a, sa);
+        if (s.binary) {
+          const T* b = at(s.b, sb);
+          kern.binary(s.binary_op, a, sa, b, sb, y, len);
+        } else if (sa == 0) {  // a unary step of a scalar: computed once, then spread
+          kern.unary(s.unary_op, a, y, 1, static_cast<T>(s.alpha));
+          std::fill(y + 1, y + len, y[0]);
+        } else {
+          kern.unary(s.unary_op, a, y, len, static_cast<T>(s.alpha));
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
+void run_elementwise_program(const ElementwiseProgram& program, DType dtype, std::int64_t n,
+                             const void* const* inputs, void* const* outputs) {
+  if (n <= 0) return;
+  const std::int64_t row = std::max<std::int64_t>(program.row_length, 1);
+  const std::int64_t tile = std::max<std::int64_t>(row, kTile / row * row);
+  const std::int64_t tiles = (n + tile - 1) / tile;
+  detail::dispatch_float(dtype, "fused elementwise", [&]<class T>() {
+    const TileRun<T> run{program, inputs, outputs, tile};
+    const bool parallel = n >= kParallelMin && tiles > 1;
+    parallel_ranges(tiles, parallel ? 2 * std::max(1, config::num_threads()) : 1,
+                    [&](std::int64_t first, std::int64_t last) { run(n, first, last); }, parallel);
+  });
+}
+
+}  // namespace keel::cpu

@@ -1,0 +1,111 @@
+#pragma once
+// A traced graph: the kernel calls a traced run made (nodes), the memory they touch (slots:
+// one per Storage) and how each operand views its slot. trace.cpp builds it, passes.cpp
+// optimises it, replay.cpp runs it.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/recorder.hpp"
+#include "keel/core/storage.hpp"
+#include "keel/core/tensor.hpp"
+#include "keel/graph/function.hpp"
+#include "keel/ops/creation.hpp"
+
+namespace keel::graph::detail {
+
+enum class SlotKind : std::uint8_t {
+  input,         // argument k: bound to the caller's tensor on each call
+  captured,      // a storage made before the trace (a Variable, a captured tensor): read and
+                 // written where it is, so a Variable's new value is seen without retracing
+  state,         // made during the trace and alive after it (a variable f created): kept
+  constant,      // made during the trace on the host (a factory's values), never written by a kernel
+  intermediate,  // made and dropped during the trace: lives in the graph's planned buffers
+  output,        // a result: a fresh buffer on every call
+};
+
+struct Slot {
+  SlotKind kind = SlotKind::intermediate;
+  std::size_t nbytes = 0;
+  Device device;
+  int input = -1;                  // the argument of an input slot
+  std::shared_ptr<Storage> held;   // captured, state and constant slots (and inputs while tracing)
+  std::weak_ptr<Storage> seen;     // while tracing: tells an expired storage from a live one
+  int buffer = -1;                 // intermediates: the planned buffer
+  bool written = false;            // some recorded call writes it
+};
+
+// An operand: a strided view of a slot.
+struct View {
+  int slot = -1;
+  Shape shape;
+  std::vector<std::int64_t> strides;
+  std::int64_t offset = 0;
+  DType dtype = DType::float32;
+};
+
+enum class NodeKind : std::uint8_t { kernel, random, host };
+
+struct Node {
+  NodeKind kind = NodeKind::kernel;
+  backend::KernelType type{"", 0};
+  const char* host_name = "";
+  std::vector<int> operands;  // view ids, inputs first; -1 for an absent optional operand
+  std::size_t num_inputs = 0;
+  backend::KernelReplay kernel;
+  backend::RandomReplay random;
+  backend::HostReplay host;
+  std::uint64_t words = 0;                     // random: Philox words per call
+  random::SeedGenerator* stream = nullptr;     // random: the stream it drew from (null: current)
+  int fused_from = 0;                          // > 1: a fused elementwise node of that many calls
+};
+
+// What a replay works with, built once per graph: a TensorImpl per view (so rebinding a slot
+// to a call's storage is a pointer store per view) and each node's operand handles.
+struct Executor {
+  std::vector<std::shared_ptr<TensorImpl>> impls;       // per view
+  std::vector<std::int64_t> base_offsets;               // per view, for input rebinding
+  std::vector<std::vector<int>> slot_views;             // per slot
+  std::vector<std::vector<Tensor>> operands;            // per node
+  std::vector<std::shared_ptr<Storage>> buffers;        // the planned buffers
+  std::vector<int> written_external;                    // captured/state slots a call writes
+};
+
+struct Plan {
+  std::string name;
+  std::vector<Slot> slots;
+  std::vector<View> views;
+  std::vector<Node> nodes;
+  std::vector<int> outputs;  // view per result
+  std::size_t num_inputs = 0;
+  std::size_t traced_nodes = 0;
+  std::size_t planned_bytes = 0, unplanned_bytes = 0;
+  Executor exec;
+  std::mutex run_mutex;  // one replay at a time: the planned buffers are shared
+};
+
+// Runs f on args while recording; returns f's results (the first call's answer) and fills
+// `plan` (not yet optimised).
+std::vector<Tensor> trace(const std::string& name, const std::vector<Tensor>& args, const TraceFn& f, Plan& plan);
+
+struct PassOptions {
+  bool fold_constants = true;
+  bool eliminate_dead_code = true;
+  bool fuse_elementwise = true;
+  bool plan_memory = true;
+};
+// What keel::function runs (jit_compile = false turns every pass off); tests switch passes here.
+PassOptions& default_pass_options();
+// Optimises the plan and builds its executor.
+void finalise(Plan& plan, const PassOptions& options);
+
+// Replays the plan on args (their signature is the plan's).
+std::vector<Tensor> replay(Plan& plan, const std::vector<Tensor>& args);
+
+// The TensorFlow-style op type of a node ("MatMul", "Relu", ...).
+std::string op_type(const Node& node);
+
+}  // namespace keel::graph::detail

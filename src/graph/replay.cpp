@@ -1,0 +1,84 @@
+// Replay: bind the call's arguments and fresh result buffers to their slots, run the nodes in
+// order, hand back the results. No shape checks, broadcasting rules or tape: the trace did them.
+#include "graph/plan.hpp"
+#include "backend/backend.hpp"
+
+namespace keel::graph::detail {
+
+namespace {
+
+void bind_slot(Executor& e, int slot, const std::shared_ptr<Storage>& storage, std::int64_t offset) {
+  for (int v : e.slot_views[static_cast<std::size_t>(slot)]) {
+    TensorImpl& impl = *e.impls[static_cast<std::size_t>(v)];
+    impl.storage = storage;
+    impl.offset = e.base_offsets[static_cast<std::size_t>(v)] + offset;
+  }
+}
+
+// Drops the call's arguments and results from the plan when the call ends, however it ends.
+struct Unbind {
+  Plan& p;
+  ~Unbind() {
+    for (std::size_t s = 0; s < p.slots.size(); ++s)
+      if (p.slots[s].kind == SlotKind::input || p.slots[s].kind == SlotKind::output)
+        for (int v : p.exec.slot_views[s]) p.exec.impls[static_cast<std::size_t>(v)]->storage.reset();
+  }
+};
+
+}  // namespace
+
+std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& args) {
+  std::lock_guard<std::mutex> lock(p.run_mutex);
+  Executor& e = p.exec;
+  Unbind unbind{p};
+  std::vector<Tensor> kept;  // contiguous copies of strided arguments, alive for the call
+  for (std::size_t s = 0; s < p.slots.size(); ++s) {
+    const Slot& slot = p.slots[s];
+    if (slot.kind == SlotKind::input) {
+      Tensor a = args[static_cast<std::size_t>(slot.input)];
+      if (!a.is_contiguous()) {
+        a = backend::contiguous(a);
+        kept.push_back(a);
+      }
+      bind_slot(e, static_cast<int>(s), a.impl()->storage, a.offset());
+    } else if (slot.kind == SlotKind::output) {
+      bind_slot(e, static_cast<int>(s), std::make_shared<Storage>(slot.nbytes, slot.device), 0);
+    }
+  }
+  for (std::size_t i = 0; i < p.nodes.size(); ++i) {
+    const Node& n = p.nodes[i];
+    const Tensor* operands = e.operands[i].data();
+    switch (n.kind) {
+      case NodeKind::kernel:
+        n.kernel(operands);
+        break;
+      case NodeKind::random: {
+        const random::PhiloxState st = n.stream ? n.stream->reserve(n.words) : random::reserve(n.words);
+        n.random(operands, st.key, st.counter);
+        break;
+      }
+      case NodeKind::host:
+        n.host(operands);
+        break;
+    }
+  }
+  for (int s : e.written_external) {
+    const auto& held = p.slots[static_cast<std::size_t>(s)].held;
+    if (held) held->bump_version();
+  }
+  std::vector<Tensor> results;
+  results.reserve(p.outputs.size());
+  for (int v : p.outputs) {
+    const TensorImpl& impl = *e.impls[static_cast<std::size_t>(v)];
+    auto out = std::make_shared<TensorImpl>();
+    out->shape = impl.shape;
+    out->strides = impl.strides;
+    out->offset = impl.offset;
+    out->dtype = impl.dtype;
+    out->storage = impl.storage;
+    results.emplace_back(std::move(out));
+  }
+  return results;
+}
+
+}  // namespace keel::graph::detail

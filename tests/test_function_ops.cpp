@@ -1,0 +1,143 @@
+// Every op family traced against eager: a traced function computing a loss and its gradients
+// with a GradientTape inside gives eager's numbers, on the tracing call and on replays with new
+// inputs (the forward and the backward kernels are both in the graph).
+#include <catch2/catch.hpp>
+
+#include <functional>
+
+#include <keel/keel.hpp>
+
+#include "graph/plan.hpp"
+
+using namespace keel;
+
+namespace {
+
+using Body = std::function<Tensor(const std::vector<Tensor>& inputs)>;
+
+// The loss sum(body(inputs) * probe) and its gradients with respect to `vars`.
+std::vector<Tensor> loss_and_grads(const Body& body, const std::vector<Variable*>& vars, const std::vector<Tensor>& inputs) {
+  GradientTape tape;
+  const Tensor y = body(inputs);
+  const Tensor probe = reshape(cos(arange(static_cast<double>(y.size()))), y.shape());  // weighs each output
+  const Tensor loss = reduce_sum(y * cast(probe, y.dtype()));
+  std::vector<Tensor> sources;
+  for (Variable* v : vars) sources.push_back(v->value());
+  std::vector<Tensor> out{loss};
+  for (const Tensor& g : tape.gradient(loss, sources)) out.push_back(g);
+  return out;
+}
+
+void check_close(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  const auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  for (std::size_t i = 0; i < x.size(); ++i) CHECK(x[i] == Approx(y[i]).epsilon(1e-6).margin(1e-12));
+}
+
+// Calls the traced version with three sets of inputs (trace, then two replays).
+void check_traced(const Body& body, const std::vector<Variable*>& vars,
+                  const std::function<std::vector<Tensor>()>& make_inputs) {
+  auto traced = keel::function([&](const std::vector<Tensor>& in) { return loss_and_grads(body, vars, in); });
+  for (int call = 0; call < 3; ++call) {
+    const auto inputs = make_inputs();
+    const auto got = traced(inputs);
+    const auto want = loss_and_grads(body, vars, inputs);
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) check_close(got[i], want[i]);
+  }
+  CHECK(traced.trace_count() == 1);
+}
+
+}  // namespace
+
+TEST_CASE("traced elementwise, reductions and matmul match eager", "[function]") {
+  Variable w(random::normal({6, 4}), "w");
+  Variable b(random::normal({4}), "b");
+  check_traced(
+      [&](const std::vector<Tensor>& in) {
+        const Tensor h = matmul(in[0], w) + b;
+        const Tensor act = sigmoid(h) * tanh(h) + elu(h) - leaky_relu(h, 0.2) + square(softplus(h));
+        return reduce_max(act, {1}) + reduce_mean(exp(-abs(act)), {1}) + reduce_logsumexp(act, {1});
+      },
+      {&w, &b}, [] { return std::vector<Tensor>{random::normal({5, 6})}; });
+}
+
+TEST_CASE("traced convolution, pooling and batch norm match eager", "[function]") {
+  Variable k1(random::normal({3, 3, 2, 4}) * 0.3, "k1");
+  Variable k2(random::normal({3, 3, 4, 1}) * 0.3, "k2");
+  Variable gamma(ones({4}), "gamma");
+  Variable beta(zeros({4}), "beta");
+  check_traced(
+      [&](const std::vector<Tensor>& in) {
+        Tensor h = relu(conv2d(in[0], k1, {1, 1}, "same"));
+        h = batch_norm(h, gamma, beta, zeros({4}), ones({4}), true).y;
+        h = max_pool2d(h, {2, 2}, {2, 2});
+        h = depthwise_conv2d(h, k2, {1, 1}, "same");
+        return avg_pool2d(h, {2, 2}, {1, 1}) + global_avg_pool2d(h, true);
+      },
+      {&k1, &k2, &gamma, &beta}, [] { return std::vector<Tensor>{random::normal({2, 8, 8, 2})}; });
+}
+
+TEST_CASE("traced shape ops, gathers and losses match eager", "[function]") {
+  Variable table(random::normal({10, 3}), "table");
+  Variable w(random::normal({3, 5}), "w");
+  check_traced(
+      [&](const std::vector<Tensor>& in) {
+        const Tensor e = gather(table, in[0], 0);  // [4, 3]
+        const Tensor logits = matmul(concat({e, slice(e, {0, 0}, {4, 3}) * 2.0}, 0), w);  // [8, 5]
+        const Tensor padded = pad(transpose(logits), {{{1, 0}, {0, 2}}});
+        const Tensor sce = sparse_softmax_cross_entropy_with_logits(in[1], logits);
+        const Tensor ce = softmax_cross_entropy_with_logits(softmax(logits), logits);
+        return reduce_sum(padded) + reduce_sum(tile(sce, {2})) + reduce_sum(ce) + reduce_sum(log_softmax(logits));
+      },
+      {&table, &w}, [] {
+        return std::vector<Tensor>{random::uniform_int({4}, 0, 10), random::uniform_int({8}, 0, 5)};
+      });
+}
+
+TEST_CASE("traced recurrent cells and layer norm match eager", "[function]") {
+  Variable kernel(random::normal({3, 16}) * 0.3, "kernel");
+  Variable recurrent(random::normal({4, 16}) * 0.3, "recurrent");
+  Variable bias(zeros({16}), "bias");
+  Variable gk(random::normal({3, 12}) * 0.3, "gk");
+  Variable gr(random::normal({4, 12}) * 0.3, "gr");
+  check_traced(
+      [&](const std::vector<Tensor>& in) {
+        const auto seq = lstm(in[0], zeros({2, 4}), zeros({2, 4}), kernel, recurrent, bias);
+        const Tensor g = gru_cell(slice(in[0], {0, 0, 0}, {2, 1, 3}).reshape({2, 3}), seq.h, gk, gr, Tensor());
+        return layer_norm(seq.outputs, Tensor(), Tensor()) * 0.5 + reduce_sum(g);
+      },
+      {&kernel, &recurrent, &bias, &gk, &gr}, [] { return std::vector<Tensor>{random::normal({2, 5, 3})}; });
+}
+
+TEST_CASE("a label out of range is caught on every replayed call, as eagerly", "[function]") {
+  auto f = keel::function([](const Tensor& labels, const Tensor& logits) {
+    return sparse_softmax_cross_entropy_with_logits(labels, logits);
+  });
+  const Tensor logits = random::normal({2, 3});
+  f(constant(std::vector<std::int64_t>{0, 2}, {2}, DType::int64), logits);
+  CHECK_THROWS_AS(f(constant(std::vector<std::int64_t>{0, 3}, {2}, DType::int64), logits), ValueError);
+  CHECK(f.trace_count() == 1);
+}
+
+TEST_CASE("elementwise fusion gives the unfused results bit for bit", "[function]") {
+  graph::detail::PassOptions& passes = graph::detail::default_pass_options();
+  const graph::detail::PassOptions saved = passes;
+  Variable b(random::normal({32}), "b");
+  auto body = [&](const Tensor& x) { return tanh(relu(x * 1.5 + b) - 0.25) * x + sigmoid(x); };
+  const Tensor x = random::normal({300, 32});
+  passes.fuse_elementwise = false;
+  auto plain = keel::function(body);
+  const auto unfused = plain(x).to_vector<float>();
+  CHECK(plain(x).to_vector<float>() == unfused);
+  passes.fuse_elementwise = true;
+  auto fused = keel::function(body);
+  const graph::Graph& g = fused.concrete_graph(x);
+  passes = saved;
+  std::size_t fused_nodes = 0;
+  for (const auto& op : g.operations()) fused_nodes += op.type == "FusedElementwise";
+  CHECK(fused_nodes == 1);
+  CHECK(g.num_nodes() < plain.concrete_graph(x).num_nodes());
+  CHECK(fused(x).to_vector<float>() == unfused);
+  CHECK(fused(x * 2.0).to_vector<float>() == plain(x * 2.0).to_vector<float>());
+}
