@@ -7,10 +7,7 @@
 //   lstm_fit/seq:S/threads:T     as cnn_fit, batch 32
 //   lstm_tape/seq:S/threads:T    as cnn_tape
 //
-// The models are the ones the libtorch comparison runs (same layers, batch and optimizer):
-//   CNN: Conv2D(16|32|64, 3, "same", relu) + MaxPooling2D(2) three times, Flatten,
-//        Dense(128, relu), Dense(10) logits; sparse categorical cross-entropy; Adam(1e-3).
-//   LSTM: LSTM(50) over [32, S, 1], last state, Dense(1); mean squared error; Adam(1e-3).
+// The models are the ones the libtorch comparison runs (benchmarks/seed_models.hpp).
 //
 // Counters: ms_per_step (wall), images_per_s (samples per second; items_per_second says the
 // same), and for the tape steps the split of a step: fwd_ms (forward and loss, recorded),
@@ -28,10 +25,12 @@
 #include <vector>
 
 #include "backend/kernel_clock.hpp"
+#include "seed_models.hpp"
 
 namespace {
 
 using namespace keel;
+using namespace keel::bench;
 using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) {
@@ -47,45 +46,7 @@ class Threads {
   int previous_;
 };
 
-constexpr std::int64_t kCnnBatch = 64, kLstmBatch = 32, kFitBatches = 8;
-
-std::unique_ptr<models::Sequential> cnn() {
-  auto model = std::make_unique<models::Sequential>();
-  model->add(layers::InputLayer(Shape{32, 32, 3}));
-  for (int filters : {16, 32, 64}) {
-    model->add(layers::Conv2D(filters, 3, {.padding = "same", .activation = "relu"}));
-    model->add(layers::MaxPooling2D(2));
-  }
-  model->add(layers::Flatten());
-  model->add(layers::Dense(128, {.activation = "relu"}));
-  model->add(layers::Dense(10));
-  model->compile({.optimizer = optimizers::Adam(1e-3),
-                  .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});
-  return model;
-}
-
-std::unique_ptr<models::Sequential> lstm(std::int64_t seq) {
-  auto model = std::make_unique<models::Sequential>();
-  model->add(layers::InputLayer(Shape{seq, 1}));
-  model->add(layers::LSTM(50));
-  model->add(layers::Dense(1));
-  model->compile({.optimizer = optimizers::Adam(1e-3), .loss = "mse"});
-  return model;
-}
-
-struct Data {
-  Tensor x, y;
-};
-
-Data cnn_data(std::int64_t n) {
-  random::set_seed(3);
-  return {random::normal({n, 32, 32, 3}), random::uniform_int({n}, 0, 10, DType::int64)};
-}
-
-Data lstm_data(std::int64_t seq, std::int64_t n) {
-  random::set_seed(3);
-  return {random::normal({n, seq, 1}), random::normal({n, 1})};
-}
+constexpr std::int64_t kFitBatches = 8;
 
 void fit_steps(benchmark::State& state, models::Sequential& model, const Data& d, std::int64_t batch) {
   model.fit(d.x, d.y, {.batch_size = batch, .epochs = 1, .verbose = 0});  // builds, warms up

@@ -59,6 +59,11 @@ void* CachingAllocator::allocate(std::size_t nbytes) {
   return ptr;
 }
 
+void CachingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_allocated_bytes = stats_.allocated_bytes;
+}
+
 void CachingAllocator::deallocate(void* ptr) {
   if (!ptr) return;
   std::lock_guard<std::mutex> lock(mutex_);

@@ -38,6 +38,7 @@ class CachingAllocator {
   void deallocate(void* ptr);  // ValueError for a pointer this allocator did not hand out
   void empty_cache();
   config::CudaMemoryStats stats() const;
+  void reset_peak();  // peak_allocated_bytes = allocated_bytes
 
   static std::size_t size_class(std::size_t nbytes);
 

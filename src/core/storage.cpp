@@ -45,6 +45,9 @@ namespace {
 std::atomic<std::uint64_t> storage_serials{1};
 }  // namespace
 
+config::CudaMemoryStats config::host_memory_stats() { return host_allocator().stats(); }
+void config::reset_host_peak_memory() { host_allocator().reset_peak(); }
+
 std::uint64_t next_storage_serial() { return storage_serials.load(std::memory_order_relaxed); }
 
 Storage::Storage(std::size_t nbytes, Device device)

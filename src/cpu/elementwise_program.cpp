@@ -30,16 +30,25 @@ struct TileRun {
   void* const* outputs;
   std::int64_t tile;  // a multiple of row_length
 
-  // Runs tiles [first, last) of the whole range [0, n) with scratch of its own.
+  // Runs tiles [first, last) of the whole range [0, n) with this thread's scratch.
   void operator()(std::int64_t n, std::int64_t first, std::int64_t last) const {
-    std::vector<T> scratch(static_cast<std::size_t>(tile) * static_cast<std::size_t>(p.num_registers + 1));
-    std::vector<std::vector<T>> rows(p.inputs.size());
+    // Registers, then one tile-long repetition of each row input (a tile starts on a row
+    // boundary, so one repetition serves every tile). Kept per thread between calls.
+    thread_local std::vector<T> scratch;
+    std::size_t rows_in = 0;
+    for (ProgramInput k : p.inputs) rows_in += k == ProgramInput::row;
+    const auto t = static_cast<std::size_t>(tile);
+    const std::size_t need = t * (static_cast<std::size_t>(p.num_registers) + rows_in);
+    if (scratch.size() < need) scratch.resize(need);
+    thread_local std::vector<T*> rows;
+    rows.assign(p.inputs.size(), nullptr);
+    std::size_t next = static_cast<std::size_t>(p.num_registers) * t;
     for (std::size_t i = 0; i < p.inputs.size(); ++i) {
       if (p.inputs[i] != ProgramInput::row) continue;
-      // A tile starts on a row boundary, so one tile-long repetition of the row serves all.
-      rows[i].resize(static_cast<std::size_t>(tile));
+      rows[i] = scratch.data() + next;
+      next += t;
       const T* r = static_cast<const T*>(inputs[i]);
-      for (std::int64_t k = 0; k < tile; ++k) rows[i][static_cast<std::size_t>(k)] = r[k % p.row_length];
+      for (std::int64_t k = 0; k < tile; ++k) rows[i][k] = r[k % p.row_length];
     }
     const auto& kern = typed_kernels<T>();
     for (std::int64_t t = first; t < last; ++t) {
@@ -54,7 +63,7 @@ struct TileRun {
               stride = 0;
               return const_cast<T*>(static_cast<const T*>(inputs[i]));
             }
-            if (p.inputs[i] == ProgramInput::row) return rows[i].data();
+            if (p.inputs[i] == ProgramInput::row) return rows[i];
             return const_cast<T*>(static_cast<const T*>(inputs[i])) + begin;
           }
           case ProgramRef::output: return static_cast<T*>(outputs[ref.index]) + begin;
@@ -86,7 +95,9 @@ void run_elementwise_program(const ElementwiseProgram& program, DType dtype, std
                              const void* const* inputs, void* const* outputs) {
   if (n <= 0) return;
   const std::int64_t row = std::max<std::int64_t>(program.row_length, 1);
-  const std::int64_t tile = std::max<std::int64_t>(row, kTile / row * row);
+  // A multiple of the row length, and no longer than n needs (small programs, small scratch).
+  const std::int64_t rows_needed = (n + row - 1) / row;
+  const std::int64_t tile = std::max<std::int64_t>(1, std::min(kTile / row, rows_needed)) * row;
   const std::int64_t tiles = (n + tile - 1) / tile;
   detail::dispatch_float(dtype, "fused elementwise", [&]<class T>() {
     const TileRun<T> run{program, inputs, outputs, tile};

@@ -196,6 +196,13 @@ void build_executor(Plan& p) {
       if (v >= 0 && j >= n.num_inputs) written[static_cast<std::size_t>(p.views[static_cast<std::size_t>(v)].slot)] = true;
     }
   }
+  e.input_slots.clear();
+  e.output_slots.clear();
+  for (std::size_t s = 0; s < p.slots.size(); ++s) {
+    if (e.slot_views[s].empty()) continue;
+    if (p.slots[s].kind == SlotKind::input) e.input_slots.push_back(static_cast<int>(s));
+    if (p.slots[s].kind == SlotKind::output) e.output_slots.push_back(static_cast<int>(s));
+  }
   e.written_external.clear();
   for (std::size_t s = 0; s < p.slots.size(); ++s)
     if (written[s] && (p.slots[s].kind == SlotKind::captured || p.slots[s].kind == SlotKind::state))

@@ -72,6 +72,7 @@ struct Executor {
   std::vector<std::vector<Tensor>> operands;            // per node
   std::vector<std::shared_ptr<Storage>> buffers;        // the planned buffers
   std::vector<int> written_external;                    // captured/state slots a call writes
+  std::vector<int> input_slots, output_slots;           // what a call binds
 };
 
 struct Plan {

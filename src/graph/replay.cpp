@@ -19,9 +19,9 @@ void bind_slot(Executor& e, int slot, const std::shared_ptr<Storage>& storage, s
 struct Unbind {
   Plan& p;
   ~Unbind() {
-    for (std::size_t s = 0; s < p.slots.size(); ++s)
-      if (p.slots[s].kind == SlotKind::input || p.slots[s].kind == SlotKind::output)
-        for (int v : p.exec.slot_views[s]) p.exec.impls[static_cast<std::size_t>(v)]->storage.reset();
+    for (const auto* list : {&p.exec.input_slots, &p.exec.output_slots})
+      for (int s : *list)
+        for (int v : p.exec.slot_views[static_cast<std::size_t>(s)]) p.exec.impls[static_cast<std::size_t>(v)]->storage.reset();
   }
 };
 
@@ -32,18 +32,17 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& args) {
   Executor& e = p.exec;
   Unbind unbind{p};
   std::vector<Tensor> kept;  // contiguous copies of strided arguments, alive for the call
-  for (std::size_t s = 0; s < p.slots.size(); ++s) {
-    const Slot& slot = p.slots[s];
-    if (slot.kind == SlotKind::input) {
-      Tensor a = args[static_cast<std::size_t>(slot.input)];
-      if (!a.is_contiguous()) {
-        a = backend::contiguous(a);
-        kept.push_back(a);
-      }
-      bind_slot(e, static_cast<int>(s), a.impl()->storage, a.offset());
-    } else if (slot.kind == SlotKind::output) {
-      bind_slot(e, static_cast<int>(s), std::make_shared<Storage>(slot.nbytes, slot.device), 0);
+  for (int s : e.input_slots) {
+    Tensor a = args[static_cast<std::size_t>(p.slots[static_cast<std::size_t>(s)].input)];
+    if (!a.is_contiguous()) {
+      a = backend::contiguous(a);
+      kept.push_back(a);
     }
+    bind_slot(e, s, a.impl()->storage, a.offset());
+  }
+  for (int s : e.output_slots) {
+    const Slot& slot = p.slots[static_cast<std::size_t>(s)];
+    bind_slot(e, s, std::make_shared<Storage>(slot.nbytes, slot.device), 0);
   }
   for (std::size_t i = 0; i < p.nodes.size(); ++i) {
     const Node& n = p.nodes[i];

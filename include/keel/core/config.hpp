@@ -26,6 +26,11 @@ struct CudaMemoryStats {
   std::int64_t oom_retries = 0;          // times the cache was emptied to retry a failed cudaMalloc
 };
 CudaMemoryStats cuda_memory_stats(int device = 0);
+// The same counters for host tensors of 1 KiB and more (the host caching allocator; smaller
+// buffers come from malloc and are not counted), and a restart of its peak at the bytes held
+// now: peak memory of a piece of work is the peak after a reset, less what was held before.
+CudaMemoryStats host_memory_stats();
+void reset_host_peak_memory();
 // Returns every cached (free) block to the driver; live tensors are untouched.
 void empty_cache();
 

@@ -1,0 +1,103 @@
+// Graph mode (keel::function) against eager execution, in one run:
+//
+//   add_chain/mode:M       100 adds of 4-element tensors: eager (M=0), traced with every pass
+//                          (M=1: the chain fuses into one node), traced with jit_compile off
+//                          (M=2: 100 replayed kernel calls). ns_per_op = time / 100.
+//   chain5/mode:M          a 5-op elementwise chain (scale, shift, relu, times x, sigmoid) on 4M
+//                          floats: eager (0) or traced (1). bytes_per_second counts one read of x
+//                          and one write of the result.
+//   lstm_step/mode:M       a GradientTape training step (forward, gradient, Adam) of
+//                          LSTM(50) + Dense(1), batch 32, seq 50: eager (0) or the whole step
+//                          traced as one function (1).
+//   cnn_step/mode:M        the same for the seed CIFAR-10 CNN, batch 64 (benchmarks/seed_models.hpp);
+//                          peak_mib: the host memory a step holds at its peak beyond what was
+//                          held before it (host_memory_stats), plus for a traced step its
+//                          graph's planned buffers, which it holds between calls.
+//
+// Read medians: --benchmark_repetitions=5 --benchmark_report_aggregates_only=true.
+#include <benchmark/benchmark.h>
+#include <keel/keel.hpp>
+
+#include <chrono>
+#include <functional>
+#include <vector>
+
+#include "seed_models.hpp"
+
+namespace {
+
+using namespace keel;
+using namespace keel::bench;
+
+Tensor add_chain(const Tensor& x) {
+  Tensor y = x;
+  for (int i = 0; i < 100; ++i) y = y + x;
+  return y;
+}
+
+void BM_add_chain(benchmark::State& state) {
+  const int mode = static_cast<int>(state.range(0));
+  const Tensor x = random::normal({4});
+  auto traced = keel::function(add_chain, {.jit_compile = mode == 1});
+  traced(x);  // traces
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) benchmark::DoNotOptimize(mode == 0 ? add_chain(x) : traced(x));
+  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  state.counters["ns_per_op"] = ns / (100.0 * static_cast<double>(state.iterations()));
+}
+
+Tensor chain5(const Tensor& x) { return sigmoid(relu(x * 1.5 + 0.25) * x); }
+
+void BM_chain5(benchmark::State& state) {
+  const Tensor x = random::normal({4 << 20});
+  auto traced = keel::function(chain5);
+  for (auto _ : state) benchmark::DoNotOptimize(state.range(0) == 0 ? chain5(x) : traced(x));
+  state.SetBytesProcessed(state.iterations() * x.size() * 8);
+}
+
+// One training step as a function of the batch: forward and loss under a tape, the gradient,
+// the optimizer's update.
+std::function<Tensor(const Tensor&, const Tensor&)> training_step(models::Sequential& model) {
+  return [&model](const Tensor& x, const Tensor& y) {
+    GradientTape tape;
+    const Tensor loss = (*model.loss())(y, model(x, true));
+    const std::vector<Variable*> vars = model.trainable_weights();
+    model.optimizer()->apply(tape.gradient(loss, vars), vars);
+    return loss;
+  };
+}
+
+void run_steps(benchmark::State& state, models::Sequential& model, const Data& d) {
+  const auto eager = training_step(model);
+  auto traced = keel::function(eager);
+  auto step = [&] { return state.range(0) == 0 ? eager(d.x, d.y) : traced(d.x, d.y); };
+  for (int i = 0; i < 3; ++i) step();  // builds the model and the optimizer's slots, traces
+  const std::size_t before = config::host_memory_stats().allocated_bytes;
+  config::reset_host_peak_memory();
+  step();
+  const double peak = static_cast<double>(config::host_memory_stats().peak_allocated_bytes - before);
+  for (auto _ : state) benchmark::DoNotOptimize(step());
+  state.SetItemsProcessed(state.iterations() * d.x.shape()[0]);
+  // A traced step allocates little: its values live in the graph's planned buffers.
+  const double planned = state.range(0) == 0 ? 0 : static_cast<double>(traced.concrete_graph(d.x, d.y).planned_bytes());
+  state.counters["peak_mib"] = (peak + planned) / (1 << 20);
+}
+
+void BM_lstm_step(benchmark::State& state) {
+  auto model = lstm(50);
+  run_steps(state, *model, lstm_data(50, kLstmBatch));
+}
+
+void BM_cnn_step(benchmark::State& state) {
+  auto model = cnn();
+  run_steps(state, *model, cnn_data(kCnnBatch));
+}
+
+}  // namespace
+
+BENCHMARK(BM_add_chain)->Name("add_chain")->ArgName("mode")->Arg(0)->Arg(1)->Arg(2);
+BENCHMARK(BM_chain5)->Name("chain5")->ArgName("mode")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_lstm_step)->Name("lstm_step")->ArgName("mode")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_cnn_step)->Name("cnn_step")->ArgName("mode")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();
