@@ -271,3 +271,87 @@ TEST_CASE("memory planning shares buffers between values that are not alive toge
   CHECK(g.planned_bytes() <= 2 * 4096);     // a chain needs two buffers, whatever its length
   CHECK(values(f(x)) == values(chain(x)));
 }
+
+TEST_CASE("cond: eagerly one branch runs; traced, each call picks its branch", "[function][control_flow]") {
+  auto branchy = [](const Tensor& x) {
+    return keel::cond(reduce_sum(x) > 0.0, [&] { return x * 2.0; }, [&] { return -x + 100.0; });
+  };
+  CHECK(branchy(constant(3.0)).item<float>() == 6.0f);
+  CHECK(branchy(constant(-3.0)).item<float>() == 103.0f);
+  auto f = keel::function(branchy);
+  CHECK(f(constant(3.0)).item<float>() == 6.0f);     // traced with the then branch taken
+  CHECK(f(constant(-3.0)).item<float>() == 103.0f);  // the else branch, from the graph
+  CHECK(f(constant(5.0)).item<float>() == 10.0f);
+  CHECK(f.trace_count() == 1);
+  bool has_if = false;
+  for (const auto& op : f.concrete_graph(constant(1.0)).operations()) has_if = has_if || op.type == "If";
+  CHECK(has_if);
+}
+
+TEST_CASE("cond: the branch not taken while tracing has no effects until a call takes it", "[function][control_flow]") {
+  Variable hits(constant(0.0), "hits");
+  auto f = keel::function([&](const Tensor& x) {
+    return keel::cond(x > 0.0, [&] { return x + 1.0; }, [&] {
+      hits.assign_add(constant(1.0));
+      return x - 1.0;
+    });
+  });
+  CHECK(f(constant(1.0)).item<float>() == 2.0f);
+  CHECK(hits.value().item<float>() == 0.0f);  // traced, not run
+  CHECK(f(constant(-1.0)).item<float>() == -2.0f);
+  CHECK(hits.value().item<float>() == 1.0f);
+  CHECK_THROWS_AS(keel::cond(ones({2}), [] { return constant(1.0); }, [] { return constant(2.0); }), ShapeError);
+  auto mismatched = keel::function([](const Tensor& x) {
+    return keel::cond(x > 0.0, [&] { return x; }, [&] { return concat({x, x}, 0); });
+  });
+  CHECK_THROWS_AS(mismatched(ones({1})), ValueError);
+}
+
+TEST_CASE("while_loop: eager and traced loops run as many iterations as the data says", "[function][control_flow]") {
+  // Halvings until below 1: a data-dependent count (6: 6 3 1.5 0.75, three).
+  auto steps = [](const Tensor& n0) {
+    const auto out = keel::while_loop([](const std::vector<Tensor>& v) { return v[0] >= 1.0; },
+                                      [](const std::vector<Tensor>& v) {
+                                        return std::vector<Tensor>{v[0] / 2.0, v[1] + 1.0};
+                                      },
+                                      {n0, zeros_like(n0)});
+    return out[1];
+  };
+  CHECK(steps(constant(6.0, DType::float64)).item<double>() == 3.0);
+  auto f = keel::function(steps);
+  CHECK(f(constant(6.0, DType::float64)).item<double>() == 3.0);
+  CHECK(f(constant(100.0, DType::float64)).item<double>() == 7.0);  // 100 ... 1.5625 -> 0.78
+  CHECK(f(constant(0.5, DType::float64)).item<double>() == 0.0);
+  CHECK(f.trace_count() == 1);
+  // A loop traced without running its body still runs it when a call needs it.
+  auto g = keel::function(steps);
+  CHECK(g(constant(0.5, DType::float64)).item<double>() == 0.0);
+  CHECK(g(constant(6.0, DType::float64)).item<double>() == 3.0);
+  // maximum_iterations caps the count, eagerly and traced.
+  auto capped = [](const Tensor& x) {
+    return keel::while_loop([](const std::vector<Tensor>&) { return constant(1.0, DType::bool_); },
+                            [](const std::vector<Tensor>& v) { return std::vector<Tensor>{v[0] + 1.0}; }, {x}, 5)[0];
+  };
+  CHECK(capped(constant(0.0)).item<float>() == 5.0f);
+  auto h = keel::function(capped);
+  CHECK(h(constant(0.0)).item<float>() == 5.0f);
+  CHECK(h(constant(10.0)).item<float>() == 15.0f);
+}
+
+TEST_CASE("eager cond and while_loop carry gradients through the path taken", "[function][control_flow]") {
+  const Tensor x = constant(3.0, DType::float64);
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = keel::cond(x > 0.0, [&] { return x * x; }, [&] { return -x; });
+  // d(x^2)/dx = 2x = 6
+  CHECK(tape.gradient(y, x).item<double>() == 6.0);
+  GradientTape tape2;
+  tape2.watch(x);
+  const auto out = keel::while_loop([](const std::vector<Tensor>& v) { return v[1] < 3.0; },
+                                    [](const std::vector<Tensor>& v) {
+                                      return std::vector<Tensor>{v[0] * 2.0, v[1] + 1.0};
+                                    },
+                                    {x, constant(0.0, DType::float64)});
+  // three doublings: y = 8x, dy/dx = 8
+  CHECK(tape2.gradient(out[0], x).item<double>() == 8.0);
+}

@@ -15,6 +15,7 @@
 #include "keel/ops/shape.hpp"
 #include "keel/autograd/tape.hpp"
 #include "keel/autograd/variable.hpp"
+#include "keel/graph/control_flow.hpp"
 #include "keel/graph/function.hpp"
 #include "keel/layers/initializers.hpp"
 #include "keel/layers/layer.hpp"

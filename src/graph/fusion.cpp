@@ -50,8 +50,7 @@ class Fuser {
   explicit Fuser(Plan& p) : p_(p) {
     refs_.resize(p.slots.size());
     for (std::size_t i = 0; i < p.nodes.size(); ++i)
-      for (int v : p.nodes[i].operands)
-        if (v >= 0) refs_[static_cast<std::size_t>(view(v).slot)].push_back(static_cast<int>(i));
+      for_each_operand(p.nodes[i], [&](int v, bool) { refs_[static_cast<std::size_t>(view(v).slot)].push_back(static_cast<int>(i)); });
     for (int v : p.outputs) result_slots_.push_back(view(v).slot);
   }
 

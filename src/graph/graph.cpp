@@ -22,6 +22,8 @@ const char* pick(const std::array<const char*, N>& names, int kind) {
 
 std::string op_type(const Node& n) {
   if (n.kind == NodeKind::host) return n.host_name;
+  if (n.kind == NodeKind::cond) return "If";
+  if (n.kind == NodeKind::loop) return "While";
   if (n.fused_from > 1) return "FusedElementwise";
   const std::string f = n.type.family;
   const int k = n.type.kind;

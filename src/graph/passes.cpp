@@ -2,6 +2,7 @@
 // elimination, elementwise fusion (fusion.cpp), and memory planning; then the executor the
 // replays run.
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include "graph/fusion.hpp"
@@ -25,8 +26,10 @@ void drop_state_initialisers(Plan& p) {
       const int s = p.views[static_cast<std::size_t>(n.operands[i])].slot;
       initialises = p.slots[static_cast<std::size_t>(s)].kind == SlotKind::state && !read[static_cast<std::size_t>(s)];
     }
-    for (std::size_t i = 0; i < n.num_inputs; ++i)
-      if (n.operands[i] >= 0) read[static_cast<std::size_t>(p.views[static_cast<std::size_t>(n.operands[i])].slot)] = true;
+    const bool nested = n.kind == NodeKind::cond || n.kind == NodeKind::loop;
+    for_each_operand(n, [&](int v, bool written) {
+      if (!written || nested) read[static_cast<std::size_t>(p.views[static_cast<std::size_t>(v)].slot)] = true;
+    });
     if (!initialises) kept.push_back(std::move(n));
   }
   p.nodes = std::move(kept);
@@ -50,8 +53,11 @@ void eliminate_dead_code(Plan& p) {
       l = n.operands[j] >= 0 && needed[static_cast<std::size_t>(p.views[static_cast<std::size_t>(n.operands[j])].slot)];
     if (!l) continue;
     live[i] = true;
-    for (std::size_t j = 0; j < n.num_inputs; ++j)
-      if (n.operands[j] >= 0) needed[static_cast<std::size_t>(p.views[static_cast<std::size_t>(n.operands[j])].slot)] = true;
+    // Every operand of a nested list counts as read: a branch may read what it also writes.
+    const bool nested = n.kind == NodeKind::cond || n.kind == NodeKind::loop;
+    for_each_operand(n, [&](int v, bool written) {
+      if (!written || nested) needed[static_cast<std::size_t>(p.views[static_cast<std::size_t>(v)].slot)] = true;
+    });
   }
   std::vector<Node> kept;
   for (std::size_t i = 0; i < p.nodes.size(); ++i)
@@ -114,12 +120,11 @@ void plan_memory(Plan& p, bool share) {
   constexpr int kNone = -1;
   std::vector<int> first(p.slots.size(), kNone), last(p.slots.size(), kNone);
   for (std::size_t i = 0; i < p.nodes.size(); ++i)
-    for (int v : p.nodes[i].operands) {
-      if (v < 0) continue;
+    for_each_operand(p.nodes[i], [&](int v, bool) {
       const auto s = static_cast<std::size_t>(p.views[static_cast<std::size_t>(v)].slot);
       if (first[s] == kNone) first[s] = static_cast<int>(i);
       last[s] = static_cast<int>(i);
-    }
+    });
   std::vector<std::size_t> order;
   for (std::size_t s = 0; s < p.slots.size(); ++s)
     if (p.slots[s].kind == SlotKind::intermediate && first[s] != kNone) order.push_back(s);
@@ -159,8 +164,7 @@ void plan_memory(Plan& p, bool share) {
 std::size_t intermediate_bytes(const Plan& p) {
   std::vector<bool> used(p.slots.size(), false);
   for (const Node& n : p.nodes)
-    for (int v : n.operands)
-      if (v >= 0) used[static_cast<std::size_t>(p.views[static_cast<std::size_t>(v)].slot)] = true;
+    for_each_operand(n, [&](int v, bool) { used[static_cast<std::size_t>(p.views[static_cast<std::size_t>(v)].slot)] = true; });
   std::size_t bytes = 0;
   for (std::size_t s = 0; s < p.slots.size(); ++s)
     if (used[s] && p.slots[s].kind == SlotKind::intermediate) bytes += p.slots[s].nbytes;
@@ -186,15 +190,18 @@ void build_executor(Plan& p) {
     e.base_offsets[v] = view.offset;
     e.slot_views[static_cast<std::size_t>(view.slot)].push_back(static_cast<int>(v));
   }
-  e.operands.assign(p.nodes.size(), {});
   std::vector<bool> written(p.slots.size(), false);
-  for (std::size_t i = 0; i < p.nodes.size(); ++i) {
-    const Node& n = p.nodes[i];
-    for (std::size_t j = 0; j < n.operands.size(); ++j) {
-      const int v = n.operands[j];
-      e.operands[i].push_back(v >= 0 ? Tensor(e.impls[static_cast<std::size_t>(v)]) : Tensor());
-      if (v >= 0 && j >= n.num_inputs) written[static_cast<std::size_t>(p.views[static_cast<std::size_t>(v)].slot)] = true;
-    }
+  std::function<void(Node&)> bind_operands = [&](Node& n) {
+    n.bound.clear();
+    for (int v : n.operands) n.bound.push_back(v >= 0 ? Tensor(e.impls[static_cast<std::size_t>(v)]) : Tensor());
+    for (auto& list : n.sub)
+      for (Node& m : list) bind_operands(m);
+  };
+  for (Node& n : p.nodes) {
+    bind_operands(n);
+    for_each_operand(n, [&](int v, bool w) {
+      if (w) written[static_cast<std::size_t>(p.views[static_cast<std::size_t>(v)].slot)] = true;
+    });
   }
   e.input_slots.clear();
   e.output_slots.clear();

@@ -47,7 +47,11 @@ struct View {
   DType dtype = DType::float32;
 };
 
-enum class NodeKind : std::uint8_t { kernel, random, host };
+// cond: operands {pred, results...}; runs sub[0] (then) or sub[1] (else), each of which ends by
+// copying its results into the cond's. loop: operands {pred, loop state...}; runs sub[0] (the
+// condition, which writes pred) and, while pred holds and fewer than max_iterations have run,
+// sub[1] (the body, which ends by copying its results into the state).
+enum class NodeKind : std::uint8_t { kernel, random, host, cond, loop };
 
 struct Node {
   NodeKind kind = NodeKind::kernel;
@@ -61,7 +65,19 @@ struct Node {
   std::uint64_t words = 0;                     // random: Philox words per call
   random::SeedGenerator* stream = nullptr;     // random: the stream it drew from (null: current)
   int fused_from = 0;                          // > 1: a fused elementwise node of that many calls
+  std::vector<Node> sub[2];                    // cond and loop: the nested node lists
+  std::int64_t max_iterations = -1;            // loop: -1 for no limit
+  std::vector<Tensor> bound;                   // the operands over the executor's views
 };
+
+// Calls fn(view, written) for every operand of n and of the nodes nested in it.
+template <class Fn>
+void for_each_operand(const Node& n, Fn&& fn) {
+  for (std::size_t j = 0; j < n.operands.size(); ++j)
+    if (n.operands[j] >= 0) fn(n.operands[j], j >= n.num_inputs);
+  for (const auto& list : n.sub)
+    for (const Node& m : list) for_each_operand(m, fn);
+}
 
 // What a replay works with, built once per graph: a TensorImpl per view (so rebinding a slot
 // to a call's storage is a pointer store per view) and each node's operand handles.
@@ -69,7 +85,6 @@ struct Executor {
   std::vector<std::shared_ptr<TensorImpl>> impls;       // per view
   std::vector<std::int64_t> base_offsets;               // per view, for input rebinding
   std::vector<std::vector<int>> slot_views;             // per slot
-  std::vector<std::vector<Tensor>> operands;            // per node
   std::vector<std::shared_ptr<Storage>> buffers;        // the planned buffers
   std::vector<int> written_external;                    // captured/state slots a call writes
   std::vector<int> input_slots, output_slots;           // what a call binds
@@ -103,6 +118,10 @@ PassOptions& default_pass_options();
 // Optimises the plan and builds its executor.
 void finalise(Plan& plan, const PassOptions& options);
 
+// Whether a one-element tensor is nonzero (read on the host: the branch or loop test).
+bool truth(const Tensor& pred);
+// Runs a node list of a plan whose slots are bound.
+void run_nodes(const std::vector<Node>& nodes);
 // Replays the plan on args (their signature is the plan's).
 std::vector<Tensor> replay(Plan& plan, const std::vector<Tensor>& args);
 

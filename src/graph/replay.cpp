@@ -27,6 +27,35 @@ struct Unbind {
 
 }  // namespace
 
+void run_nodes(const std::vector<Node>& nodes) {
+  for (const Node& n : nodes) {
+    const Tensor* operands = n.bound.data();
+    switch (n.kind) {
+      case NodeKind::kernel:
+        n.kernel(operands);
+        break;
+      case NodeKind::random: {
+        const random::PhiloxState st = n.stream ? n.stream->reserve(n.words) : random::reserve(n.words);
+        n.random(operands, st.key, st.counter);
+        break;
+      }
+      case NodeKind::host:
+        n.host(operands);
+        break;
+      case NodeKind::cond:
+        run_nodes(n.sub[truth(operands[0]) ? 0 : 1]);
+        break;
+      case NodeKind::loop:
+        for (std::int64_t it = 0; n.max_iterations < 0 || it < n.max_iterations; ++it) {
+          run_nodes(n.sub[0]);
+          if (!truth(operands[0])) break;
+          run_nodes(n.sub[1]);
+        }
+        break;
+    }
+  }
+}
+
 std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& args) {
   std::lock_guard<std::mutex> lock(p.run_mutex);
   Executor& e = p.exec;
@@ -44,23 +73,7 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& args) {
     const Slot& slot = p.slots[static_cast<std::size_t>(s)];
     bind_slot(e, s, std::make_shared<Storage>(slot.nbytes, slot.device), 0);
   }
-  for (std::size_t i = 0; i < p.nodes.size(); ++i) {
-    const Node& n = p.nodes[i];
-    const Tensor* operands = e.operands[i].data();
-    switch (n.kind) {
-      case NodeKind::kernel:
-        n.kernel(operands);
-        break;
-      case NodeKind::random: {
-        const random::PhiloxState st = n.stream ? n.stream->reserve(n.words) : random::reserve(n.words);
-        n.random(operands, st.key, st.counter);
-        break;
-      }
-      case NodeKind::host:
-        n.host(operands);
-        break;
-    }
-  }
+  run_nodes(p.nodes);
   for (int s : e.written_external) {
     const auto& held = p.slots[static_cast<std::size_t>(s)].held;
     if (held) held->bump_version();

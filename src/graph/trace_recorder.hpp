@@ -1,0 +1,236 @@
+#pragma once
+// The recorder of a trace (trace.cpp runs it; control_flow.cpp adds cond and while_loop).
+#include <functional>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "backend/backend.hpp"
+#include "graph/plan.hpp"
+#include "ops/random_stream.hpp"
+
+namespace keel::graph::detail {
+
+class TraceRecorder final : public backend::KernelRecorder {
+ public:
+  // keel::cond and keel::while_loop while tracing (control_flow.cpp).
+  Tensor cond(const Tensor& pred, const std::function<Tensor()>& then_fn, const std::function<Tensor()>& else_fn);
+  std::vector<Tensor> while_loop(const std::function<Tensor(const std::vector<Tensor>&)>& cond_fn,
+                                 const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& body_fn,
+                                 const std::vector<Tensor>& loop_vars, int maximum_iterations);
+
+  TraceRecorder(Plan& plan, std::uint64_t first_serial) : plan_(plan), first_serial_(first_serial) {}
+
+  // The argument copies f gets: slots of their own, so that two arguments sharing memory (or
+  // an argument that is a Variable's value) stay apart in the graph.
+  void add_input(const Tensor& t, int k) {
+    const int s = new_slot(t.impl()->storage, SlotKind::input);
+    plan_.slots[static_cast<std::size_t>(s)].input = k;
+    plan_.slots[static_cast<std::size_t>(s)].held = t.impl()->storage;
+  }
+
+  void kernel(backend::KernelType type, std::initializer_list<const Tensor*> inputs,
+              std::initializer_list<const Tensor*> outputs, backend::KernelReplay replay) override {
+    Node n;
+    n.kind = NodeKind::kernel;
+    n.type = type;
+    run_and_record(n, inputs, outputs, [&](const Tensor* t) { replay(t); });
+    n.kernel = std::move(replay);
+    plan_.nodes.push_back(std::move(n));
+  }
+
+  void random(backend::KernelType type, std::initializer_list<const Tensor*> inputs,
+              std::initializer_list<const Tensor*> outputs, std::uint64_t words, std::uint64_t key,
+              std::uint64_t counter, backend::RandomReplay replay) override {
+    Node n;
+    n.kind = NodeKind::random;
+    n.type = type;
+    n.words = words;
+    n.stream = random::current_generator();
+    random::tracing::reserved_words -= static_cast<std::int64_t>(words);
+    run_and_record(n, inputs, outputs, [&](const Tensor* t) { replay(t, key, counter); });
+    n.random = std::move(replay);
+    plan_.nodes.push_back(std::move(n));
+  }
+
+  void host(const char* name, const std::vector<const Tensor*>& inputs, backend::HostReplay step) override {
+    Node n;
+    n.kind = NodeKind::host;
+    n.host_name = name;
+    run_and_record(n, inputs, {}, [&](const Tensor* t) {
+      if (dry_ == 0) step(t);  // a branch not taken while tracing has no effects
+    });
+    n.host = std::move(step);
+    plan_.nodes.push_back(std::move(n));
+  }
+
+  [[noreturn]] void host_read(const char* what) override {
+    throw ValueError(fmt::format(
+        "keel::function{}: {} while tracing: a traced graph cannot depend on tensor values read on the host "
+        "(use keel::cond or keel::while_loop for data-dependent control flow, or read the value outside the "
+        "function)",
+        plan_.name.empty() ? "" : " '" + plan_.name + "'", what));
+  }
+
+  // The slot of a result (made where it is first seen: a result no kernel touched).
+  int view_of(const Tensor& t) { return make_view(t); }
+
+ private:
+  template <class Inputs, class Run>
+  void run_and_record(Node& n, const Inputs& inputs, std::initializer_list<const Tensor*> outputs, Run&& run) {
+    std::vector<Tensor> operands;
+    operands.reserve(inputs.size() + outputs.size());
+    for (const Tensor* t : inputs) operands.push_back(*t);
+    {
+      backend::RecordedCall inside;
+      for (const Tensor* t : outputs) {
+        // A branch not taken while tracing runs on copies of the memory it would write that
+        // existed before it (a variable, the cond's result): recorded, but without effects.
+        const bool redirect = dry_ > 0 && t->defined() && t->impl()->storage->serial() < dry_serial_;
+        operands.push_back(redirect ? backend::clone(*t) : *t);
+      }
+      run(operands.data());
+    }
+    n.num_inputs = inputs.size();
+    for (const Tensor* t : inputs) n.operands.push_back(t->defined() ? read(*t) : -1);
+    for (const Tensor* t : outputs) n.operands.push_back(t->defined() ? write(*t) : -1);
+  }
+
+  int read(const Tensor& t) {
+    const int v = make_view(t);
+    Slot& s = plan_.slots[static_cast<std::size_t>(plan_.views[static_cast<std::size_t>(v)].slot)];
+    // Memory made during the trace that no recorded call wrote holds values computed on the
+    // host (constant(), a factory): the graph keeps it as a constant.
+    if (s.kind == SlotKind::intermediate && !s.written) {
+      s.kind = SlotKind::constant;
+      s.held = s.seen.lock();
+    }
+    return v;
+  }
+
+  int write(const Tensor& t) {
+    const int v = make_view(t);
+    const int id = plan_.views[static_cast<std::size_t>(v)].slot;
+    Slot& s = plan_.slots[static_cast<std::size_t>(id)];
+    if (s.kind == SlotKind::constant) restore_constant(id);
+    s.written = true;
+    return v;
+  }
+
+  // A host-made constant later written in place (zeros() accumulated into): its values are
+  // copied in at the start of every replay from a snapshot, and the slot becomes a buffer.
+  void restore_constant(int id) {
+    Slot& s = plan_.slots[static_cast<std::size_t>(id)];
+    const std::shared_ptr<Storage> now = s.held;
+    auto snapshot = std::make_shared<Storage>(s.nbytes, s.device);
+    {
+      backend::RecordedCall inside;
+      Tensor from = raw_tensor(now), to = raw_tensor(snapshot);
+      backend::copy(from, to, "keel::function");
+    }
+    Slot copy;
+    copy.kind = SlotKind::constant;
+    copy.nbytes = s.nbytes;
+    copy.device = s.device;
+    copy.held = snapshot;
+    plan_.slots.push_back(std::move(copy));
+    const int src_slot = static_cast<int>(plan_.slots.size()) - 1;
+    Slot& slot = plan_.slots[static_cast<std::size_t>(id)];
+    slot.kind = SlotKind::intermediate;
+    slot.held.reset();
+    View whole_src{src_slot, Shape({static_cast<std::int64_t>(slot.nbytes)}), {1}, 0, DType::uint8};
+    View whole_dst{id, Shape({static_cast<std::int64_t>(slot.nbytes)}), {1}, 0, DType::uint8};
+    plan_.views.push_back(std::move(whole_src));
+    plan_.views.push_back(std::move(whole_dst));
+    Node n;
+    n.type = {"copy", 0};
+    n.num_inputs = 1;
+    n.operands = {static_cast<int>(plan_.views.size()) - 2, static_cast<int>(plan_.views.size()) - 1};
+    n.kernel = [](const Tensor* t) { backend::copy(t[0], t[1], "keel::function"); };
+    plan_.nodes.insert(plan_.nodes.begin(), std::move(n));
+  }
+
+  static Tensor raw_tensor(const std::shared_ptr<Storage>& s) {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->shape = Shape({static_cast<std::int64_t>(s->nbytes())});
+    impl->strides = {1};
+    impl->dtype = DType::uint8;
+    impl->storage = s;
+    return Tensor(std::move(impl));
+  }
+
+  int make_view(const Tensor& t) {
+    const TensorImpl* impl = t.impl();
+    View v;
+    v.slot = slot_of(impl->storage);
+    v.shape = impl->shape;
+    v.strides = impl->strides;
+    v.offset = impl->offset;
+    v.dtype = impl->dtype;
+    plan_.views.push_back(std::move(v));
+    return static_cast<int>(plan_.views.size()) - 1;
+  }
+
+  int slot_of(const std::shared_ptr<Storage>& storage) {
+    auto it = by_storage_.find(storage.get());
+    if (it != by_storage_.end()) {
+      const Slot& s = plan_.slots[static_cast<std::size_t>(it->second)];
+      // The same address may be a new Storage after the old one died.
+      if (s.held == storage || s.seen.lock() == storage) return it->second;
+    }
+    return new_slot(storage, storage->serial() < first_serial_ ? SlotKind::captured : SlotKind::intermediate);
+  }
+
+  int new_slot(const std::shared_ptr<Storage>& storage, SlotKind kind) {
+    Slot s;
+    s.kind = kind;
+    s.nbytes = storage->nbytes();
+    s.device = storage->device();
+    s.seen = storage;
+    if (kind == SlotKind::captured) s.held = storage;
+    plan_.slots.push_back(std::move(s));
+    const int id = static_cast<int>(plan_.slots.size()) - 1;
+    by_storage_[storage.get()] = id;
+    return id;
+  }
+
+  // Records fn()'s calls into a node list of their own (a branch, a loop body), dry or not.
+  template <class Fn>
+  auto record_nested(std::vector<Node>& into, bool dry, Fn&& fn) {
+    std::vector<Node> saved;
+    saved.swap(plan_.nodes);
+    const std::uint64_t saved_serial = dry_serial_;
+    if (dry) {
+      if (dry_++ == 0) dry_serial_ = next_storage_serial();
+    }
+    struct Restore {
+      TraceRecorder& r;
+      std::vector<Node>& into;
+      std::vector<Node>& saved;
+      bool dry;
+      std::uint64_t serial;
+      ~Restore() {
+        into.swap(r.plan_.nodes);
+        r.plan_.nodes.swap(saved);
+        if (dry) --r.dry_;
+        r.dry_serial_ = serial;
+      }
+    } restore{*this, into, saved, dry, saved_serial};
+    return fn();
+  }
+  int output_view(const Tensor& t) { return write(t); }
+  int input_view(const Tensor& t) { return read(t); }
+
+  Plan& plan_;
+  std::uint64_t first_serial_;
+  int dry_ = 0;                  // > 0 inside a branch not taken while tracing
+  std::uint64_t dry_serial_ = 0; // memory older than this is not written there
+  std::unordered_map<const Storage*, int> by_storage_;
+};
+
+
+// The trace recorder of this thread's outermost backend call, or null.
+inline TraceRecorder* active_trace() { return dynamic_cast<TraceRecorder*>(backend::recorder()); }
+
+}  // namespace keel::graph::detail
