@@ -28,7 +28,7 @@ void check_pred(const Tensor& pred, const char* op) {
 // the gradient of the path taken while tracing only.
 void check_no_tape(const char* op) {
   if (autograd::recording())
-    throw ValueError(fmt::format(
+    throw UntraceableError(fmt::format(
         "{} inside keel::function under a recording GradientTape: gradients through traced control flow are not "
         "supported yet (the graph would keep the gradient of the path taken while tracing); take them eagerly",
         op));

@@ -20,7 +20,8 @@ void drop_state_initialisers(Plan& p) {
   std::vector<Node> kept;
   kept.reserve(p.nodes.size());
   for (Node& n : p.nodes) {
-    bool initialises = n.kind == NodeKind::kernel && n.operands.size() > n.num_inputs;
+    // Random initialisers too (a layer built in its first call draws its weights).
+    bool initialises = (n.kind == NodeKind::kernel || n.kind == NodeKind::random) && n.operands.size() > n.num_inputs;
     for (std::size_t i = n.num_inputs; i < n.operands.size() && initialises; ++i) {
       if (n.operands[i] < 0) continue;
       const int s = p.views[static_cast<std::size_t>(n.operands[i])].slot;
@@ -36,8 +37,8 @@ void drop_state_initialisers(Plan& p) {
 }
 
 // A node is live when it writes what outlives the call (a result, captured or state memory),
-// has effects of its own (host steps; random draws, which move the generator as eagerly), or
-// writes what a later live node reads. Writers stay live for every later reader (a kernel may
+// has effects of its own (host steps, control flow), or writes what a later live node reads.
+// An unused random draw is dropped, as TensorFlow prunes it (the generator then moves less). Writers stay live for every later reader (a kernel may
 // write part of a buffer or accumulate into it).
 void eliminate_dead_code(Plan& p) {
   std::vector<bool> needed(p.slots.size(), false);
@@ -48,7 +49,7 @@ void eliminate_dead_code(Plan& p) {
   std::vector<bool> live(p.nodes.size(), false);
   for (std::size_t i = p.nodes.size(); i-- > 0;) {
     const Node& n = p.nodes[i];
-    bool l = n.kind != NodeKind::kernel;
+    bool l = n.kind != NodeKind::kernel && n.kind != NodeKind::random;
     for (std::size_t j = n.num_inputs; j < n.operands.size() && !l; ++j)
       l = n.operands[j] >= 0 && needed[static_cast<std::size_t>(p.views[static_cast<std::size_t>(n.operands[j])].slot)];
     if (!l) continue;

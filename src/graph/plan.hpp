@@ -17,6 +17,12 @@
 
 namespace keel::graph::detail {
 
+// What makes a function untraceable (a value read on the host, random numbers drawn there,
+// gradients through traced control flow): Model::fit then runs its step eagerly.
+struct UntraceableError : ValueError {
+  using ValueError::ValueError;
+};
+
 enum class SlotKind : std::uint8_t {
   input,         // argument k: bound to the caller's tensor on each call
   captured,      // a storage made before the trace (a Variable, a captured tensor): read and

@@ -39,7 +39,7 @@ std::vector<Tensor> trace(const std::string& name, const std::vector<Tensor>& ar
     backend::RecorderScope scope(&recorder);
     results = f(copies);
     if (random::tracing::reserved_words != 0)
-      throw ValueError(fmt::format(
+      throw UntraceableError(fmt::format(
           "keel::function{}: random numbers were drawn on the host while tracing (a random layer or op without "
           "a kernel of its own): the graph could not draw them afresh on each call",
           name.empty() ? "" : " '" + name + "'"));

@@ -66,7 +66,7 @@ class TraceRecorder final : public backend::KernelRecorder {
   }
 
   [[noreturn]] void host_read(const char* what) override {
-    throw ValueError(fmt::format(
+    throw UntraceableError(fmt::format(
         "keel::function{}: {} while tracing: a traced graph cannot depend on tensor values read on the host "
         "(use keel::cond or keel::while_loop for data-dependent control flow, or read the value outside the "
         "function)",

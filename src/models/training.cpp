@@ -14,6 +14,7 @@
 #include "keel/ops/reduce.hpp"
 #include "keel/ops/shape.hpp"
 #include "models/epoch_iterator.hpp"
+#include "models/step_functions.hpp"
 #include "models/progbar.hpp"
 
 namespace keel::models {
@@ -103,6 +104,7 @@ void Model::compile(CompileOptions options) {
     metric_names_.push_back(m.name());
   }
   compile_options_ = std::move(options);
+  steps_.reset();  // a new loss or optimizer: the steps trace again
   loss_sum_ = 0;
   loss_count_ = 0;
 }
@@ -159,41 +161,64 @@ Device model_device(Model& m) {
 Tensor placed(const Tensor& t, Device d) { return !t.defined() || t.device() == d ? t : t.to(d); }
 }  // namespace
 
+std::vector<Tensor> Model::run_step(detail::Step step, const std::vector<Tensor>& args,
+                                    const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& eager) {
+  if (!steps_) steps_ = std::make_shared<detail::StepFunctions>();
+  return steps_->run(step, args, eager, !compile_options_.run_eagerly, compile_options_.jit_compile, name());
+}
+
+namespace {
+// A step's arguments: x and y, and the sample weights when there are some.
+std::vector<Tensor> step_args(const Tensor& x, const Tensor& y, const Tensor& sample_weight) {
+  std::vector<Tensor> a{x, y};
+  if (sample_weight.defined()) a.push_back(sample_weight);
+  return a;
+}
+}  // namespace
+
 std::map<std::string, double> Model::train_step(const Tensor& x, const Tensor& y, const Tensor& sample_weight) {
-  Tensor y_pred, loss;
-  std::vector<Tensor> grads;
-  std::vector<Variable*> vars;
-  {
-    GradientTape tape;
-    y_pred = (*this)(x, true);
-    loss = compute_loss(x, y, y_pred, sample_weight);
-    // The weights are read after the forward pass: a model without an Input builds (creates its
-    // weights) in its first call, and Keras' first step already trains them.
-    vars = trainable_weights();
-    // Keras' optimizer.scale_loss: the loss times the loss scale (a LossScaleOptimizer's dynamic
-    // scale, or loss_scale_factor); apply() divides the gradients by it again.
-    grads = tape.gradient(optimizer_->scale_loss(loss), vars);
-  }
-  optimizer_->apply(grads, vars);
-  const double batch = static_cast<double>(x.shape()[0]);
-  loss_sum_ += loss.item<double>() * batch;
-  loss_count_ += batch;
-  const Tensor pred = for_metrics(y_pred);
-  resolve_metrics(y, pred);
-  for (auto& m : metrics_) m->update_state(y, pred, sample_weight);
+  // The tensor work, traced unless the model runs eagerly: returns the loss and the predictions
+  // for the metrics.
+  const std::vector<Tensor> out = run_step(detail::Step::train, step_args(x, y, sample_weight), [this](const std::vector<Tensor>& a) {
+    const Tensor sw = a.size() > 2 ? a[2] : Tensor();
+    Tensor y_pred, loss;
+    std::vector<Tensor> grads;
+    std::vector<Variable*> vars;
+    {
+      GradientTape tape;
+      y_pred = (*this)(a[0], true);
+      loss = compute_loss(a[0], a[1], y_pred, sw);
+      // The weights are read after the forward pass: a model without an Input builds (creates
+      // its weights) in its first call, and Keras' first step already trains them.
+      vars = trainable_weights();
+      // Keras' optimizer.scale_loss: the loss times the loss scale (a LossScaleOptimizer's
+      // dynamic scale, or loss_scale_factor); apply() divides the gradients by it again.
+      grads = tape.gradient(optimizer_->scale_loss(loss), vars);
+    }
+    optimizer_->apply(grads, vars);
+    return std::vector<Tensor>{loss, for_metrics(y_pred)};
+  });
+  update_metrics(out[0], y, out[1], sample_weight, static_cast<double>(x.shape()[0]));
   return metrics_results();
 }
 
 std::map<std::string, double> Model::test_step(const Tensor& x, const Tensor& y, const Tensor& sample_weight) {
-  const Tensor y_pred = (*this)(x, false);
-  const Tensor loss = compute_loss(x, y, y_pred, sample_weight);
-  const double batch = static_cast<double>(x.shape()[0]);
+  const std::vector<Tensor> out = run_step(detail::Step::test, step_args(x, y, sample_weight), [this](const std::vector<Tensor>& a) {
+    const Tensor y_pred = (*this)(a[0], false);
+    const Tensor loss = compute_loss(a[0], a[1], y_pred, a.size() > 2 ? a[2] : Tensor());
+    return std::vector<Tensor>{loss, for_metrics(y_pred)};
+  });
+  update_metrics(out[0], y, out[1], sample_weight, static_cast<double>(x.shape()[0]));
+  return metrics_results();
+}
+
+// The host side of a step: the batch-weighted running loss and the metrics' states.
+void Model::update_metrics(const Tensor& loss, const Tensor& y, const Tensor& pred, const Tensor& sample_weight,
+                           double batch) {
   loss_sum_ += loss.item<double>() * batch;
   loss_count_ += batch;
-  const Tensor pred = for_metrics(y_pred);
   resolve_metrics(y, pred);
   for (auto& m : metrics_) m->update_state(y, pred, sample_weight);
-  return metrics_results();
 }
 
 History Model::fit(const Tensor& x_all, const Tensor& y_all, FitOptions o) {
@@ -332,7 +357,10 @@ Tensor Model::predict(const Tensor& x, PredictOptions o) {
   random::GeneratorScope own_stream(seed_generator_);
   data.run_epoch([&](std::int64_t step, const Batch& batch) {
     for (auto& cb : o.callbacks) cb->on_predict_batch_begin(step, {});
-    outs.push_back((*this)(placed(batch.x, model_device(*this)), false));
+    const Tensor xb = placed(batch.x, model_device(*this));
+    outs.push_back(run_step(detail::Step::predict, {xb}, [this](const std::vector<Tensor>& a) {
+      return std::vector<Tensor>{(*this)(a[0], false)};
+    })[0]);
     for (auto& cb : o.callbacks) cb->on_predict_batch_end(step, {});
     bar.update(step + 1, {}, step + 1 == data.steps());
     return true;

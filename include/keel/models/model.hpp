@@ -31,6 +31,11 @@ struct CompileOptions {
   losses::LossRef loss{};
   std::vector<double> loss_weights{};           // one per output of a multi-output model
   std::vector<metrics::MetricRef> metrics{};
+  // Keras: false traces the tensor work of each step (forward, loss, gradient, update) with
+  // keel::function and replays it; true runs the steps op by op, as written.
+  bool run_eagerly = false;
+  // The traced steps' whole-graph optimisation (FunctionOptions::jit_compile).
+  bool jit_compile = true;
 };
 
 struct FitOptions {
@@ -74,6 +79,8 @@ Tensor Input(Shape shape_without_batch, DType dtype = DType::float32, std::strin
 class Model;
 namespace detail {
 class EpochIterator;  // the batches of one epoch (internal)
+class StepFunctions;  // the traced steps (internal)
+enum class Step;
 }  // namespace detail
 
 // A model written by Model::save (a directory or a .keel file): rebuilds a Sequential or
@@ -170,7 +177,13 @@ class Model : public layers::Layer {
   std::vector<std::string> metric_names_;
   CompileOptions compile_options_;
   random::SeedGenerator seed_generator_;
+  std::shared_ptr<detail::StepFunctions> steps_;  // the traced steps (made on first use)
+  // Runs a step's tensor work (`eager` on args) as compile()'s run_eagerly says.
+  std::vector<Tensor> run_step(detail::Step step, const std::vector<Tensor>& args,
+                               const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& eager);
   void resolve_metrics(const Tensor& y, const Tensor& y_pred);
+  void update_metrics(const Tensor& loss, const Tensor& y, const Tensor& pred, const Tensor& sample_weight,
+                      double batch);
   // The loops the tensor and Dataset forms of fit and evaluate share: each epoch is one pass
   // of an EpochIterator (src/models/epoch_iterator.hpp), whatever the data.
   History fit_loop(const detail::EpochIterator& data, const FitOptions& o,
