@@ -3,9 +3,10 @@
 //   add_chain/mode:M       100 adds of 4-element tensors: eager (M=0), traced with every pass
 //                          (M=1: the chain fuses into one node), traced with jit_compile off
 //                          (M=2: 100 replayed kernel calls). ns_per_op = time / 100.
-//   chain5/mode:M          a 5-op elementwise chain (scale, shift, relu, times x, sigmoid) on 4M
+//   chain5/mode:M          a 5-op elementwise chain (scale, shift, relu, times x, shift) on 4M
 //                          floats: eager (0) or traced (1). bytes_per_second counts one read of x
 //                          and one write of the result.
+//   chain5_sigmoid/mode:M  the same with a sigmoid as the last op (compute-bound: its exp).
 //   lstm_step/mode:M       a GradientTape training step (forward, gradient, Adam) of
 //                          LSTM(50) + Dense(1), batch 32, seq 50: eager (0) or the whole step
 //                          traced as one function (1).
@@ -13,6 +14,8 @@
 //                          peak_mib: the host memory a step holds at its peak beyond what was
 //                          held before it (host_memory_stats), plus for a traced step its
 //                          graph's planned buffers, which it holds between calls.
+//   cnn_fit/mode:M         model.fit of the seed CNN over 8 batches of 64, compiled with
+//                          run_eagerly = true (0) or traced, the default (1).
 //
 // Read medians: --benchmark_repetitions=5 --benchmark_report_aggregates_only=true.
 #include <benchmark/benchmark.h>
@@ -46,14 +49,19 @@ void BM_add_chain(benchmark::State& state) {
   state.counters["ns_per_op"] = ns / (100.0 * static_cast<double>(state.iterations()));
 }
 
-Tensor chain5(const Tensor& x) { return sigmoid(relu(x * 1.5 + 0.25) * x); }
+// Memory-bound steps (scale, shift, relu, times x, shift), and the same with a sigmoid last,
+// whose exp makes the chain compute-bound.
+Tensor chain5(const Tensor& x) { return relu(x * 1.5 + 0.25) * x - 1.0; }
+Tensor chain5_sigmoid(const Tensor& x) { return sigmoid(relu(x * 1.5 + 0.25) * x); }
 
-void BM_chain5(benchmark::State& state) {
+void run_chain(benchmark::State& state, Tensor (*chain)(const Tensor&)) {
   const Tensor x = random::normal({4 << 20});
-  auto traced = keel::function(chain5);
-  for (auto _ : state) benchmark::DoNotOptimize(state.range(0) == 0 ? chain5(x) : traced(x));
+  auto traced = keel::function(chain);
+  for (auto _ : state) benchmark::DoNotOptimize(state.range(0) == 0 ? chain(x) : traced(x));
   state.SetBytesProcessed(state.iterations() * x.size() * 8);
 }
+void BM_chain5(benchmark::State& state) { run_chain(state, chain5); }
+void BM_chain5_sigmoid(benchmark::State& state) { run_chain(state, chain5_sigmoid); }
 
 // One training step as a function of the batch: forward and loss under a tape, the gradient,
 // the optimizer's update.
@@ -93,11 +101,25 @@ void BM_cnn_step(benchmark::State& state) {
   run_steps(state, *model, cnn_data(kCnnBatch));
 }
 
+// model.fit over 8 batches of 64, compiled with run_eagerly (M=0) or traced (M=1).
+void BM_cnn_fit(benchmark::State& state) {
+  auto model = cnn();
+  model->compile({.optimizer = optimizers::Adam(1e-3),
+                  .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
+                  .run_eagerly = state.range(0) == 0});
+  const Data d = cnn_data(8 * kCnnBatch);
+  model->fit(d.x, d.y, {.batch_size = kCnnBatch, .epochs = 1, .verbose = 0});  // builds, traces
+  for (auto _ : state) model->fit(d.x, d.y, {.batch_size = kCnnBatch, .epochs = 1, .verbose = 0});
+  state.SetItemsProcessed(state.iterations() * 8 * kCnnBatch);
+}
+
 }  // namespace
 
 BENCHMARK(BM_add_chain)->Name("add_chain")->ArgName("mode")->Arg(0)->Arg(1)->Arg(2);
 BENCHMARK(BM_chain5)->Name("chain5")->ArgName("mode")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_chain5_sigmoid)->Name("chain5_sigmoid")->ArgName("mode")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lstm_step)->Name("lstm_step")->ArgName("mode")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_cnn_step)->Name("cnn_step")->ArgName("mode")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_cnn_fit)->Name("cnn_fit")->ArgName("mode")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -29,6 +29,7 @@ struct TileRun {
   const void* const* inputs;
   void* const* outputs;
   std::int64_t tile;  // a multiple of row_length
+  bool stream;        // outputs go through cached tiles, then to memory with streaming stores
 
   // Runs tiles [first, last) of the whole range [0, n) with this thread's scratch.
   void operator()(std::int64_t n, std::int64_t first, std::int64_t last) const {
@@ -37,22 +38,24 @@ struct TileRun {
     thread_local std::vector<T> scratch;
     std::size_t rows_in = 0;
     for (ProgramInput k : p.inputs) rows_in += k == ProgramInput::row;
-    const auto t = static_cast<std::size_t>(tile);
-    const std::size_t need = t * (static_cast<std::size_t>(p.num_registers) + rows_in);
+    const auto tsize = static_cast<std::size_t>(tile);
+    const std::size_t shadows = stream ? static_cast<std::size_t>(p.num_outputs) : 0;
+    const std::size_t need = tsize * (static_cast<std::size_t>(p.num_registers) + shadows + rows_in);
     if (scratch.size() < need) scratch.resize(need);
     thread_local std::vector<T*> rows;
     rows.assign(p.inputs.size(), nullptr);
-    std::size_t next = static_cast<std::size_t>(p.num_registers) * t;
+    T* const shadow = scratch.data() + static_cast<std::size_t>(p.num_registers) * tsize;
+    std::size_t next = (static_cast<std::size_t>(p.num_registers) + shadows) * tsize;
     for (std::size_t i = 0; i < p.inputs.size(); ++i) {
       if (p.inputs[i] != ProgramInput::row) continue;
       rows[i] = scratch.data() + next;
-      next += t;
+      next += tsize;
       const T* r = static_cast<const T*>(inputs[i]);
-      for (std::int64_t k = 0; k < tile; ++k) rows[i][k] = r[k % p.row_length];
+      for (std::int64_t e = 0; e < tile; ++e) rows[i][e] = r[e % p.row_length];
     }
     const auto& kern = typed_kernels<T>();
-    for (std::int64_t t = first; t < last; ++t) {
-      const std::int64_t begin = t * tile, len = std::min(tile, n - begin);
+    for (std::int64_t k = first; k < last; ++k) {
+      const std::int64_t begin = k * tile, len = std::min(tile, n - begin);
       // A reference's tile: its pointer and its stride (0 for a scalar).
       auto at = [&](const ProgramRef& ref, std::int64_t& stride) -> T* {
         stride = 1;
@@ -66,8 +69,10 @@ struct TileRun {
             if (p.inputs[i] == ProgramInput::row) return rows[i];
             return const_cast<T*>(static_cast<const T*>(inputs[i])) + begin;
           }
-          case ProgramRef::output: return static_cast<T*>(outputs[ref.index]) + begin;
-          case ProgramRef::reg: return scratch.data() + static_cast<std::size_t>(ref.index) * static_cast<std::size_t>(tile);
+          case ProgramRef::output:
+            if (stream) return shadow + static_cast<std::size_t>(ref.index) * tsize;
+            return static_cast<T*>(outputs[ref.index]) + begin;
+          case ProgramRef::reg: return scratch.data() + static_cast<std::size_t>(ref.index) * tsize;
         }
         return nullptr;
       };
@@ -85,6 +90,9 @@ struct TileRun {
           kern.unary(s.unary_op, a, y, len, static_cast<T>(s.alpha));
         }
       }
+      if (stream)
+        for (int j = 0; j < p.num_outputs; ++j)
+          kern.stream_copy(shadow + static_cast<std::size_t>(j) * tsize, static_cast<T*>(outputs[j]) + begin, len);
     }
   }
 };
@@ -100,7 +108,9 @@ void run_elementwise_program(const ElementwiseProgram& program, DType dtype, std
   const std::int64_t tile = std::max<std::int64_t>(1, std::min(kTile / row, rows_needed)) * row;
   const std::int64_t tiles = (n + tile - 1) / tile;
   detail::dispatch_float(dtype, "fused elementwise", [&]<class T>() {
-    const TileRun<T> run{program, inputs, outputs, tile};
+    // As the elementwise kernels do for outputs this large.
+    const bool stream = static_cast<std::size_t>(n) * sizeof(T) >= kStreamOutputBytes;
+    const TileRun<T> run{program, inputs, outputs, tile, stream};
     const bool parallel = n >= kParallelMin && tiles > 1;
     parallel_ranges(tiles, parallel ? 2 * std::max(1, config::num_threads()) : 1,
                     [&](std::int64_t first, std::int64_t last) { run(n, first, last); }, parallel);

@@ -7,6 +7,7 @@
 // KEEL_SIMD=sse2|avx2|avx512 is read once, at the first kernel call; a level the processor or
 // the build lacks falls back to the best one, with a warning on stderr. Tests that sweep every
 // level in one process use simd_levels() and set_simd_level() below.
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,9 @@ using kernel::BinaryOp;
 using kernel::ReduceOp;
 using kernel::UnaryOp;
 
+// Outputs of at least this many bytes are written with streaming stores (see kernels_impl.hpp).
+inline constexpr std::size_t kStreamOutputBytes = std::size_t{4} << 20;
+
 template <class T>
 struct TypedKernels {
   // y[i] = op(x[i]); alpha parameterises leaky_relu and elu.
@@ -31,6 +35,9 @@ struct TypedKernels {
   T (*reduce)(ReduceOp op, const T* x, std::int64_t n);
   // acc[j] = op(acc[j], x[j]) for j < n (the rows of a leading-axis reduction).
   void (*accumulate)(ReduceOp op, T* acc, const T* x, std::int64_t n);
+  // y[i] = x[i] with streaming stores (no read-for-ownership of y, y not kept in cache): the
+  // write-back of a fused program's large outputs from their cached tiles.
+  void (*stream_copy)(const T* x, T* y, std::int64_t n);
 };
 
 struct SimdKernels {
