@@ -161,3 +161,62 @@ TEST_CASE("fused programs over large tensors match the unfused kernels at every 
     CHECK(std::get<1>(got).to_vector<float>() == std::get<1>(want).to_vector<float>());
   });
 }
+
+TEST_CASE("a traced function under an outer tape gives eager's gradients on every call", "[function][autograd]") {
+  Variable w(random::normal({4, 3}, 0, 1, DType::float64), "w");
+  Variable b(random::normal({3}, 0, 1, DType::float64), "b");
+  auto body = [&](const Tensor& x) { return std::make_tuple(tanh(matmul(x, w) + b), reduce_sum(square(x))); };
+  auto traced = keel::function(body);
+  for (int call = 0; call < 3; ++call) {
+    const Tensor x = random::normal({5, 4}, 0, 1, DType::float64);
+    auto grads = [&](bool use_traced) {
+      GradientTape tape;
+      tape.watch(x);
+      const auto [y, s] = use_traced ? traced(x) : body(x);
+      const Tensor loss = reduce_sum(y * y) + s * 0.5;
+      return tape.gradient(loss, {Tensor(x), w.value(), b.value()});
+    };
+    const auto want = grads(false), got = grads(true);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      const auto a = got[i].to_vector<double>(), e = want[i].to_vector<double>();
+      REQUIRE(a.size() == e.size());
+      for (std::size_t k = 0; k < a.size(); ++k) CHECK(a[k] == Approx(e[k]).epsilon(1e-12));
+    }
+  }
+  CHECK(traced.trace_count() == 1);  // one differentiable graph serves every taped call
+}
+
+TEST_CASE("a traced function trains in an eager loop as the eager function does", "[function][autograd]") {
+  auto run = [](bool use_traced) {
+    random::set_seed(5);
+    Variable w(random::normal({3, 1}), "w");
+    const Tensor x = random::normal({16, 3}), y = random::normal({16, 1});
+    auto model = [&](const Tensor& in) { return matmul(in, w); };
+    auto traced = keel::function(model);
+    optimizers::SGD opt(0.1);
+    for (int step = 0; step < 5; ++step) {
+      GradientTape tape;
+      const Tensor pred = use_traced ? traced(x) : model(x);
+      const Tensor loss = reduce_mean(square(pred - y));
+      opt.apply_gradients({{tape.gradient(loss, w), &w}});
+    }
+    return w.value().to_vector<float>();
+  };
+  CHECK(run(true) == run(false));
+}
+
+TEST_CASE("a persistent tape may ask a traced function's gradient twice; a nested one is refused", "[function][autograd]") {
+  auto f = keel::function([](const Tensor& x) { return x * x * x; });
+  const Tensor x = constant(2.0, DType::float64);
+  GradientTape tape(true);
+  tape.watch(x);
+  const Tensor y = f(x);
+  CHECK(tape.gradient(y, x).item<double>() == 12.0);  // 3 x^2
+  CHECK(tape.gradient(y, x).item<double>() == 12.0);
+  GradientTape outer;
+  outer.watch(x);
+  GradientTape inner;
+  inner.watch(x);
+  const Tensor z = f(x);
+  CHECK_THROWS_AS(inner.gradient(z, x), ValueError);
+}

@@ -62,7 +62,8 @@ void record(const char* op, const std::vector<Tensor>& inputs, const std::vector
 
 void notify_variable_read(const Tensor& value) {
   for (const auto& tape : keel::detail::tape_stack())
-    if (tape->recording() && tape->watch_accessed_variables) tape->watched.insert(value.id());
+    if (tape->recording() && tape->watch_accessed_variables && tape->watched.insert(value.id()).second)
+      tape->accessed.push_back(value);
 }
 
 NoRecordScope::NoRecordScope() {

@@ -37,11 +37,13 @@ void GradientTape::watch(const Tensor& tensor) {
 void GradientTape::watch(const Variable& variable) { watch(variable.peek()); }
 
 std::vector<Tensor> GradientTape::watched_tensors() const { return state_->watched_list; }
+std::vector<Tensor> GradientTape::watched_variables() const { return state_->accessed; }
 
 void GradientTape::reset() {
   state_->nodes.clear();
   state_->watched.clear();
   state_->watched_list.clear();
+  state_->accessed.clear();
   state_->used = false;
   detail::recount_active_tapes();
 }

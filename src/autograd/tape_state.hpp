@@ -28,6 +28,7 @@ struct TapeState {
   int paused = 0;
   std::unordered_set<std::uint64_t> watched;
   std::vector<Tensor> watched_list;  // for watched_tensors()
+  std::vector<Tensor> accessed;      // for watched_variables()
   std::vector<Node> nodes;
 
   bool recording() const { return paused == 0 && !used; }

@@ -86,7 +86,7 @@ Tensor TraceRecorder::cond(const Tensor& pred, const std::function<Tensor()>& th
   });
   node.num_inputs = 1;
   node.operands = {pred_view, output_view(out)};
-  plan_.nodes.push_back(std::move(node));
+  push(std::move(node));
   return out;
 }
 
@@ -110,7 +110,7 @@ std::vector<Tensor> TraceRecorder::while_loop(const std::function<Tensor(const s
   node.num_inputs = 1;
   node.operands = {input_view(pred)};
   for (const Tensor& s : state) node.operands.push_back(output_view(s));
-  plan_.nodes.push_back(std::move(node));
+  push(std::move(node));
   if (first) {
     // The rest of the traced call's iterations run as they are (the graph has the loop).
     backend::RecordedCall not_recorded;

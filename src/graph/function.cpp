@@ -50,6 +50,11 @@ void check_signature(const FunctionOptions& o, const std::vector<Tensor>& args) 
 }  // namespace
 
 struct FunctionCore::State {
+  struct DiffEntry {
+    Signature signature;
+    std::shared_ptr<Plan> plan;
+  };
+  std::vector<std::unique_ptr<DiffEntry>> differentiable;
   FunctionOptions options;
   std::mutex mutex;
   int traces = 0;
@@ -105,10 +110,9 @@ std::vector<Tensor> FunctionCore::call(const std::vector<Tensor>& args, const Tr
   // Inside another function's trace, f's kernels become part of that graph (TensorFlow inlines
   // nested functions).
   if (backend::recorder()) return f(args);
-  // Under a recording tape the call runs eagerly, so that the tape records every op and the
-  // gradients are eager's (a traced backward is not there yet).
-  if (autograd::recording()) return f(args);
   check_signature(state_->options, args);
+  // Under a recording tape: the differentiable graph, one tape node for the whole call.
+  if (autograd::recording()) return call_differentiable(args, f);
   const Signature sig = signature_of(args);
   State& st = *state_;
   std::unique_lock<std::mutex> lock(st.mutex);
@@ -125,6 +129,61 @@ std::vector<Tensor> FunctionCore::call(const std::vector<Tensor>& args, const Tr
   entry->graph = Graph(entry->plan);
   ++st.traces;
   st.entries.push_back(std::move(entry));
+  return results;
+}
+
+// The call records one node on the active tapes: inputs the arguments and the variables f
+// reads, outputs its results, backward the traced vector-Jacobian product on this call's memory.
+std::vector<Tensor> FunctionCore::call_differentiable(const std::vector<Tensor>& args, const TraceFn& f) {
+  const Signature sig = signature_of(args);
+  State& st = *state_;
+  std::shared_ptr<Plan> plan;
+  auto binding = std::make_shared<Binding>();
+  std::vector<Tensor> results;
+  {
+    std::unique_lock<std::mutex> lock(st.mutex);
+    for (auto& e : st.differentiable)
+      if (e->signature == sig) plan = e->plan;
+    if (plan) {
+      lock.unlock();
+      results = forward_replay(*plan, args, *binding);
+    } else {
+      auto entry = std::make_unique<State::DiffEntry>();
+      entry->signature = sig;
+      entry->plan = plan = std::make_shared<Plan>();
+      {
+        autograd::NoRecordScope outer_tapes_wait;  // they get the one node below
+        results = trace(st.options.name, args, f, *plan, binding.get());
+      }
+      finalise(*plan, PassOptions{false, false, false, false});
+      ++st.traces;
+      st.differentiable.push_back(std::move(entry));
+    }
+  }
+  std::vector<Tensor> inputs = args;
+  for (const Tensor& v : plan->var_sources) {
+    autograd::notify_variable_read(v);  // as reading the variable eagerly would
+    inputs.push_back(v);
+  }
+  const std::size_t num_args = args.size();
+  std::vector<bool> floating_arg(num_args);
+  for (std::size_t k = 0; k < num_args; ++k) floating_arg[k] = is_floating(args[k].dtype());
+  const std::string name = who(st.options);
+  autograd::record("function", inputs, results,
+                   [plan, binding, num_args, floating_arg, name](const autograd::Grads& g, const autograd::Needs&) {
+                     if (autograd::recording())
+                       throw ValueError(name + ": a gradient of a traced function's gradient (a nested tape recording "
+                                               "it) is not supported yet; call the function eagerly for that");
+                     std::vector<Tensor> dys;
+                     for (std::size_t r : plan->dy_for_result) dys.push_back(g[r]);
+                     const std::vector<Tensor> grads = backward_replay(*plan, *binding, dys);
+                     autograd::Grads out(num_args + plan->var_sources.size());
+                     std::size_t next = 0;
+                     for (std::size_t k = 0; k < num_args; ++k)
+                       if (floating_arg[k]) out[k] = grads[next++];
+                     for (std::size_t v = 0; v < plan->var_sources.size(); ++v) out[num_args + v] = grads[next++];
+                     return out;
+                   });
   return results;
 }
 

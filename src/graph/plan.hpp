@@ -74,6 +74,7 @@ struct Node {
   std::vector<Node> sub[2];                    // cond and loop: the nested node lists
   std::int64_t max_iterations = -1;            // loop: -1 for no limit
   std::vector<Tensor> bound;                   // the operands over the executor's views
+  bool backward = false;                       // differentiable plans: part of the traced backward
 };
 
 // Calls fn(view, written) for every operand of n and of the nodes nested in it.
@@ -96,8 +97,23 @@ struct Executor {
   std::vector<int> input_slots, output_slots;           // what a call binds
 };
 
+// The memory of one call of a differentiable plan (a slot's storage and offset, by slot): its
+// forward runs into it, and its backward, run when a tape asks, reads the same values.
+struct Binding {
+  std::vector<std::shared_ptr<Storage>> storages;
+  std::vector<std::int64_t> offsets;
+};
+
 struct Plan {
   std::string name;
+  // A differentiable plan (traced for a call under a recording tape) holds the forward and,
+  // flagged `backward`, the vector-Jacobian product: inputs num_inputs.. are the upstream
+  // gradients of the results listed in dy_for_result; results num_forward_results.. are the
+  // gradients of the floating arguments, then of var_sources (the variables f reads).
+  bool differentiable = false;
+  std::size_t num_forward_results = 0;
+  std::vector<std::size_t> dy_for_result;
+  std::vector<Tensor> var_sources;
   std::vector<Slot> slots;
   std::vector<View> views;
   std::vector<Node> nodes;
@@ -110,8 +126,10 @@ struct Plan {
 };
 
 // Runs f on args while recording; returns f's results (the first call's answer) and fills
-// `plan` (not yet optimised).
-std::vector<Tensor> trace(const std::string& name, const std::vector<Tensor>& args, const TraceFn& f, Plan& plan);
+// `plan` (not yet optimised). With `first_call`, traces a differentiable plan (see Plan) under a
+// tape of its own and keeps the traced run's memory there, as the first call's binding.
+std::vector<Tensor> trace(const std::string& name, const std::vector<Tensor>& args, const TraceFn& f, Plan& plan,
+                          Binding* first_call = nullptr);
 
 struct PassOptions {
   bool fold_constants = true;
@@ -126,8 +144,13 @@ void finalise(Plan& plan, const PassOptions& options);
 
 // Whether a one-element tensor is nonzero (read on the host: the branch or loop test).
 bool truth(const Tensor& pred);
-// Runs a node list of a plan whose slots are bound.
-void run_nodes(const std::vector<Node>& nodes);
+// Runs a node list of a plan whose slots are bound (at the top level, only the forward nodes or
+// only the backward ones of a differentiable plan when `part` is 0 or 1).
+void run_nodes(const std::vector<Node>& nodes, int part = -1);
+// A differentiable plan's forward into a fresh binding of `call`, and later its backward from
+// the upstream gradients (one per dy_for_result); each returns its part of the results.
+std::vector<Tensor> forward_replay(Plan& plan, const std::vector<Tensor>& args, Binding& call);
+std::vector<Tensor> backward_replay(Plan& plan, Binding& call, const std::vector<Tensor>& dys);
 // Replays the plan on args (their signature is the plan's).
 std::vector<Tensor> replay(Plan& plan, const std::vector<Tensor>& args);
 

@@ -27,8 +27,9 @@ struct Unbind {
 
 }  // namespace
 
-void run_nodes(const std::vector<Node>& nodes) {
+void run_nodes(const std::vector<Node>& nodes, int part) {
   for (const Node& n : nodes) {
+    if (part >= 0 && n.backward != (part == 1)) continue;
     const Tensor* operands = n.bound.data();
     switch (n.kind) {
       case NodeKind::kernel:
@@ -91,6 +92,80 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& args) {
     results.emplace_back(std::move(out));
   }
   return results;
+}
+
+namespace {
+
+// Binds every slot of `call` (and `dys` to the upstream-gradient inputs), runs `part`, and hands
+// back results [first, last); the plan's views drop the call's memory again when it ends.
+std::vector<Tensor> run_bound(Plan& p, Binding& call, const std::vector<Tensor>* dys, int part, std::size_t first,
+                              std::size_t last) {
+  Executor& e = p.exec;
+  struct Release {
+    Plan& p;
+    ~Release() {
+      for (std::size_t s = 0; s < p.slots.size(); ++s)
+        if (!p.slots[s].held)
+          for (int v : p.exec.slot_views[s]) p.exec.impls[static_cast<std::size_t>(v)]->storage.reset();
+    }
+  } release{p};
+  std::vector<Tensor> kept;
+  for (std::size_t s = 0; s < p.slots.size(); ++s) {
+    const Slot& slot = p.slots[s];
+    if (slot.kind == SlotKind::input && static_cast<std::size_t>(slot.input) >= p.num_inputs) {
+      if (!dys) continue;
+      Tensor g = backend::contiguous((*dys)[static_cast<std::size_t>(slot.input) - p.num_inputs]);
+      kept.push_back(g);
+      bind_slot(e, static_cast<int>(s), g.impl()->storage, g.offset());
+    } else if (call.storages[s]) {
+      bind_slot(e, static_cast<int>(s), call.storages[s], call.offsets[s]);
+    }
+  }
+  run_nodes(p.nodes, part);
+  std::vector<Tensor> results;
+  for (std::size_t k = first; k < last; ++k) {
+    const TensorImpl& impl = *e.impls[static_cast<std::size_t>(p.outputs[k])];
+    auto out = std::make_shared<TensorImpl>();
+    out->shape = impl.shape;
+    out->strides = impl.strides;
+    out->offset = impl.offset;
+    out->dtype = impl.dtype;
+    out->storage = impl.storage;
+    results.emplace_back(std::move(out));
+  }
+  return results;
+}
+
+}  // namespace
+
+std::vector<Tensor> forward_replay(Plan& p, const std::vector<Tensor>& args, Binding& call) {
+  std::lock_guard<std::mutex> lock(p.run_mutex);
+  call.storages.assign(p.slots.size(), nullptr);
+  call.offsets.assign(p.slots.size(), 0);
+  for (std::size_t s = 0; s < p.slots.size(); ++s) {
+    const Slot& slot = p.slots[s];
+    if (slot.kind == SlotKind::input && static_cast<std::size_t>(slot.input) < p.num_inputs) {
+      const Tensor a = backend::contiguous(args[static_cast<std::size_t>(slot.input)]);
+      call.storages[s] = a.impl()->storage;
+      call.offsets[s] = a.offset();
+    } else if (slot.kind == SlotKind::intermediate || slot.kind == SlotKind::output) {
+      call.storages[s] = std::make_shared<Storage>(slot.nbytes, slot.device);
+    }
+  }
+  std::vector<Tensor> results = run_bound(p, call, nullptr, 0, 0, p.num_forward_results);
+  for (int s : p.exec.written_external)
+    if (const auto& held = p.slots[static_cast<std::size_t>(s)].held) held->bump_version();
+  return results;
+}
+
+std::vector<Tensor> backward_replay(Plan& p, Binding& call, const std::vector<Tensor>& dys) {
+  std::lock_guard<std::mutex> lock(p.run_mutex);
+  // The gradients land in fresh memory each time (a persistent tape may ask twice).
+  for (std::size_t k = p.num_forward_results; k < p.outputs.size(); ++k) {
+    const auto s = static_cast<std::size_t>(p.views[static_cast<std::size_t>(p.outputs[k])].slot);
+    if (p.slots[s].kind == SlotKind::output) call.storages[s] = std::make_shared<Storage>(p.slots[s].nbytes, p.slots[s].device);
+  }
+  return run_bound(p, call, &dys, 1, p.num_forward_results, p.outputs.size());
 }
 
 }  // namespace keel::graph::detail

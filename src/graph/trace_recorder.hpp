@@ -37,7 +37,7 @@ class TraceRecorder final : public backend::KernelRecorder {
     n.type = type;
     run_and_record(n, inputs, outputs, [&](const Tensor* t) { replay(t); });
     n.kernel = std::move(replay);
-    plan_.nodes.push_back(std::move(n));
+    push(std::move(n));
   }
 
   void random(backend::KernelType type, std::initializer_list<const Tensor*> inputs,
@@ -51,7 +51,7 @@ class TraceRecorder final : public backend::KernelRecorder {
     random::tracing::reserved_words -= static_cast<std::int64_t>(words);
     run_and_record(n, inputs, outputs, [&](const Tensor* t) { replay(t, key, counter); });
     n.random = std::move(replay);
-    plan_.nodes.push_back(std::move(n));
+    push(std::move(n));
   }
 
   void host(const char* name, const std::vector<const Tensor*>& inputs, backend::HostReplay step) override {
@@ -62,7 +62,7 @@ class TraceRecorder final : public backend::KernelRecorder {
       if (dry_ == 0) step(t);  // a branch not taken while tracing has no effects
     });
     n.host = std::move(step);
-    plan_.nodes.push_back(std::move(n));
+    push(std::move(n));
   }
 
   [[noreturn]] void host_read(const char* what) override {
@@ -75,6 +75,16 @@ class TraceRecorder final : public backend::KernelRecorder {
 
   // The slot of a result (made where it is first seen: a result no kernel touched).
   int view_of(const Tensor& t) { return make_view(t); }
+  // Nodes recorded from now on are the backward of a differentiable plan.
+  void start_backward() { backward_ = true; }
+  // Keeps every storage made during the trace alive (a differentiable trace's first call reads
+  // them again in its backward); kept() lists them.
+  void keep_storages() { keep_ = true; }
+  bool kept(const Storage* s) const {
+    for (const auto& k : kept_)
+      if (k.get() == s) return true;
+    return false;
+  }
 
  private:
   template <class Inputs, class Run>
@@ -182,7 +192,13 @@ class TraceRecorder final : public backend::KernelRecorder {
     return new_slot(storage, storage->serial() < first_serial_ ? SlotKind::captured : SlotKind::intermediate);
   }
 
+  void push(Node n) {
+    n.backward = backward_;
+    plan_.nodes.push_back(std::move(n));
+  }
+
   int new_slot(const std::shared_ptr<Storage>& storage, SlotKind kind) {
+    if (keep_ && kind == SlotKind::intermediate) kept_.push_back(storage);
     Slot s;
     s.kind = kind;
     s.nbytes = storage->nbytes();
@@ -225,6 +241,9 @@ class TraceRecorder final : public backend::KernelRecorder {
   Plan& plan_;
   std::uint64_t first_serial_;
   int dry_ = 0;                  // > 0 inside a branch not taken while tracing
+  bool backward_ = false;
+  bool keep_ = false;
+  std::vector<std::shared_ptr<Storage>> kept_;
   std::uint64_t dry_serial_ = 0; // memory older than this is not written there
   std::unordered_map<const Storage*, int> by_storage_;
 };

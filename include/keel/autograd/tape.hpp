@@ -26,6 +26,9 @@ class GradientTape {
   void watch(const Tensor& tensor);
   void watch(const Variable& variable);
   std::vector<Tensor> watched_tensors() const;
+  // The values of the trainable Variables this tape started watching because they were read
+  // while it recorded (TensorFlow's watched_variables(), as the variables' value tensors).
+  std::vector<Tensor> watched_variables() const;
 
   Tensor gradient(const Tensor& target, const Tensor& source,
                   UnconnectedGradients unconnected = UnconnectedGradients::none);

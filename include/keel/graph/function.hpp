@@ -96,6 +96,7 @@ class FunctionCore {
   int trace_count() const;
 
  private:
+  std::vector<Tensor> call_differentiable(const std::vector<Tensor>& args, const TraceFn& f);
   struct State;
   std::shared_ptr<State> state_;
 };
