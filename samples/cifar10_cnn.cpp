@@ -15,7 +15,8 @@
 //   cifar10_cnn --synthetic N     N generated records in the same binary format (the default, 5000)
 //   options: --epochs E (10)  --limit N (first N training images)  --bn (BatchNormalization + Dropout)
 //            --batch-size B (64)  --patience P (3)  --checkpoint FILE (cifar10_cnn.weights.safetensors)
-//            --seed S (1)
+//            --seed S (1)  --profile FILE (profile one more epoch: prints the profiler's table of
+//            where the time went and writes its Chrome trace to FILE, for Perfetto)
 //
 // CIFAR-10 cannot be downloaded on every machine, so --synthetic writes files in exactly the
 // format of the real ones (1 label byte + 3072 channel-planar pixel bytes per record) and reads
@@ -56,13 +57,15 @@ struct Flags {
   int patience = 3;
   std::string checkpoint = "cifar10_cnn.weights.safetensors";
   std::uint64_t seed = 1;
+  std::string profile;  // --profile FILE: profile one more epoch, print the table, write the trace
 };
 
 [[noreturn]] void usage(const char* error) {
   if (error) std::fprintf(stderr, "cifar10_cnn: %s\n", error);
   std::fprintf(stderr,
                "usage: cifar10_cnn [--data DIR | --synthetic N] [--epochs E] [--limit N] [--bn]\n"
-               "                   [--batch-size B] [--patience P] [--checkpoint FILE] [--seed S]\n");
+               "                   [--batch-size B] [--patience P] [--checkpoint FILE] [--seed S]\n"
+               "                   [--profile TRACE.json]\n");
   std::exit(error ? 2 : 0);
 }
 
@@ -87,6 +90,7 @@ Flags parse_flags(int argc, char** argv) {
     else if (arg == "--epochs") f.epochs = static_cast<int>(integer());
     else if (arg == "--limit") f.limit = integer();
     else if (arg == "--bn") f.batch_norm = true;
+    else if (arg == "--profile") f.profile = value();
     else if (arg == "--batch-size") f.batch_size = integer();
     else if (arg == "--patience") f.patience = static_cast<int>(integer());
     else if (arg == "--checkpoint") f.checkpoint = value();
@@ -282,6 +286,17 @@ int run(const Flags& flags) {
               flags.checkpoint.c_str());
   std::printf("Test loss: %.4f\n", results.at("loss"));
   std::printf("Test accuracy: %.4f\n", test_accuracy);
+
+  if (!flags.profile.empty()) {
+    // One more epoch under the profiler: where a training step's time goes, by op and layer.
+    profiler::start();
+    model.fit(train_ds, {.epochs = 1, .verbose = 0});
+    profiler::stop();
+    std::printf("%s", profiler::key_averages_table(15).c_str());
+    profiler::export_chrome_trace(flags.profile);
+    std::printf("Profile of one epoch written to %s (open it in Perfetto or chrome://tracing)\n",
+                flags.profile.c_str());
+  }
 
   // The input pipeline alone (shuffle + augment + batch + prefetch), next to what fit() consumed:
   // the pipeline has to be the faster of the two, or training waits for data.

@@ -17,6 +17,7 @@
 #include "keel/autograd/variable.hpp"
 #include "keel/graph/control_flow.hpp"
 #include "keel/graph/function.hpp"
+#include "keel/profiler/profiler.hpp"
 #include "keel/layers/initializers.hpp"
 #include "keel/layers/layer.hpp"
 #include "keel/models/model.hpp"

@@ -8,6 +8,7 @@ namespace keel::backend {
 namespace record_detail {
 thread_local KernelRecorder* active = nullptr;
 thread_local int depth = 0;
+thread_local RangeListener* ranges = nullptr;
 }  // namespace record_detail
 
 void host_step(const char* name, const std::vector<const Tensor*>& inputs, const HostReplay& step) {

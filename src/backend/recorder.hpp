@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "keel/core/tensor.hpp"
@@ -59,10 +60,36 @@ class KernelRecorder {
   virtual void host_read(const char* what) = 0;
 };
 
+// Named ranges around kernel calls (a layer call, a fit step, a user's profiler::Trace), for a
+// profiler listening on this thread.
+class RangeListener {
+ public:
+  virtual ~RangeListener() = default;
+  virtual void begin(const char* category, const std::string& name) = 0;
+  virtual void end() = 0;
+};
+
 namespace record_detail {
 extern thread_local KernelRecorder* active;
 extern thread_local int depth;  // > 0 inside a recorded call: nested backend calls run as is
+extern thread_local RangeListener* ranges;
 }  // namespace record_detail
+
+// RAII: a range while a listener is installed; one thread-local load otherwise.
+class ProfileRange {
+ public:
+  ProfileRange(const char* category, const std::string& name) : listener_(record_detail::ranges) {
+    if (listener_) listener_->begin(category, name);
+  }
+  ~ProfileRange() {
+    if (listener_) listener_->end();
+  }
+  ProfileRange(const ProfileRange&) = delete;
+  ProfileRange& operator=(const ProfileRange&) = delete;
+
+ private:
+  RangeListener* listener_;
+};
 
 // The recorder of this thread's outermost backend call, or null (the common case: one
 // thread-local load and a compare).

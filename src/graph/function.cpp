@@ -8,6 +8,7 @@
 #include "autograd/record.hpp"
 #include "backend/recorder.hpp"
 #include "graph/plan.hpp"
+#include "graph/trace_recorder.hpp"
 
 namespace keel::graph::detail {
 
@@ -108,8 +109,8 @@ PassOptions& default_pass_options() {
 
 std::vector<Tensor> FunctionCore::call(const std::vector<Tensor>& args, const TraceFn& f) {
   // Inside another function's trace, f's kernels become part of that graph (TensorFlow inlines
-  // nested functions).
-  if (backend::recorder()) return f(args);
+  // nested functions). (Another recorder, the profiler, just watches the replay.)
+  if (active_trace()) return f(args);
   check_signature(state_->options, args);
   // Under a recording tape: the differentiable graph, one tape node for the whole call.
   if (autograd::recording()) return call_differentiable(args, f);
@@ -194,7 +195,7 @@ const Graph& FunctionCore::concrete_graph(const std::vector<Tensor>& args, const
     std::lock_guard<std::mutex> lock(state_->mutex);
     if (State::Entry* e = state_->find(sig)) return e->graph;
   }
-  if (backend::recorder() || autograd::recording())
+  if (active_trace() || autograd::recording())
     throw ValueError(fmt::format("{}: concrete_graph cannot trace inside another trace or under a recording tape",
                                  who(state_->options)));
   call(args, f);

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "backend/fused.hpp"
+#include "backend/recorder.hpp"
 
 namespace keel::graph::detail {
 
@@ -223,6 +224,7 @@ class Fuser {
     fused.operands.insert(fused.operands.end(), out_views.begin(), out_views.end());
     const std::int64_t n = first_out.shape.num_elements();
     fused.kernel = [prog = std::move(prog), n](const Tensor* t) {
+      backend::ProfileRange range("kernel", "FusedElementwise");  // what a profiler sees of it
       backend::elementwise_program(prog, n, t, t + prog.inputs.size());
     };
     return fused;

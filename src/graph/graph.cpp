@@ -25,8 +25,12 @@ std::string op_type(const Node& n) {
   if (n.kind == NodeKind::cond) return "If";
   if (n.kind == NodeKind::loop) return "While";
   if (n.fused_from > 1) return "FusedElementwise";
-  const std::string f = n.type.family;
-  const int k = n.type.kind;
+  return kernel_op_name(n.type);
+}
+
+std::string kernel_op_name(const backend::KernelType& type) {
+  const std::string f = type.family;
+  const int k = type.kind;
   if (f == "unary")
     return pick(std::array{"Neg", "Abs", "Sign", "Square", "Sqrt", "Rsqrt", "Exp", "Log", "Log1p", "Sin", "Cos",
                            "Tanh", "Sigmoid", "Relu", "Relu6", "LeakyRelu", "Elu", "Gelu", "GeluTanh", "Softplus",
@@ -72,6 +76,7 @@ std::string op_type(const Node& n) {
                 k);
   if (f == "dropout") return "Dropout";
   if (f == "random") return pick(std::array{"RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt"}, k);
+  if (f == "fused_elementwise") return "FusedElementwise";
   return f;
 }
 

@@ -154,7 +154,8 @@ std::vector<Tensor> backward_replay(Plan& plan, Binding& call, const std::vector
 // Replays the plan on args (their signature is the plan's).
 std::vector<Tensor> replay(Plan& plan, const std::vector<Tensor>& args);
 
-// The TensorFlow-style op type of a node ("MatMul", "Relu", ...).
+// The TensorFlow-style op type of a node ("MatMul", "Relu", ...), and of a kernel call.
 std::string op_type(const Node& node);
+std::string kernel_op_name(const backend::KernelType& type);
 
 }  // namespace keel::graph::detail

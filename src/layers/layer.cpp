@@ -10,6 +10,7 @@
 
 #include "autograd/autocast.hpp"
 #include "autograd/record.hpp"
+#include "backend/recorder.hpp"
 #include "core/tensor_util.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
@@ -285,6 +286,7 @@ Tensor Layer::operator()(const Tensor& inputs, bool training) {
     check_input_shape(inputs.shape());
   }
   call_losses_.clear();
+  backend::ProfileRange range("layer", name());
   Tensor y = LayerAccess::call(*this, inputs, t);
   if (y.defined()) output_shape_ = y.shape();
   return y;
@@ -306,6 +308,7 @@ Tensor Layer::operator()(const std::vector<Tensor>& inputs, bool training) {
     set_built(inputs[0].shape());
   }
   call_losses_.clear();
+  backend::ProfileRange range("layer", name());
   Tensor y = LayerAccess::call(*this, inputs, t);
   if (y.defined()) output_shape_ = y.shape();
   return y;

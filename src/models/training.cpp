@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include "autograd/record.hpp"
+#include "backend/recorder.hpp"
 #include "keel/autograd/tape.hpp"
 #include "keel/mixed_precision/policy.hpp"
 #include "keel/models/model.hpp"
@@ -164,6 +165,8 @@ Tensor placed(const Tensor& t, Device d) { return !t.defined() || t.device() == 
 std::vector<Tensor> Model::run_step(detail::Step step, const std::vector<Tensor>& args,
                                     const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& eager) {
   if (!steps_) steps_ = std::make_shared<detail::StepFunctions>();
+  static const std::string names[] = {"train_step", "test_step", "predict_step"};
+  backend::ProfileRange range("step", names[static_cast<int>(step)]);
   return steps_->run(step, args, eager, !compile_options_.run_eagerly, compile_options_.jit_compile, name());
 }
 
@@ -277,7 +280,10 @@ History Model::fit_loop(const EpochIterator& data, const FitOptions& o,
       for (auto& cb : o.callbacks) cb->on_train_batch_begin(step, logs);
       const Device d = model_device(*this);
       logs = train_step(placed(batch.x, d), placed(batch.y, d), placed(sw, d));
-      for (auto& cb : o.callbacks) cb->on_train_batch_end(step, logs);
+      {
+        backend::ProfileRange range("callbacks", "on_train_batch_end");
+        for (auto& cb : o.callbacks) cb->on_train_batch_end(step, logs);
+      }
       if (stop_training) return false;
       bar.update(step + 1, logs, false);
       return true;

@@ -1,0 +1,33 @@
+#pragma once
+// What a profile records (profiler.cpp) and what its exports read (chrome_trace.cpp).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace keel::profiler::detail {
+
+struct Event {
+  std::string name;
+  const char* category = "";  // "kernel", "host", "layer", "step", "callbacks", "user"
+  std::int64_t start_ns = 0;  // since the profile started
+  std::int64_t dur_ns = 0;
+  std::int64_t child_ns = 0;  // time in events nested in this one
+  std::string shapes;         // record_shapes: "[64,32] , [32,10] -> [64,10]"
+  std::string stack;          // with_stack: the ranges open around it
+  std::string device;
+  std::int64_t bytes = 0;       // profile_memory: bytes the kernel wrote
+  std::int64_t host_bytes = -1; // profile_memory: host memory held when it ended
+};
+
+struct Recording {
+  std::vector<Event> events;
+  std::string logdir;
+};
+
+const Recording& last_recording();
+// The Trace Event Format JSON of a recording.
+std::string chrome_trace_json(const Recording& r);
+// Writes it gzipped as a TensorBoard profile run under r.logdir.
+void write_tensorboard_run(const Recording& r);
+
+}  // namespace keel::profiler::detail

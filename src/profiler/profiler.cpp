@@ -1,0 +1,242 @@
+// The profiler: while it runs it is the thread's kernel recorder (it runs each backend call it
+// is handed and times it) and the thread's range listener (layers, fit's steps, Trace).
+#include "keel/profiler/profiler.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include <fmt/core.h>
+
+#include "backend/recorder.hpp"
+#include "graph/plan.hpp"
+#include "keel/core/config.hpp"
+#include "keel/core/error.hpp"
+#include "profiler/events.hpp"
+
+namespace keel::profiler {
+
+namespace detail {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string shapes_of(std::initializer_list<const Tensor*> inputs, std::initializer_list<const Tensor*> outputs) {
+  std::string s;
+  auto add = [&](const Tensor* t) {
+    if (!s.empty() && s.back() != ' ') s += ", ";
+    s += t->defined() ? t->shape().to_string() : "-";
+  };
+  for (const Tensor* t : inputs) add(t);
+  s += inputs.size() ? " -> " : "-> ";
+  for (const Tensor* t : outputs) add(t);
+  return s;
+}
+
+class Profiler final : public backend::KernelRecorder, public backend::RangeListener {
+ public:
+  Profiler(std::string logdir, ProfilerOptions options)
+      : logdir_(std::move(logdir)), options_(options), start_(Clock::now()) {}
+
+  void kernel(backend::KernelType type, std::initializer_list<const Tensor*> inputs,
+              std::initializer_list<const Tensor*> outputs, backend::KernelReplay replay) override {
+    timed(graph::detail::kernel_op_name(type), inputs, outputs, [&](const Tensor* t) { replay(t); });
+  }
+  void random(backend::KernelType type, std::initializer_list<const Tensor*> inputs,
+              std::initializer_list<const Tensor*> outputs, std::uint64_t, std::uint64_t key, std::uint64_t counter,
+              backend::RandomReplay replay) override {
+    timed(graph::detail::kernel_op_name(type), inputs, outputs, [&](const Tensor* t) { replay(t, key, counter); });
+  }
+  void host(const char* name, const std::vector<const Tensor*>& inputs, backend::HostReplay step) override {
+    std::vector<Tensor> operands;
+    for (const Tensor* t : inputs) operands.push_back(*t);
+    Event e = open_event(name, "host");
+    {
+      backend::RecordedCall inside;
+      step(operands.data());
+    }
+    close_event(std::move(e));
+  }
+  void host_read(const char*) override {}  // eager code may read values; nothing to record
+
+  void begin(const char* category, const std::string& name) override {
+    open_.push_back(open_event(name, category));
+  }
+  void end() override {
+    if (open_.empty()) return;
+    Event e = std::move(open_.back());
+    open_.pop_back();
+    close_event(std::move(e));
+  }
+
+  Recording finish() {
+    while (!open_.empty()) end();
+    Recording r;
+    r.events = std::move(events_);
+    r.logdir = logdir_;
+    return r;
+  }
+
+ private:
+  template <class Run>
+  void timed(std::string name, std::initializer_list<const Tensor*> inputs, std::initializer_list<const Tensor*> outputs,
+             Run&& run) {
+    std::vector<Tensor> operands;
+    operands.reserve(inputs.size() + outputs.size());
+    for (const Tensor* t : inputs) operands.push_back(*t);
+    for (const Tensor* t : outputs) operands.push_back(*t);
+    Event e = open_event(std::move(name), "kernel");
+    {
+      backend::RecordedCall inside;
+      run(operands.data());
+    }
+    if (options_.record_shapes) e.shapes = shapes_of(inputs, outputs);
+    for (const Tensor* t : outputs) {
+      if (!t->defined()) continue;
+      if (e.device.empty()) e.device = t->device().to_string();
+      if (options_.profile_memory) e.bytes += t->size() * static_cast<std::int64_t>(itemsize(t->dtype()));
+    }
+    close_event(std::move(e));
+  }
+
+  std::int64_t now_ns() const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_).count();
+  }
+
+  Event open_event(std::string name, const char* category) {
+    Event e;
+    e.name = std::move(name);
+    e.category = category;
+    e.start_ns = now_ns();
+    if (options_.with_stack)
+      for (const Event& o : open_) e.stack += (e.stack.empty() ? "" : " > ") + o.name;
+    return e;
+  }
+
+  void close_event(Event e) {
+    e.dur_ns = now_ns() - e.start_ns;
+    if (!open_.empty()) open_.back().child_ns += e.dur_ns;
+    if (e.device.empty()) e.device = "cpu";
+    if (options_.profile_memory) e.host_bytes = static_cast<std::int64_t>(config::host_memory_stats().allocated_bytes);
+    events_.push_back(std::move(e));
+  }
+
+  std::string logdir_;
+  ProfilerOptions options_;
+  Clock::time_point start_;
+  std::vector<Event> open_;
+  std::vector<Event> events_;
+};
+
+struct Session {
+  std::mutex mutex;
+  std::unique_ptr<Profiler> running;
+  backend::KernelRecorder* saved_recorder = nullptr;
+  backend::RangeListener* saved_listener = nullptr;
+  Recording last;
+};
+
+Session& session() {
+  static Session s;
+  return s;
+}
+
+}  // namespace
+
+const Recording& last_recording() { return session().last; }
+
+}  // namespace detail
+
+void start(std::string logdir, ProfilerOptions options) {
+  auto& s = detail::session();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.running) throw ValueError("profiler::start: a profile is already running (call profiler::stop first)");
+  if (backend::record_detail::active)
+    throw ValueError("profiler::start: cannot profile inside a keel::function trace");
+  s.running = std::make_unique<detail::Profiler>(std::move(logdir), options);
+  s.saved_recorder = backend::record_detail::active;
+  s.saved_listener = backend::record_detail::ranges;
+  backend::record_detail::active = s.running.get();
+  backend::record_detail::ranges = s.running.get();
+}
+
+void stop() {
+  auto& s = detail::session();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.running) throw ValueError("profiler::stop: no profile is running");
+  if (backend::record_detail::active != s.running.get())
+    throw ValueError("profiler::stop: call it on the thread that started the profile");
+  backend::record_detail::active = s.saved_recorder;
+  backend::record_detail::ranges = s.saved_listener;
+  s.last = s.running->finish();
+  s.running.reset();
+  if (!s.last.logdir.empty()) detail::write_tensorboard_run(s.last);
+}
+
+Profile::Profile(std::string logdir, ProfilerOptions options) { start(std::move(logdir), options); }
+Profile::~Profile() {
+  try {
+    stop();
+  } catch (const Error&) {  // stopped by hand already: nothing to do
+  }
+}
+
+Trace::Trace(std::string name) {
+  if (backend::RangeListener* l = backend::record_detail::ranges) {
+    l->begin("user", name);
+    active_ = true;
+  }
+}
+Trace::~Trace() {
+  if (active_ && backend::record_detail::ranges) backend::record_detail::ranges->end();
+}
+
+std::vector<OpStat> key_averages() {
+  std::map<std::string, OpStat> by_name;
+  for (const detail::Event& e : detail::last_recording().events) {
+    OpStat& s = by_name[e.name];
+    s.name = e.name;
+    s.device = e.device;
+    ++s.calls;
+    s.total_us += static_cast<double>(e.dur_ns) * 1e-3;
+    s.self_us += static_cast<double>(e.dur_ns - e.child_ns) * 1e-3;
+    s.bytes_allocated += e.bytes;
+  }
+  std::vector<OpStat> out;
+  for (auto& [name, s] : by_name) {
+    s.mean_us = s.total_us / static_cast<double>(s.calls);
+    out.push_back(s);
+  }
+  std::sort(out.begin(), out.end(), [](const OpStat& a, const OpStat& b) { return a.total_us > b.total_us; });
+  return out;
+}
+
+std::string key_averages_table(int row_limit) {
+  const std::vector<OpStat> stats = key_averages();
+  double self_sum = 0;
+  for (const OpStat& s : stats) self_sum += s.self_us;
+  const double share = self_sum > 0 ? 100.0 / self_sum : 0;
+  std::size_t width = 4;
+  const std::size_t rows = row_limit < 0 ? stats.size() : std::min(stats.size(), static_cast<std::size_t>(row_limit));
+  for (std::size_t i = 0; i < rows; ++i) width = std::max(width, stats[i].name.size());
+  auto us = [](double v) { return v >= 1e3 ? fmt::format("{:.3f}ms", v * 1e-3) : fmt::format("{:.3f}us", v); };
+  const std::string rule(width + 94, '-');
+  std::string t = rule + "\n";
+  t += fmt::format("{:<{}}  {:>10}  {:>12}  {:>10}  {:>12}  {:>12}  {:>8}  {:>12}\n", "Name", width, "Self %",
+                   "Self", "Total %", "Total", "Mean", "Calls", "Memory");
+  t += rule + "\n";
+  for (std::size_t i = 0; i < rows; ++i) {
+    const OpStat& s = stats[i];
+    t += fmt::format("{:<{}}  {:>9.2f}%  {:>12}  {:>9.2f}%  {:>12}  {:>12}  {:>8}  {:>10.2f}Mb\n", s.name, width,
+                     s.self_us * share, us(s.self_us), s.total_us * share, us(s.total_us), us(s.mean_us), s.calls,
+                     static_cast<double>(s.bytes_allocated) / (1 << 20));
+  }
+  t += rule + "\n";
+  t += fmt::format("Self time total: {}\n", us(self_sum));
+  return t;
+}
+
+}  // namespace keel::profiler

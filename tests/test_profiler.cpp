@@ -1,0 +1,162 @@
+// The profiler: kernel, layer, step and user events between start() and stop(), the
+// key_averages table, the Chrome trace and the TensorBoard profile run.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+#include <zlib.h>
+
+#include <keel/keel.hpp>
+
+#include "scratch.hpp"
+
+using namespace keel;
+
+namespace {
+
+const profiler::OpStat* find(const std::vector<profiler::OpStat>& stats, const std::string& name) {
+  for (const auto& s : stats)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+std::string gunzip(const std::string& gz) {
+  z_stream z{};
+  REQUIRE(inflateInit2(&z, 15 + 16) == Z_OK);
+  std::string out;
+  char buf[1 << 14];
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));
+  z.avail_in = static_cast<uInt>(gz.size());
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof buf;
+    rc = inflate(&z, Z_NO_FLUSH);
+    out.append(buf, sizeof buf - z.avail_out);
+  }
+  inflateEnd(&z);
+  REQUIRE(rc == Z_STREAM_END);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the profiler times every kernel, with shapes, bytes and nesting", "[profiler]") {
+  const Tensor a = random::normal({64, 32}), b = random::normal({32, 16});
+  profiler::start("", {.with_stack = true});
+  Tensor y;
+  {
+    profiler::Trace range("my_block");
+    y = relu(matmul(a, b));
+  }
+  profiler::stop();
+  const auto stats = profiler::key_averages();
+  const auto* mm = find(stats, "BatchMatMulV2");
+  const auto* relu_op = find(stats, "Relu");
+  const auto* block = find(stats, "my_block");
+  REQUIRE(mm);
+  REQUIRE(relu_op);
+  REQUIRE(block);
+  CHECK(mm->calls == 1);
+  CHECK(mm->bytes_allocated == 64 * 16 * 4);  // the [64, 16] float32 result
+  CHECK(mm->device == "cpu");
+  CHECK(mm->total_us > 0);
+  CHECK(mm->self_us == Approx(mm->total_us));
+  // The range holds both kernels: its total covers them, its self time excludes them.
+  CHECK(block->total_us >= mm->total_us + relu_op->total_us);
+  CHECK(block->self_us == Approx(block->total_us - mm->total_us - relu_op->total_us).margin(1e-3));
+  // Sorted by total time; the table lists the names.
+  for (std::size_t i = 1; i < stats.size(); ++i) CHECK(stats[i - 1].total_us >= stats[i].total_us);
+  const std::string table = profiler::key_averages_table();
+  CHECK_THAT(table, Catch::Contains("BatchMatMulV2") && Catch::Contains("Self %") && Catch::Contains("Calls"));
+  // Results are as without the profiler.
+  CHECK(y.to_vector<float>() == relu(matmul(a, b)).to_vector<float>());
+}
+
+TEST_CASE("the Chrome trace is valid Trace Event Format with shapes and stacks", "[profiler]") {
+  keel_test::Scratch dir("profiler-trace");
+  {
+    profiler::Profile p("", {.record_shapes = true, .profile_memory = true, .with_stack = true});
+    profiler::Trace outer("outer");
+    exp(random::normal({8, 4}));
+  }
+  const std::string path = dir.dir + "/trace.json";
+  profiler::export_chrome_trace(path);
+  const auto j = nlohmann::json::parse(keel_test::read_all(path));
+  bool saw_exp = false, saw_counter = false;
+  for (const auto& e : j.at("traceEvents")) {
+    REQUIRE(e.contains("ph"));
+    REQUIRE(e.contains("pid"));
+    REQUIRE(e.contains("tid"));
+    if (e["ph"] == "X") {
+      REQUIRE(e.contains("ts"));
+      REQUIRE(e.contains("dur"));
+      CHECK(e["dur"].get<double>() >= 0);
+    }
+    if (e["ph"] == "X" && e["name"] == "Exp") {
+      saw_exp = true;
+      CHECK(e["args"]["shapes"] == "[8,4] -> [8,4]");
+      CHECK(e["args"]["stack"] == "outer");
+      CHECK(e["args"]["bytes"] == 8 * 4 * 4);
+    }
+    saw_counter = saw_counter || e["ph"] == "C";
+  }
+  CHECK(saw_exp);
+  CHECK(saw_counter);
+}
+
+TEST_CASE("profiling fit shows its steps, layers and the graph's kernels", "[profiler]") {
+  random::set_seed(1);
+  models::Sequential model;
+  model.add(layers::InputLayer(Shape{4}));
+  model.add(layers::Dense(8, {.activation = "relu", .name = "hidden"}));
+  model.add(layers::Dense(1));
+  model.compile({.optimizer = optimizers::Adam(0.01), .loss = "mse"});
+  const Tensor x = random::normal({32, 4}), y = random::normal({32, 1});
+  model.fit(x, y, {.batch_size = 8, .epochs = 1, .verbose = 0});  // traces the step
+  profiler::start();
+  model.fit(x, y, {.batch_size = 8, .epochs = 1, .verbose = 0});  // replays it
+  profiler::stop();
+  const auto stats = profiler::key_averages();
+  const auto* step = find(stats, "train_step");
+  REQUIRE(step);
+  CHECK(step->calls == 4);
+  // Replayed steps run the graph's kernels and the optimizer's host step.
+  const auto* update = find(stats, "ApplyGradients");
+  REQUIRE(update);
+  CHECK(update->calls == 4);
+  CHECK(find(stats, "BatchMatMulV2") != nullptr);
+  // Eagerly, layer calls are ranges too.
+  profiler::start();
+  model(x);
+  profiler::stop();
+  CHECK(find(profiler::key_averages(), "hidden") != nullptr);
+}
+
+TEST_CASE("start with a logdir writes a TensorBoard profile run", "[profiler]") {
+  keel_test::Scratch dir("profiler-tb");
+  profiler::start(dir.dir);
+  square(random::normal({16}));
+  profiler::stop();
+  std::string found;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.dir))
+    if (e.path().string().size() > 14 && e.path().string().ends_with(".trace.json.gz")) found = e.path().string();
+  REQUIRE(!found.empty());
+  CHECK_THAT(found, Catch::Contains("/plugins/profile/"));
+  const auto j = nlohmann::json::parse(gunzip(keel_test::read_all(found)));
+  bool saw_square = false;
+  for (const auto& e : j.at("traceEvents")) saw_square = saw_square || e.value("name", "") == "Square";
+  CHECK(saw_square);
+}
+
+TEST_CASE("profiler misuse is a clear error; off, nothing is recorded", "[profiler]") {
+  CHECK_THROWS_AS(profiler::stop(), ValueError);
+  profiler::start();
+  CHECK_THROWS_AS(profiler::start(), ValueError);
+  profiler::stop();
+  profiler::start();
+  profiler::stop();
+  exp(ones({3}));  // after stop: not recorded
+  CHECK(profiler::key_averages().empty());
+}
