@@ -2,6 +2,8 @@
 // everything measured is dispatch, allocation and (with a tape) recording.
 //
 //   add/no_tape               one add, no GradientTape active
+//   add/profiled              the same while the profiler records (shapes and memory off); its
+//                             restart every 1000 adds is included in the per-add time
 //   add/tape_recording        one add whose input is watched by an active tape; a fresh
 //                             (non-persistent) tape every 1000 adds keeps memory bounded, and its
 //                             creation and destruction are included in the per-add time
@@ -42,6 +44,27 @@ void BM_add_no_tape(benchmark::State& state) {
   set_per_op_counters(state, 1);
 }
 BENCHMARK(BM_add_no_tape)->Name("add/no_tape");
+
+// The same add while the profiler records it: the difference to add/no_tape is the profiler's
+// cost per op. The profile restarts every kAddsPerTape adds, so that its events stay bounded.
+void BM_add_profiled(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  const keel::Tensor a = one_element(1.0f);
+  const keel::Tensor b = one_element(2.0f);
+  std::int64_t n = 0;
+  keel::profiler::start("", {.record_shapes = false, .profile_memory = false});
+  for (auto _ : state) {
+    keel::Tensor c = keel::add(a, b);
+    benchmark::DoNotOptimize(c);
+    if (++n % kAddsPerTape == 0) {
+      keel::profiler::stop();
+      keel::profiler::start("", {.record_shapes = false, .profile_memory = false});
+    }
+  }
+  keel::profiler::stop();
+  set_per_op_counters(state, 1);
+}
+BENCHMARK(BM_add_profiled)->Name("add/profiled");
 
 void BM_add_tape_recording(benchmark::State& state) {
   keel::DeviceScope cpu(keel::Device::cpu());

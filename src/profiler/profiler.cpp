@@ -39,16 +39,18 @@ std::string shapes_of(std::initializer_list<const Tensor*> inputs, std::initiali
 class Profiler final : public backend::KernelRecorder, public backend::RangeListener {
  public:
   Profiler(std::string logdir, ProfilerOptions options)
-      : logdir_(std::move(logdir)), options_(options), start_(Clock::now()) {}
+      : logdir_(std::move(logdir)), options_(options), start_(Clock::now()) {
+    events_.reserve(1 << 12);
+  }
 
   void kernel(backend::KernelType type, std::initializer_list<const Tensor*> inputs,
               std::initializer_list<const Tensor*> outputs, backend::KernelReplay replay) override {
-    timed(graph::detail::kernel_op_name(type), inputs, outputs, [&](const Tensor* t) { replay(t); });
+    timed(name_of(type), inputs, outputs, [&](const Tensor* t) { replay(t); });
   }
   void random(backend::KernelType type, std::initializer_list<const Tensor*> inputs,
               std::initializer_list<const Tensor*> outputs, std::uint64_t, std::uint64_t key, std::uint64_t counter,
               backend::RandomReplay replay) override {
-    timed(graph::detail::kernel_op_name(type), inputs, outputs, [&](const Tensor* t) { replay(t, key, counter); });
+    timed(name_of(type), inputs, outputs, [&](const Tensor* t) { replay(t, key, counter); });
   }
   void host(const char* name, const std::vector<const Tensor*>& inputs, backend::HostReplay step) override {
     std::vector<Tensor> operands;
@@ -81,17 +83,28 @@ class Profiler final : public backend::KernelRecorder, public backend::RangeList
   }
 
  private:
+  // Op names by kernel family and kind, looked up once each (the families are literals).
+  const std::string& name_of(const backend::KernelType& type) {
+    const auto key = std::make_pair(type.family, type.kind);
+    auto it = names_.find(key);
+    if (it == names_.end()) it = names_.emplace(key, graph::detail::kernel_op_name(type)).first;
+    return it->second;
+  }
+
   template <class Run>
-  void timed(std::string name, std::initializer_list<const Tensor*> inputs, std::initializer_list<const Tensor*> outputs,
+  void timed(const std::string& name, std::initializer_list<const Tensor*> inputs, std::initializer_list<const Tensor*> outputs,
              Run&& run) {
-    std::vector<Tensor> operands;
-    operands.reserve(inputs.size() + outputs.size());
-    for (const Tensor* t : inputs) operands.push_back(*t);
-    for (const Tensor* t : outputs) operands.push_back(*t);
-    Event e = open_event(std::move(name), "kernel");
+    // Operands on the stack: no kernel family takes more than 12.
+    constexpr std::size_t kMaxOperands = 16;
+    Tensor operands[kMaxOperands];
+    if (inputs.size() + outputs.size() > kMaxOperands) throw ValueError("profiler: a kernel with too many operands");
+    std::size_t k = 0;
+    for (const Tensor* t : inputs) operands[k++] = *t;
+    for (const Tensor* t : outputs) operands[k++] = *t;
+    Event e = open_event(name, "kernel");
     {
       backend::RecordedCall inside;
-      run(operands.data());
+      run(operands);
     }
     if (options_.record_shapes) e.shapes = shapes_of(inputs, outputs);
     for (const Tensor* t : outputs) {
@@ -129,6 +142,7 @@ class Profiler final : public backend::KernelRecorder, public backend::RangeList
   Clock::time_point start_;
   std::vector<Event> open_;
   std::vector<Event> events_;
+  std::map<std::pair<const char*, int>, std::string> names_;
 };
 
 struct Session {
