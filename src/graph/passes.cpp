@@ -10,6 +10,16 @@
 
 namespace keel::graph::detail {
 
+std::shared_ptr<TensorImpl> view_impl(const View& v, std::shared_ptr<Storage> storage) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = v.shape;
+  impl->strides = v.strides;
+  impl->offset = v.offset;
+  impl->dtype = v.dtype;
+  impl->storage = std::move(storage);
+  return impl;
+}
+
 namespace {
 
 // State made during the trace (a variable f created, an optimizer's slots) was initialised by
@@ -101,13 +111,7 @@ void fold_constants(Plan& p) {
         s.held = std::make_shared<Storage>(s.nbytes, s.device);
         s.kind = SlotKind::constant;
       }
-      auto impl = std::make_shared<TensorImpl>();
-      impl->shape = v.shape;
-      impl->strides = v.strides;
-      impl->offset = v.offset;
-      impl->dtype = v.dtype;
-      impl->storage = s.held;
-      operands.emplace_back(std::move(impl));
+      operands.emplace_back(view_impl(v, s.held));
     }
     n.kernel(operands.data());
   }
@@ -179,15 +183,9 @@ void build_executor(Plan& p) {
   e.slot_views.assign(p.slots.size(), {});
   for (std::size_t v = 0; v < p.views.size(); ++v) {
     const View& view = p.views[v];
-    auto impl = std::make_shared<TensorImpl>();
-    impl->shape = view.shape;
-    impl->strides = view.strides;
-    impl->offset = view.offset;
-    impl->dtype = view.dtype;
     const Slot& s = p.slots[static_cast<std::size_t>(view.slot)];
-    if (s.held) impl->storage = s.held;
-    if (s.kind == SlotKind::intermediate && s.buffer >= 0) impl->storage = e.buffers[static_cast<std::size_t>(s.buffer)];
-    e.impls[v] = std::move(impl);
+    const bool planned = s.kind == SlotKind::intermediate && s.buffer >= 0;
+    e.impls[v] = view_impl(view, planned ? e.buffers[static_cast<std::size_t>(s.buffer)] : s.held);
     e.base_offsets[v] = view.offset;
     e.slot_views[static_cast<std::size_t>(view.slot)].push_back(static_cast<int>(v));
   }

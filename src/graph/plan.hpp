@@ -137,6 +137,9 @@ struct PassOptions {
   bool fuse_elementwise = true;
   bool plan_memory = true;
 };
+// A TensorImpl for view v over `storage` (null: bound per call).
+std::shared_ptr<TensorImpl> view_impl(const View& v, std::shared_ptr<Storage> storage);
+
 // What keel::function runs (jit_compile = false turns every pass off); tests switch passes here.
 PassOptions& default_pass_options();
 // Optimises the plan and builds its executor.

@@ -15,6 +15,24 @@ void bind_slot(Executor& e, int slot, const std::shared_ptr<Storage>& storage, s
   }
 }
 
+// Results [first, last) of a run: handles of their own (the executor's views are rebound by
+// the next call) over the memory they are bound to now.
+std::vector<Tensor> results_of(const Executor& e, const std::vector<int>& outputs, std::size_t first, std::size_t last) {
+  std::vector<Tensor> results;
+  results.reserve(last - first);
+  for (std::size_t k = first; k < last; ++k) {
+    const TensorImpl& impl = *e.impls[static_cast<std::size_t>(outputs[k])];
+    auto out = std::make_shared<TensorImpl>();
+    out->shape = impl.shape;
+    out->strides = impl.strides;
+    out->offset = impl.offset;
+    out->dtype = impl.dtype;
+    out->storage = impl.storage;
+    results.emplace_back(std::move(out));
+  }
+  return results;
+}
+
 // Drops the call's arguments and results from the plan when the call ends, however it ends.
 struct Unbind {
   Plan& p;
@@ -79,19 +97,7 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& args) {
     const auto& held = p.slots[static_cast<std::size_t>(s)].held;
     if (held) held->bump_version();
   }
-  std::vector<Tensor> results;
-  results.reserve(p.outputs.size());
-  for (int v : p.outputs) {
-    const TensorImpl& impl = *e.impls[static_cast<std::size_t>(v)];
-    auto out = std::make_shared<TensorImpl>();
-    out->shape = impl.shape;
-    out->strides = impl.strides;
-    out->offset = impl.offset;
-    out->dtype = impl.dtype;
-    out->storage = impl.storage;
-    results.emplace_back(std::move(out));
-  }
-  return results;
+  return results_of(e, p.outputs, 0, p.outputs.size());
 }
 
 namespace {
@@ -122,18 +128,7 @@ std::vector<Tensor> run_bound(Plan& p, Binding& call, const std::vector<Tensor>*
     }
   }
   run_nodes(p.nodes, part);
-  std::vector<Tensor> results;
-  for (std::size_t k = first; k < last; ++k) {
-    const TensorImpl& impl = *e.impls[static_cast<std::size_t>(p.outputs[k])];
-    auto out = std::make_shared<TensorImpl>();
-    out->shape = impl.shape;
-    out->strides = impl.strides;
-    out->offset = impl.offset;
-    out->dtype = impl.dtype;
-    out->storage = impl.storage;
-    results.emplace_back(std::move(out));
-  }
-  return results;
+  return results_of(e, p.outputs, first, last);
 }
 
 }  // namespace

@@ -131,7 +131,9 @@ std::vector<Tensor> trace(const std::string& name, const std::vector<Tensor>& ar
     }
     if (s.kind != SlotKind::intermediate) continue;
     if (std::shared_ptr<Storage> alive = s.seen.lock()) {
-      const long own = first_call && recorder.kept(alive.get()) ? 2 : 1;  // `alive`, and the recorder's
+      // `alive`, and in a differentiable trace the recorder's copy (it keeps every storage that
+      // began as an intermediate, as every slot still one here did).
+      const long own = first_call ? 2 : 1;
       const long others = alive.use_count() - own - (first_call && first_call->storages[k] == alive ? 1 : 0);
       if (others > 0) {
         s.kind = SlotKind::state;

@@ -78,13 +78,8 @@ class TraceRecorder final : public backend::KernelRecorder {
   // Nodes recorded from now on are the backward of a differentiable plan.
   void start_backward() { backward_ = true; }
   // Keeps every storage made during the trace alive (a differentiable trace's first call reads
-  // them again in its backward); kept() lists them.
+  // them again in its backward).
   void keep_storages() { keep_ = true; }
-  bool kept(const Storage* s) const {
-    for (const auto& k : kept_)
-      if (k.get() == s) return true;
-    return false;
-  }
 
  private:
   template <class Inputs, class Run>
