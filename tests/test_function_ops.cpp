@@ -7,6 +7,7 @@
 
 #include <keel/keel.hpp>
 
+#include "gradcheck.hpp"
 #include "graph/plan.hpp"
 #include "simd_levels.hpp"
 
@@ -219,4 +220,24 @@ TEST_CASE("a persistent tape may ask a traced function's gradient twice; a neste
   inner.watch(x);
   const Tensor z = f(x);
   CHECK_THROWS_AS(inner.gradient(z, x), ValueError);
+}
+
+TEST_CASE("a traced function's traced backward and eager cond / while_loop pass finite differences", "[function][autograd]") {
+  using keel_test::check_gradients;
+  // The finite differences call f eagerly; the tape's gradient goes through the traced
+  // function's one node (its backward replayed) and through the control flow's path taken.
+  auto traced = keel::function(
+      [](const Tensor& a, const Tensor& b) { return tanh(matmul(a, b)) * reduce_sum(a, {1}, true); });
+  const Tensor a = random::normal({2, 3}, 0, 1, DType::float64), b = random::normal({3, 3}, 0, 1, DType::float64);
+  check_gradients([&](const std::vector<Tensor>& xs) { return traced(xs[0], xs[1]); }, {a, b});
+  check_gradients([](const std::vector<Tensor>& xs) {
+    return keel::cond(reduce_sum(xs[0]) > -100.0, [&] { return exp(xs[0]) * xs[0]; }, [&] { return xs[0]; });
+  }, {a});
+  check_gradients([](const std::vector<Tensor>& xs) {
+    return keel::while_loop([](const std::vector<Tensor>& v) { return v[1] < 3.0; },
+                            [](const std::vector<Tensor>& v) {
+                              return std::vector<Tensor>{sin(v[0]) * v[0], v[1] + 1.0};
+                            },
+                            {xs[0], constant(0.0, DType::float64)})[0];
+  }, {a});
 }
