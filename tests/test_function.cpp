@@ -355,3 +355,7 @@ TEST_CASE("eager cond and while_loop carry gradients through the path taken", "[
   // three doublings: y = 8x, dy/dx = 8
   CHECK(tape2.gradient(out[0], x).item<double>() == 8.0);
 }
+
+TEST_CASE("reduce_retracing is refused until graphs can generalise a shape", "[function]") {
+  CHECK_THROWS_AS(keel::function([](const Tensor& x) { return x; }, {.reduce_retracing = true}), ValueError);
+}

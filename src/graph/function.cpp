@@ -74,6 +74,11 @@ struct FunctionCore::State {
 };
 
 FunctionCore::FunctionCore(FunctionOptions options) : state_(std::make_shared<State>()) {
+  // Refused rather than accepted and ignored: plans are per concrete shape, so there is no
+  // generalised signature to retrace into yet.
+  if (options.reduce_retracing)
+    throw ValueError(fmt::format("{}: reduce_retracing is not supported yet (each new shape traces a graph of its own)",
+                                 who(options)));
   state_->options = std::move(options);
 }
 

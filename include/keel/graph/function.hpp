@@ -40,8 +40,9 @@ struct FunctionOptions {
   // Whole-graph optimisation (dead-code elimination, elementwise fusion, buffer reuse) of
   // the traced graph; false replays the recorded kernels one by one as traced.
   bool jit_compile = true;
-  // After a second trace that differs from the first only in some dimensions, those
-  // dimensions become -1 in the signature the function keys its graphs by.
+  // TensorFlow: after a second trace that differs from the first only in some dimensions,
+  // those dimensions become -1 in the signature. Not supported yet (graphs are per concrete
+  // shape): true is a ValueError.
   bool reduce_retracing = false;
   std::string name = "";
 };
