@@ -7,7 +7,10 @@
 //                           layer's bias + activation pattern; read 1, write 1 array)
 //   exp, tanh, sigmoid,
 //   relu                    unary: read 1, write 1 array
+//   round, tan, mish,
+//   hard_swish              tf.math / Keras 3 unary ops (xsimd kernels): read 1, write 1 array
 //   add, maximum            binary: read 2, write 1 array
+//   mod, floordiv, atan2    binary; mod is a scalar std::fmod loop (exact remainders)
 //   memcpy/...              the baseline: a plain memcpy moving the same number of bytes
 //                           (half read, half written), split over the same number of threads
 //
@@ -136,8 +139,15 @@ BENCHMARK(BM_unary<keel::exp>)->Name("exp")->Apply(thread_args);
 BENCHMARK(BM_unary<keel::tanh>)->Name("tanh")->Apply(thread_args);
 BENCHMARK(BM_unary<keel::sigmoid>)->Name("sigmoid")->Apply(thread_args);
 BENCHMARK(BM_unary<keel::relu>)->Name("relu")->Apply(thread_args);
+BENCHMARK(BM_unary<keel::round>)->Name("round")->Apply(thread_args);
+BENCHMARK(BM_unary<keel::tan>)->Name("tan")->Apply(thread_args);
+BENCHMARK(BM_unary<keel::mish>)->Name("mish")->Apply(thread_args);
+BENCHMARK(BM_unary<keel::hard_swish>)->Name("hard_swish")->Apply(thread_args);
 BENCHMARK(BM_binary<keel::add>)->Name("add")->Apply(thread_args);
 BENCHMARK(BM_binary<keel::maximum>)->Name("maximum")->Apply(thread_args);
+BENCHMARK(BM_binary<keel::mod>)->Name("mod")->Apply(thread_args);
+BENCHMARK(BM_binary<keel::floordiv>)->Name("floordiv")->Apply(thread_args);
+BENCHMARK(BM_binary<keel::atan2>)->Name("atan2")->Apply(thread_args);
 BENCHMARK(BM_memcpy)
     ->Name("memcpy/as_relu_xw_b_full")
     ->Apply([](benchmark::internal::Benchmark* b) { memcpy_args(b, 4 * kN * kF); });

@@ -39,6 +39,28 @@ const char* unary_name(UnaryOp op) {
     case UnaryOp::softplus: return "softplus";
     case UnaryOp::silu: return "silu";
     case UnaryOp::erf: return "erf";
+    case UnaryOp::floor: return "floor";
+    case UnaryOp::ceil: return "ceil";
+    case UnaryOp::round: return "round";
+    case UnaryOp::tan: return "tan";
+    case UnaryOp::asin: return "asin";
+    case UnaryOp::acos: return "acos";
+    case UnaryOp::atan: return "atan";
+    case UnaryOp::sinh: return "sinh";
+    case UnaryOp::cosh: return "cosh";
+    case UnaryOp::asinh: return "asinh";
+    case UnaryOp::acosh: return "acosh";
+    case UnaryOp::atanh: return "atanh";
+    case UnaryOp::expm1: return "expm1";
+    case UnaryOp::log2: return "log2";
+    case UnaryOp::log10: return "log10";
+    case UnaryOp::reciprocal: return "reciprocal";
+    case UnaryOp::erfc: return "erfc";
+    case UnaryOp::selu: return "selu";
+    case UnaryOp::softsign: return "softsign";
+    case UnaryOp::hard_sigmoid: return "hard_sigmoid";
+    case UnaryOp::hard_swish: return "hard_swish";
+    case UnaryOp::mish: return "mish";
   }
   return "unary";
 }
@@ -53,6 +75,9 @@ const char* binary_name(BinaryOp op) {
     case BinaryOp::maximum: return "maximum";
     case BinaryOp::minimum: return "minimum";
     case BinaryOp::relu_grad: return "relu_grad";
+    case BinaryOp::floor_mod: return "floormod";
+    case BinaryOp::floor_div: return "floordiv";
+    case BinaryOp::atan2: return "atan2";
   }
   return "binary";
 }
@@ -64,6 +89,31 @@ bool integer_unary(UnaryOp op) {
 }
 
 // ---- the formulas ------------------------------------------------------------------------------
+
+// The math library functions element_types.cuh does not wrap, with the same no-promotion rule.
+#define KEEL_EW_MATH1(name, ffn, dfn)                               \
+  __device__ __forceinline__ float name(float v) { return ffn(v); } \
+  __device__ __forceinline__ double name(double v) { return dfn(v); }
+KEEL_EW_MATH1(m_floor, floorf, floor)
+KEEL_EW_MATH1(m_ceil, ceilf, ceil)
+KEEL_EW_MATH1(m_rint, rintf, rint)  // to nearest, ties to even: tf.math.round
+KEEL_EW_MATH1(m_tan, tanf, tan)
+KEEL_EW_MATH1(m_asin, asinf, asin)
+KEEL_EW_MATH1(m_acos, acosf, acos)
+KEEL_EW_MATH1(m_atan, atanf, atan)
+KEEL_EW_MATH1(m_sinh, sinhf, sinh)
+KEEL_EW_MATH1(m_cosh, coshf, cosh)
+KEEL_EW_MATH1(m_asinh, asinhf, asinh)
+KEEL_EW_MATH1(m_acosh, acoshf, acosh)
+KEEL_EW_MATH1(m_atanh, atanhf, atanh)
+KEEL_EW_MATH1(m_log2, log2f, log2)
+KEEL_EW_MATH1(m_log10, log10f, log10)
+KEEL_EW_MATH1(m_erfc, erfcf, erfc)
+#undef KEEL_EW_MATH1
+__device__ __forceinline__ float m_fmod(float a, float b) { return fmodf(a, b); }
+__device__ __forceinline__ double m_fmod(double a, double b) { return fmod(a, b); }
+__device__ __forceinline__ float m_atan2(float a, float b) { return atan2f(a, b); }
+__device__ __forceinline__ double m_atan2(double a, double b) { return atan2(a, b); }
 
 // max(0, v) as x86's maxps(0, v) computes it on the CPU: `0 > v ? 0 : v`, which keeps a NaN v.
 template <class C>
@@ -100,6 +150,39 @@ __device__ __forceinline__ C unary_float(UnaryOp op, C v, C alpha) {
       return relu_of(v) + m_log1p(m_exp(-m_abs(v)));
     case UnaryOp::silu: return v / (one + m_exp(-v));
     case UnaryOp::erf: return m_erf(v);
+    case UnaryOp::floor: return m_floor(v);
+    case UnaryOp::ceil: return m_ceil(v);
+    case UnaryOp::round: return m_rint(v);
+    case UnaryOp::tan: return m_tan(v);
+    case UnaryOp::asin: return m_asin(v);
+    case UnaryOp::acos: return m_acos(v);
+    case UnaryOp::atan: return m_atan(v);
+    case UnaryOp::sinh: return m_sinh(v);
+    case UnaryOp::cosh: return m_cosh(v);
+    case UnaryOp::asinh: return m_asinh(v);
+    case UnaryOp::acosh: return m_acosh(v);
+    case UnaryOp::atanh: return m_atanh(v);
+    case UnaryOp::expm1: return m_expm1(v);
+    case UnaryOp::log2: return m_log2(v);
+    case UnaryOp::log10: return m_log10(v);
+    case UnaryOp::reciprocal: return one / v;
+    case UnaryOp::erfc: return m_erfc(v);
+    // Keras 3's selu constants (keras.activations.selu).
+    case UnaryOp::selu:
+      return C(1.05070098735548049341933498) * (v > zero ? v : C(1.67326324235437728481704299) * m_expm1(v));
+    case UnaryOp::softsign: return v / (m_abs(v) + one);  // TensorFlow's formula: +-inf gives NaN
+    case UnaryOp::hard_sigmoid: {
+      const C r = relu_of(v + C(3));
+      return (C(6) < r ? C(6) : r) / C(6);
+    }
+    case UnaryOp::hard_swish: {
+      const C r = relu_of(v + C(3));
+      return v * ((C(6) < r ? C(6) : r) / C(6));
+    }
+    case UnaryOp::mish: {  // v tanh(softplus(v)) = v m / (m + 2), m = e^v (e^v + 2), as the CPU
+      const C e = m_exp(v), m = e * (e + C(2));
+      return v > C(20) ? v : v * (m / (m + C(2)));
+    }
   }
   return v;
 }
@@ -140,6 +223,13 @@ __device__ __forceinline__ C binary_float(BinaryOp op, C u, C v) {
       return u != u ? u : (v != v ? v : (u >= v ? u : v));
     case BinaryOp::minimum: return u != u ? u : (v != v ? v : (u <= v ? u : v));
     case BinaryOp::relu_grad: return u * (v > C(0) ? C(1) : C(0));
+    // TensorFlow's FloorMod of floats: fmod, moved by the divisor when the signs differ.
+    case BinaryOp::floor_mod: {
+      const C r = m_fmod(u, v);
+      return r != C(0) && ((v < C(0)) != (r < C(0))) ? r + v : r;
+    }
+    case BinaryOp::floor_div: return m_floor(u / v);  // Eigen's google_floor_div_real
+    case BinaryOp::atan2: return m_atan2(u, v);
   }
   return u;
 }
@@ -170,6 +260,24 @@ __device__ __forceinline__ T binary_int(BinaryOp op, T a, T b) {
     case BinaryOp::maximum: return a > b ? a : b;
     case BinaryOp::minimum: return a < b ? a : b;
     case BinaryOp::relu_grad: return b > T(0) ? a : T(0);
+    // TensorFlow's FloorDiv / FloorMod of integers (the op layer rejects a zero divisor).
+    case BinaryOp::floor_div: {
+      if (b == T(0)) return T(0);
+      if constexpr (std::is_signed_v<T>) {
+        if (b == T(-1)) return wrap_sub(T(0), a);
+      }
+      const T q = static_cast<T>(a / b), r = static_cast<T>(a % b);
+      return r != T(0) && negative(r) != negative(b) ? static_cast<T>(q - T(1)) : q;
+    }
+    case BinaryOp::floor_mod: {
+      if (b == T(0)) return T(0);
+      if constexpr (std::is_signed_v<T>) {
+        if (b == T(-1)) return T(0);
+      }
+      const T r = static_cast<T>(a % b);
+      return r != T(0) && negative(r) != negative(b) ? wrap_add(r, b) : r;
+    }
+    case BinaryOp::atan2: return a;  // float only: the op layer sends no integers
   }
   return a;
 }
@@ -267,14 +375,15 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// op: LogicalOp's value (and, or, xor).
 __global__ void __launch_bounds__(kThreads)
-    logical_kernel(bool is_and, const std::uint8_t* a, const std::uint8_t* b, std::uint8_t* y,
+    logical_kernel(int op, const std::uint8_t* a, const std::uint8_t* b, std::uint8_t* y,
                    Strided<2> ix, std::int64_t n) {
   for (std::int64_t i = thread_index(), step = thread_count(); i < n; i += step) {
     std::int64_t off[2];
     ix.offsets(i, off);
     const bool u = a[off[0]] != 0, v = b[off[1]] != 0;
-    y[i] = (is_and ? (u && v) : (u || v)) ? 1 : 0;
+    y[i] = (op == 0 ? (u && v) : op == 1 ? (u || v) : (u != v)) ? 1 : 0;
   }
 }
 
@@ -300,14 +409,15 @@ __global__ void __launch_bounds__(kThreads)
 
 template <class S>
 __global__ void __launch_bounds__(kThreads)
-    is_finite_kernel(const S* x, std::uint8_t* y, Strided<1> ix, std::int64_t n, bool nan_only) {
+    is_finite_kernel(const S* x, std::uint8_t* y, Strided<1> ix, std::int64_t n, int test) {
   using C = Compute<S>;
   for (std::int64_t i = thread_index(), step = thread_count(); i < n; i += step) {
     std::int64_t off[1];
     ix.offsets(i, off);
     const C v = Elem<S>::load(x, off[0]);
-    // |v| <= max is false for NaN and for the infinities.
-    y[i] = (nan_only ? v != v : m_abs(v) <= std::numeric_limits<C>::max()) ? 1 : 0;
+    // |v| <= max is false for NaN and for the infinities; |v| > max only for the infinities.
+    const C big = std::numeric_limits<C>::max();
+    y[i] = (test == 1 ? v != v : test == 2 ? m_abs(v) > big : m_abs(v) <= big) ? 1 : 0;
   }
 }
 
@@ -402,8 +512,8 @@ void compare(CompareOp kind, const View& a, const View& b, const View& out) {
 }
 
 void logical(LogicalOp op, const View& a, const View& b, const View& out) {
-  const bool is_and = op == LogicalOp::and_;
-  const char* opname = is_and ? "logical_and" : "logical_or";
+  const int kind = static_cast<int>(op);  // the device code's index, in LogicalOp's order
+  const char* opname = op == LogicalOp::and_ ? "logical_and" : op == LogicalOp::or_ ? "logical_or" : "logical_xor";
   check_out(out, DType::bool_, opname);
   check_operand(a, out, opname);
   check_operand(b, out, opname);
@@ -416,7 +526,7 @@ void logical(LogicalOp op, const View& a, const View& b, const View& out) {
   const int device = out.device;
   use_device(device);
   logical_kernel<<<blocks_for(n, device), kThreads, 0, stream(device)>>>(
-      is_and, static_cast<const std::uint8_t*>(a.data), static_cast<const std::uint8_t*>(b.data),
+      kind, static_cast<const std::uint8_t*>(a.data), static_cast<const std::uint8_t*>(b.data),
       static_cast<std::uint8_t*>(out.data), ix, n);
   check_launch(opname, device);
 }
@@ -457,8 +567,8 @@ void where(const View& cond, const View& a, const View& b, const View& out) {
 }
 
 void float_test(FloatTest test, const View& x, const View& out) {
-  const bool nan_only = test == FloatTest::nan;
-  const char* opname = nan_only ? "is_nan" : "is_finite";
+  const int kind = static_cast<int>(test);  // the device code's index, in FloatTest's order
+  const char* opname = test == FloatTest::nan ? "is_nan" : test == FloatTest::inf ? "is_inf" : "is_finite";
   check_out(out, DType::bool_, opname);
   check_operand(x, out, opname);
   const std::int64_t n = numel(out);
@@ -470,7 +580,7 @@ void float_test(FloatTest test, const View& x, const View& out) {
     using S = typename decltype(tag)::type;
     use_device(device);
     is_finite_kernel<S><<<blocks_for(n, device), kThreads, 0, stream(device)>>>(
-        static_cast<const S*>(x.data), static_cast<std::uint8_t*>(out.data), ix, n, nan_only);
+        static_cast<const S*>(x.data), static_cast<std::uint8_t*>(out.data), ix, n, kind);
     check_launch(opname, device);
   });
   if (!ok) unsupported(opname, x, "float16, bfloat16, float32 or float64");

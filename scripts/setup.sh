@@ -8,6 +8,7 @@ packages=(
   libxsimd-dev libfmt-dev nlohmann-json3-dev
   libopenblas-openmp-dev libdnnl-dev
   catch2 libbenchmark-dev zlib1g-dev
+  xtensor-dev
   ccache
   dataset-fashion-mnist
   clang libclang-rt-14-dev libomp-dev

@@ -181,6 +181,18 @@ TEST_CASE("Activation applies an activation by Keras name or a callable", "[laye
   CHECK(twice.get_config()["activation"] == "twice");
   CHECK(layers::Activation("sigmoid").get_config()["activation"] == "sigmoid");
   CHECK_THROWS_AS(layers::Activation("relu7"), ValueError);
+  // Keras 3's other names, at x = -1, 0, 2 from their definitions:
+  //   selu: scale * alpha * (e^x - 1) below 0, scale * x above (scale 1.0507009873554805,
+  //         alpha 1.6732632423543772); softsign x / (1 + |x|); hard_sigmoid relu6(x + 3) / 6;
+  //   hard_silu x * hard_sigmoid(x); mish x * tanh(log(1 + e^x)).
+  const double scale = 1.0507009873554805, alpha = 1.6732632423543772;
+  check_values(layers::Activation("selu")(x), {scale * alpha * (std::exp(-1.0) - 1), 0, 2 * scale});
+  check_values(layers::Activation("softsign")(x), {-0.5, 0, 2.0 / 3});
+  check_values(layers::Activation("hard_sigmoid")(x), {2.0 / 6, 0.5, 5.0 / 6});
+  check_values(layers::Activation("hard_silu")(x), {-2.0 / 6, 0, 10.0 / 6});
+  check_values(layers::Activation("hard_swish")(x), {-2.0 / 6, 0, 10.0 / 6});
+  check_values(layers::Activation("mish")(x),
+               {-std::tanh(std::log1p(std::exp(-1.0))), 0, 2 * std::tanh(std::log1p(std::exp(2.0)))});
   // Elementwise: any rank, and another shape after the first call.
   layers::Activation relu("relu");
   CHECK(relu(ones({2, 3, 4})).shape() == Shape{2, 3, 4});

@@ -112,7 +112,8 @@ TEST_CASE("under a mixed policy every built-in layer returns the compute dtype",
   }
   // Every activation by name, in the compute dtype.
   for (const char* name : {"linear", "relu", "sigmoid", "tanh", "softmax", "log_softmax", "elu", "gelu", "silu",
-                           "swish", "softplus", "leaky_relu", "exponential"}) {
+                           "swish", "softplus", "leaky_relu", "exponential", "selu", "softsign", "hard_sigmoid",
+                           "hard_silu", "mish"}) {
     PolicyGuard guard("mixed_float16");
     INFO(name);
     CHECK(layers::Activation(name)(features()).dtype() == DType::float16);

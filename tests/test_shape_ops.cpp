@@ -8,9 +8,13 @@
 #include <vector>
 
 #include "gradcheck.hpp"
+#include "value_fixtures.hpp"
 
 using namespace keel;
 using Catch::Contains;
+
+using keel_test::f64;
+using keel_test::wavy;
 
 namespace {
 
@@ -23,13 +27,6 @@ Tensor x23() { return reshape(arange(6), {2, 3}); }
 // c[i,j,k] = 12 i + 4 j + k, shape [2,3,4]
 Tensor c234() { return reshape(arange(24), {2, 3, 4}); }
 
-Tensor f64(const std::vector<double>& v, Shape s) { return constant(v, std::move(s), DType::float64); }
-// sin(1.1 i + salt): distinct float64 test values
-Tensor wavy(Shape s, double salt = 0.3) {
-  std::vector<double> v(static_cast<std::size_t>(s.num_elements()));
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::sin(1.1 * double(i) + salt);
-  return f64(v, std::move(s));
-}
 
 }  // namespace
 

@@ -85,7 +85,8 @@ void float_test(FloatTest test, const Tensor& x, const Tensor& out) {
   if (KernelRecorder* r = recorder())
     return r->kernel({"float_test", int(test)}, {&x}, {&out}, [=](const Tensor* t) { float_test(test, t[0], t[1]); });
   KernelClock clock;
-  run({&x}, out, test == FloatTest::nan ? "is_nan" : "is_finite", [&](const auto& v) { cuda::float_test(test, v[0], v[1]); },
+  const char* opname = test == FloatTest::nan ? "is_nan" : test == FloatTest::inf ? "is_inf" : "is_finite";
+  run({&x}, out, opname, [&](const auto& v) { cuda::float_test(test, v[0], v[1]); },
       [&] { cpu::float_test(test, x, out); });
 }
 

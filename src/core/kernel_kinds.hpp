@@ -9,17 +9,29 @@ namespace keel::kernel {
 enum class UnaryOp : std::uint8_t {
   neg, abs, sign, square, sqrt, rsqrt, exp, log, log1p, sin, cos, tanh, sigmoid,
   relu, relu6, leaky_relu, elu, gelu, gelu_tanh, softplus, silu, erf,
+  // tf.math's rounding (round: half to even), trigonometric, hyperbolic and logarithmic
+  // functions, then Keras 3's activations (see src/cpu/simd/kernels_math_impl.hpp).
+  floor, ceil, round, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh, expm1, log2, log10,
+  reciprocal, erfc, selu, softsign, hard_sigmoid, hard_swish, mish,
 };
 // relu_grad(g, x) = g * (x > 0 ? 1 : 0): ReLU's gradient in one pass. A product, not a select,
 // as TensorFlow's ReluGrad: an upstream NaN stays NaN where the mask is 0.
-enum class BinaryOp : std::uint8_t { add, sub, mul, div, pow, maximum, minimum, relu_grad };
+// floor_mod and floor_div are TensorFlow's FloorMod (the result has the divisor's sign) and
+// FloorDiv (floor(a / b) for floats); atan2(a, b) is the angle of the point (b, a).
+enum class BinaryOp : std::uint8_t {
+  add, sub, mul, div, pow, maximum, minimum, relu_grad, floor_mod, floor_div, atan2,
+};
 enum class CompareOp : std::uint8_t { eq, ne, lt, le, gt, ge };
-enum class LogicalOp : std::uint8_t { and_, or_ };
-// is_finite (neither NaN nor infinite) or is_nan.
-enum class FloatTest : std::uint8_t { finite, nan };
+enum class LogicalOp : std::uint8_t { and_, or_, xor_ };
+// is_finite (neither NaN nor infinite), is_nan or is_inf (either infinity).
+enum class FloatTest : std::uint8_t { finite, nan, inf };
 enum class ReduceOp : std::uint8_t { sum, max, min, prod };
 // argmax / argmin: the first index of the extreme value wins ties.
 enum class ArgReduceOp : std::uint8_t { argmax, argmin };
+// Running sums / products along an axis (cumsum, cumprod).
+enum class ScanOp : std::uint8_t { sum, prod };
+// How scatter_nd combines an update with the value at its index: replace, add, max or min.
+enum class ScatterMode : std::uint8_t { update, add, max, min };
 
 // The sliding-window kernels (see core/window.hpp for their geometry). Each forward comes with
 // the kernels its gradients need: backward_input is the adjoint in the image, backward_filter

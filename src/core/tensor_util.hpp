@@ -80,6 +80,13 @@ void check_float(const Tensor& x, const char* op, const char* what = "x");
 void check_numeric(const Tensor& x, const char* op);
 
 inline std::string shape_str(const Tensor& t) { return t.shape().to_string(); }
+// "[1,-2,3]": an index, axis or size list as error messages write it.
+template <class T>
+std::string list_str(const std::vector<T>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
 
 // Converts one value to element type U. Integers convert to integers by wrapping (as NumPy's
 // astype does); floating values convert to integers by truncation, saturating at the range

@@ -1,6 +1,7 @@
 #include "cpu/elementwise.hpp"
 
 #include <cmath>
+#include <type_traits>
 
 #include "core/dispatch.hpp"
 #include "cpu/copy.hpp"
@@ -26,6 +27,12 @@ T* ptr(const Tensor& t) {
   return static_cast<T*>(t.raw_data());
 }
 
+template <class T>
+bool negative(T v) {
+  if constexpr (std::is_signed_v<T>) return v < 0;
+  else return false;  // uint8
+}
+
 // Integer arithmetic (no SIMD kernels: the compiler vectorises these loops at -O3).
 template <class T>
 T int_binary(BinaryOp op, T a, T b) {
@@ -46,6 +53,26 @@ T int_binary(BinaryOp op, T a, T b) {
     case BinaryOp::maximum: return a > b ? a : b;
     case BinaryOp::minimum: return a < b ? a : b;
     case BinaryOp::relu_grad: return b > 0 ? a : T(0);
+    // TensorFlow's FloorDiv / FloorMod of integers: truncate, then step toward -inf when the
+    // remainder is non-zero and the signs differ. The op layer rejects a zero divisor; the
+    // checks here keep the kernel from trapping (x86 faults on / 0 and on lowest / -1).
+    case BinaryOp::floor_div: {
+      if (b == 0) return T(0);
+      if constexpr (std::is_signed_v<T>) {
+        if (b == T(-1)) return static_cast<T>(T(0) - static_cast<std::make_unsigned_t<T>>(a));  // wraps for lowest
+      }
+      const T q = static_cast<T>(a / b), r = static_cast<T>(a % b);
+      return r != 0 && (negative(r) != negative(b)) ? static_cast<T>(q - 1) : q;
+    }
+    case BinaryOp::floor_mod: {
+      if (b == 0) return T(0);
+      if constexpr (std::is_signed_v<T>) {
+        if (b == T(-1)) return T(0);
+      }
+      const T r = static_cast<T>(a % b);
+      return r != 0 && (negative(r) != negative(b)) ? static_cast<T>(r + b) : r;
+    }
+    case BinaryOp::atan2: return T(0);  // float only: the op layer sends no integers
   }
   return T(0);
 }
@@ -189,7 +216,7 @@ void logical(LogicalOp op, const Tensor& a, const Tensor& b, const Tensor& out) 
                       const std::array<std::int64_t, 3>& st) {
                     for (std::int64_t i = 0; i < n; ++i) {
                       const bool u = x[off[1] + i * st[1]] != 0, v = y[off[2] + i * st[2]] != 0;
-                      z[off[0] + i] = op == LogicalOp::and_ ? (u && v) : (u || v);
+                      z[off[0] + i] = op == LogicalOp::and_ ? (u && v) : op == LogicalOp::or_ ? (u || v) : (u != v);
                     }
                   });
 }
@@ -232,7 +259,6 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& o
 }
 
 void float_test(FloatTest test, const Tensor& x, const Tensor& out) {
-  const bool nan_only = test == FloatTest::nan;
   const auto os = contiguous_strides(out.shape());
   auto* z = ptr<std::uint8_t>(out);
   detail::dispatch_float(x.dtype(), "is_finite", [&]<class T>() {
@@ -242,7 +268,9 @@ void float_test(FloatTest test, const Tensor& x, const Tensor& out) {
                         const std::array<std::int64_t, 2>& st) {
                       for (std::int64_t i = 0; i < n; ++i) {
                         const T v = xp[off[1] + i * st[1]];
-                        z[off[0] + i] = nan_only ? std::isnan(v) : std::isfinite(v);
+                        z[off[0] + i] = test == FloatTest::nan ? std::isnan(v)
+                                        : test == FloatTest::inf ? std::isinf(v)
+                                                                 : std::isfinite(v);
                       }
                     });
   });

@@ -34,15 +34,19 @@ std::string kernel_op_name(const backend::KernelType& type) {
   if (f == "unary")
     return pick(std::array{"Neg", "Abs", "Sign", "Square", "Sqrt", "Rsqrt", "Exp", "Log", "Log1p", "Sin", "Cos",
                            "Tanh", "Sigmoid", "Relu", "Relu6", "LeakyRelu", "Elu", "Gelu", "GeluTanh", "Softplus",
-                           "Silu", "Erf"},
+                           "Silu", "Erf", "Floor", "Ceil", "Round", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh",
+                           "Asinh", "Acosh", "Atanh", "Expm1", "Log2", "Log10", "Reciprocal", "Erfc", "Selu",
+                           "Softsign", "HardSigmoid", "HardSwish", "Mish"},
                 k);
   if (f == "binary")
-    return pick(std::array{"AddV2", "Sub", "Mul", "RealDiv", "Pow", "Maximum", "Minimum", "ReluGrad"}, k);
+    return pick(std::array{"AddV2", "Sub", "Mul", "RealDiv", "Pow", "Maximum", "Minimum", "ReluGrad", "FloorMod", "FloorDiv",
+                           "Atan2"},
+                k);
   if (f == "compare") return pick(std::array{"Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual"}, k);
-  if (f == "logical") return pick(std::array{"LogicalAnd", "LogicalOr"}, k);
+  if (f == "logical") return pick(std::array{"LogicalAnd", "LogicalOr", "LogicalXor"}, k);
   if (f == "logical_not") return "LogicalNot";
   if (f == "where") return "SelectV2";
-  if (f == "float_test") return pick(std::array{"IsFinite", "IsNan"}, k);
+  if (f == "float_test") return pick(std::array{"IsFinite", "IsNan", "IsInf"}, k);
   if (f == "reduce") return pick(std::array{"Sum", "Max", "Min", "Prod"}, k);
   if (f == "arg_reduce") return pick(std::array{"ArgMax", "ArgMin"}, k);
   if (f == "matmul") return "BatchMatMulV2";
@@ -77,6 +81,23 @@ std::string kernel_op_name(const backend::KernelType& type) {
   if (f == "dropout") return "Dropout";
   if (f == "random") return pick(std::array{"RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt"}, k);
   if (f == "fused_elementwise") return "FusedElementwise";
+  if (f == "scan") return pick(std::array{"Cumsum", "Cumprod"}, k);
+  if (f == "sort") return "Sort";
+  if (f == "top_k") return "TopKV2";
+  if (f == "search_sorted") return pick(std::array{"LowerBound", "UpperBound"}, k);
+  if (f == "bincount") return "Bincount";
+  if (f == "gather_nd") return "GatherNd";
+  if (f == "scatter_nd")
+    return pick(std::array{"TensorScatterUpdate", "TensorScatterAdd", "TensorScatterMax", "TensorScatterMin"}, k);
+  if (f == "reverse") return "ReverseV2";
+  if (f == "inverse") return "MatrixInverse";
+  if (f == "solve") return "MatrixSolve";
+  if (f == "cholesky") return "Cholesky";
+  if (f == "triangular_solve") return "MatrixTriangularSolve";
+  if (f == "qr") return "Qr";
+  if (f == "svd") return "Svd";
+  if (f == "eigh") return "SelfAdjointEigV2";
+  if (f == "determinant") return pick(std::array{"LogMatrixDeterminant", "MatrixDeterminant"}, k);
   return f;
 }
 

@@ -156,10 +156,16 @@ ActivationFn::ActivationFn(std::string name) : name_(std::move(name)) {
   else if (n == "softplus") fn_ = [](const Tensor& x) { return softplus(x); };
   else if (n == "leaky_relu") fn_ = [](const Tensor& x) { return leaky_relu(x); };
   else if (n == "exponential") fn_ = [](const Tensor& x) { return exp(x); };
+  else if (n == "selu") fn_ = [](const Tensor& x) { return selu(x); };
+  else if (n == "softsign") fn_ = [](const Tensor& x) { return softsign(x); };
+  else if (n == "hard_sigmoid") fn_ = [](const Tensor& x) { return hard_sigmoid(x); };
+  else if (n == "hard_silu" || n == "hard_swish") fn_ = [](const Tensor& x) { return hard_swish(x); };
+  else if (n == "mish") fn_ = [](const Tensor& x) { return mish(x); };
   else
     throw ValueError(fmt::format(
         "activation: unknown name '{}' (expected linear, relu, relu6, sigmoid, tanh, softmax, log_softmax, "
-        "elu, gelu, silu, swish, softplus, leaky_relu or exponential)", n));
+        "elu, gelu, silu, swish, softplus, leaky_relu, exponential, selu, softsign, hard_sigmoid, hard_silu, "
+        "hard_swish or mish)", n));
 }
 
 ActivationFn get(const std::string& name) { return ActivationFn(name); }

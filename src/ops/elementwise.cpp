@@ -1,4 +1,5 @@
-// Elementwise ops: each forward with its gradient rule right below it.
+// Elementwise ops: each forward with its gradient rule right below it. The tf.math functions and
+// Keras 3 activations added later live in elementwise_math.cpp.
 #include "keel/ops/elementwise.hpp"
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "keel/ops/creation.hpp"
 #include "keel/ops/reduce.hpp"
 #include "keel/ops/shape.hpp"
+#include "ops/elementwise_internal.hpp"
 
 namespace keel {
 
@@ -21,6 +23,10 @@ using kernel::CompareOp;
 using kernel::FloatTest;
 using kernel::LogicalOp;
 using kernel::UnaryOp;
+using detail::binary_op;
+using detail::check_binary;
+using detail::record_unary;
+using detail::unary_op;
 
 namespace {
 
@@ -30,10 +36,13 @@ bool integer_ok(UnaryOp op) {
          op == UnaryOp::relu;
 }
 
+}  // namespace
+
+namespace detail {
 
 // float16/bfloat16 run as stored on a GPU; on the CPU the backend computes them in float32 and
 // rounds the result once, as a GPU kernel does.
-Tensor unary_op(const char* name, UnaryOp op, const Tensor& x, double alpha = 0) {
+Tensor unary_op(const char* name, UnaryOp op, const Tensor& x, double alpha) {
   detail::check_defined(x, name);
   if (!is_half(x.dtype())) {
     if (integer_ok(op)) detail::check_numeric(x, name); else detail::check_float(x, name);
@@ -58,6 +67,10 @@ Tensor binary_op(const char* name, BinaryOp op, const Tensor& x, const Tensor& y
   backend::binary(op, x, y, z);
   return z;
 }
+
+}  // namespace detail
+
+namespace {
 
 Tensor zero_of(const Tensor& g) { return scalar_like(g, 0.0); }
 
@@ -153,17 +166,6 @@ Tensor maximum(const Tensor& x, double y) { return maximum(x, scalar_like(x, y))
 Tensor minimum(const Tensor& x, double y) { return minimum(x, scalar_like(x, y)); }
 
 // ---- unary ---------------------------------------------------------------------------------
-
-namespace {
-// Records a unary op whose gradient is g * dydx(x, y).
-template <class D>
-void record_unary(const char* name, const Tensor& x, const Tensor& y, D dydx) {
-  if (!autograd::recording()) return;
-  autograd::record(name, {x}, {y}, [x, y, dydx](const Grads& g, const Needs&) {
-    return Grads{dydx(g[0], x, y)};
-  }, {x, y});
-}
-}  // namespace
 
 Tensor neg(const Tensor& x) {
   Tensor y = unary_op("neg", UnaryOp::neg, x);
@@ -430,6 +432,7 @@ Tensor greater_equal(const Tensor& x, const Tensor& y) {
 }
 Tensor logical_and(const Tensor& x, const Tensor& y) { return logical_op("logical_and", LogicalOp::and_, x, y); }
 Tensor logical_or(const Tensor& x, const Tensor& y) { return logical_op("logical_or", LogicalOp::or_, x, y); }
+Tensor logical_xor(const Tensor& x, const Tensor& y) { return logical_op("logical_xor", LogicalOp::xor_, x, y); }
 
 Tensor logical_not(const Tensor& x) {
   detail::check_defined(x, "logical_not");
@@ -458,6 +461,7 @@ Tensor float_test(const char* name, const Tensor& x, FloatTest test) {
 
 Tensor is_finite(const Tensor& x) { return float_test("is_finite", x, FloatTest::finite); }
 Tensor is_nan(const Tensor& x) { return float_test("is_nan", x, FloatTest::nan); }
+Tensor is_inf(const Tensor& x) { return float_test("is_inf", x, FloatTest::inf); }
 
 // ---- operators -------------------------------------------------------------------------------
 

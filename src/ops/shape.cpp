@@ -27,12 +27,7 @@ using autograd::Needs;
 
 namespace {
 
-template <class T>
-std::string list_str(const std::vector<T>& v) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
-}
+using detail::list_str;
 
 // Axis for inserting a new dimension: [-rank-1, rank] (normalize_axis would name rank + 1).
 int insert_axis(int axis, const Tensor& x, const char* op) {

@@ -40,7 +40,7 @@ Tensor Tensor::operator[](std::int64_t i) const {
   std::vector<std::int64_t> begin(static_cast<std::size_t>(rank()), 0), size(shape().dims());
   begin[0] = j;
   size[0] = 1;
-  return squeeze(slice(*this, begin, size), {0});
+  return squeeze(keel::slice(*this, begin, size), {0});
 }
 
 template <class T>

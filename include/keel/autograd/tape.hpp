@@ -49,6 +49,19 @@ class GradientTape {
                                const Tensor& output_gradient,
                                UnconnectedGradients unconnected = UnconnectedGradients::none);
 
+  // tf.GradientTape.jacobian: every d target[i] / d source[j], shape target.shape + source.shape
+  // (one backward pass per target element; the tape stays usable until the last one, and
+  // outer tapes record the passes, so jacobians nest). Unconnected: undefined, or zeros.
+  Tensor jacobian(const Tensor& target, const Tensor& source,
+                  UnconnectedGradients unconnected = UnconnectedGradients::none);
+  Tensor jacobian(const Tensor& target, const Variable& source,
+                  UnconnectedGradients unconnected = UnconnectedGradients::none);
+  // tf.GradientTape.batch_jacobian: target [b, y...] and source [b, x...] with rows independent
+  // across the batch; result [b, y..., x...] with result[i] = d target[i] / d source[i]. One
+  // backward pass per element of y.
+  Tensor batch_jacobian(const Tensor& target, const Tensor& source,
+                        UnconnectedGradients unconnected = UnconnectedGradients::none);
+
   // While the returned guard lives, this tape records nothing.
   class RecordingPause {
    public:

@@ -23,6 +23,13 @@ class Variable {
   void assign(const Tensor& value);
   void assign_add(const Tensor& delta);
   void assign_sub(const Tensor& delta);
+  // v[spec].assign(value) (tf's sliced assign): value, of the slice's shape and the variable's
+  // dtype, written into that slice in place, e.g. v.assign(value, {keel::range(1, 3)}).
+  void assign(const Tensor& value, const SliceSpec& spec);
+  // tf.Variable.scatter_nd_update / scatter_nd_add: the slices at indices ([..., M], as
+  // tensor_scatter_nd_update) replaced by / incremented by updates, in place.
+  void scatter_nd_update(const Tensor& indices, const Tensor& updates);
+  void scatter_nd_add(const Tensor& indices, const Tensor& updates);
 
   const std::string& name() const { return name_; }
   bool trainable() const { return trainable_; }

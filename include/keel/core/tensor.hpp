@@ -10,6 +10,7 @@
 #include "keel/core/dtype.hpp"
 #include "keel/core/error.hpp"
 #include "keel/core/shape.hpp"
+#include "keel/core/slice_spec.hpp"
 #include "keel/core/tensor_impl.hpp"
 
 namespace keel {
@@ -32,6 +33,9 @@ class Tensor {
   template <class T> std::vector<T> to_vector() const;  // row-major copy; converts
   Tensor reshape(Shape shape) const;
   Tensor operator[](std::int64_t i) const;            // first-axis index, a view
+  // NumPy basic indexing (keel/core/slice_spec.hpp): x.slice({keel::range(1, -1), keel::all, 2})
+  // is x[1:-1, :, 2]. A view unless a step is negative; differentiable.
+  Tensor slice(const SliceSpec& spec) const;
 
   // Lower-level access, for ops and kernels.
   const std::vector<std::int64_t>& strides() const { return checked()->strides; }

@@ -46,6 +46,13 @@ Tensor truncated_normal(Shape shape, double mean = 0, double stddev = 1,
 // Uniform integers in [minval, maxval).
 Tensor uniform_int(Shape shape, std::int64_t minval, std::int64_t maxval,
                    DType dtype = DType::int64);
+// tf.random.categorical: logits [batch, classes] (unnormalised log-probabilities) ->
+// [batch, num_samples] class indices, int64 or int32, drawn independently (Gumbel-max: the
+// argmax of logits + Gumbel noise has exactly the softmax distribution). A -inf logit is never
+// drawn.
+Tensor categorical(const Tensor& logits, std::int64_t num_samples, DType dtype = DType::int64);
+// tf.random.shuffle: x's slices along axis 0 in a uniformly random order.
+Tensor shuffle(const Tensor& x);
 // Draws `count` 32-bit words' worth of fresh counter space from the global generator:
 // returns {key, first counter}. Used by ops with their own randomness (dropout, shuffles).
 struct PhiloxState { std::uint64_t key; std::uint64_t counter; };

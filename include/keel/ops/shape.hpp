@@ -2,6 +2,7 @@
 // Shape ops. reshape, transpose, slicing, expand_dims, squeeze and broadcast_to return views.
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "keel/core/tensor.hpp"
@@ -30,6 +31,10 @@ Tensor one_hot(const Tensor& indices, int depth, double on_value = 1, double off
                DType dtype = DType::float32);
 // paddings: one {before, after} pair per axis.
 Tensor pad(const Tensor& x, const std::vector<std::array<std::int64_t, 2>>& paddings,
+           double value = 0);
+// tf.pad's modes (any case): "CONSTANT" fills with value; "REFLECT" mirrors x without its edge
+// element (each padding < the axis size), "SYMMETRIC" with it (each padding <= the axis size).
+Tensor pad(const Tensor& x, const std::vector<std::array<std::int64_t, 2>>& paddings, const std::string& mode,
            double value = 0);
 
 // Shape broadcasting by NumPy rules; ShapeError naming `op` when incompatible.

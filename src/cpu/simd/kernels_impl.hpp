@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "cpu/kernels.hpp"
+#include "cpu/simd/kernels_math_impl.hpp"
 #include "cpu/simd/optimizer_impl.hpp"
 
 namespace keel::cpu::simd_impl {
@@ -211,6 +212,12 @@ void unary(UnaryOp op, const T* x, T* y, std::int64_t n, T alpha) {
       });
     case UnaryOp::silu: return map_unary<A>(x, y, n, [=](B v) { return v / (one + xsimd::exp(-v)); });
     case UnaryOp::erf: return map_unary<A>(x, y, n, [](B v) { return xsimd::erf(v); });
+    case UnaryOp::floor: case UnaryOp::ceil: case UnaryOp::round: case UnaryOp::tan: case UnaryOp::asin:
+    case UnaryOp::acos: case UnaryOp::atan: case UnaryOp::sinh: case UnaryOp::cosh: case UnaryOp::asinh:
+    case UnaryOp::acosh: case UnaryOp::atanh: case UnaryOp::expm1: case UnaryOp::log2: case UnaryOp::log10:
+    case UnaryOp::reciprocal: case UnaryOp::erfc: case UnaryOp::selu: case UnaryOp::softsign:
+    case UnaryOp::hard_sigmoid: case UnaryOp::hard_swish: case UnaryOp::mish:
+      return unary_math<A>(op, x, y, n);
   }
 }
 
@@ -231,6 +238,8 @@ void binary(BinaryOp op, const T* a, std::int64_t sa, const T* b, std::int64_t s
       return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) {
         return u * xsimd::select(v > B(T(0)), B(T(1)), B(T(0)));
       });
+    case BinaryOp::floor_mod: case BinaryOp::floor_div: case BinaryOp::atan2:
+      return binary_math<A>(op, a, sa, b, sb, y, n);
   }
 }
 

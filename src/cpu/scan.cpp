@@ -1,0 +1,87 @@
+// Running sums and products along one axis. x is read as [outer, n, inner] (contiguous); each
+// output row along the axis is the previous output row combined with one input row, so for
+// inner > 1 the loop runs across `inner` contiguous columns and vectorises.
+#include <algorithm>
+#include <type_traits>
+
+#include "core/dispatch.hpp"
+#include "cpu/copy.hpp"
+#include "cpu/rows.hpp"
+#include "cpu/scan_sort.hpp"
+#include "cpu/strided.hpp"
+#include "keel/core/config.hpp"
+
+namespace keel::cpu {
+
+namespace {
+
+// Integers accumulate in their unsigned type: overflow wraps (as TensorFlow's kernels do in
+// practice) instead of being undefined behaviour.
+template <class T>
+struct AccOf {
+  using type = T;
+};
+template <class T>
+  requires(std::is_integral_v<T> && std::is_signed_v<T>)
+struct AccOf<T> {
+  using type = std::make_unsigned_t<T>;
+};
+template <class T>
+using Acc = typename AccOf<T>::type;
+
+template <class T>
+T combine(ScanOp kind, T a, T b) {
+  const Acc<T> x = static_cast<Acc<T>>(a), y = static_cast<Acc<T>>(b);
+  return static_cast<T>(kind == ScanOp::sum ? static_cast<Acc<T>>(x + y) : static_cast<Acc<T>>(x * y));
+}
+
+// Columns per task when one [n, inner] block is split across threads.
+constexpr std::int64_t kColumnBlock = 256;
+
+template <class T>
+void scan_block(ScanOp kind, const T* x, T* y, std::int64_t n, std::int64_t inner, std::int64_t c0,
+                std::int64_t c1, bool exclusive, bool reverse) {
+  const T identity = kind == ScanOp::sum ? T(0) : T(1);
+  const std::int64_t step = reverse ? -inner : inner;
+  const std::int64_t first = reverse ? (n - 1) * inner : 0;
+  for (std::int64_t c = c0; c < c1; ++c) y[first + c] = exclusive ? identity : x[first + c];
+  for (std::int64_t s = 1; s < n; ++s) {
+    const std::int64_t at = first + s * step, prev = at - step;
+    // inclusive: y[at] = y[prev] (+) x[at]; exclusive: y[at] = y[prev] (+) x[prev].
+    const T* xs = x + (exclusive ? prev : at);
+    const T* yp = y + prev;
+    T* yo = y + at;
+    if (kind == ScanOp::sum) {
+      for (std::int64_t c = c0; c < c1; ++c) yo[c] = combine(ScanOp::sum, yp[c], xs[c]);
+    } else {
+      for (std::int64_t c = c0; c < c1; ++c) yo[c] = combine(ScanOp::prod, yp[c], xs[c]);
+    }
+  }
+}
+
+}  // namespace
+
+void scan(ScanOp kind, const Tensor& x_in, int axis, bool exclusive, bool reverse, const Tensor& out) {
+  if (out.size() == 0) return;
+  const Tensor x = contiguous(x_in);
+  const AxisLines lines = axis_lines(x.shape().dims(), axis);
+  const std::int64_t outer = lines.outer, n = lines.n, inner = lines.inner;
+  detail::dispatch_numeric(x.dtype(), "cumsum", [&]<class T>() {
+    const T* xs = x.data<T>();
+    T* ys = static_cast<T*>(out.raw_data());
+    const std::int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
+    const std::int64_t tasks = outer * blocks;
+    const int nt = std::max(1, config::num_threads());
+    const bool par = nt > 1 && tasks > 1 && x.size() >= kParallelGrain;
+    parallel_ranges(tasks, nt, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t t = b; t < e; ++t) {
+        const std::int64_t o = t / blocks, blk = t % blocks;
+        const std::int64_t base = o * n * inner;
+        scan_block<T>(kind, xs + base, ys + base, n, inner, blk * kColumnBlock,
+                      std::min(inner, (blk + 1) * kColumnBlock), exclusive, reverse);
+      }
+    }, par);
+  });
+}
+
+}  // namespace keel::cpu

@@ -1,0 +1,27 @@
+#pragma once
+// What the elementwise op files (src/ops/elementwise*.cpp) share: the argument checks and kernel
+// calls of a unary and a binary op, and the recording of a unary op's gradient.
+#include "autograd/record.hpp"
+#include "core/kernel_kinds.hpp"
+#include "keel/core/tensor.hpp"
+
+namespace keel::detail {
+
+// A unary kernel's output for x, after the dtype check (integers only for the ops that stay
+// integers; float16/bfloat16 run as stored).
+Tensor unary_op(const char* name, kernel::UnaryOp op, const Tensor& x, double alpha = 0);
+// The broadcast shape of x and y, after the defined / device / dtype checks.
+Shape check_binary(const Tensor& x, const Tensor& y, const char* op);
+// A binary kernel's output for x and y, of any numeric dtype.
+Tensor binary_op(const char* name, kernel::BinaryOp op, const Tensor& x, const Tensor& y);
+
+// Records a unary op whose gradient is dydx(g, x, y).
+template <class D>
+void record_unary(const char* name, const Tensor& x, const Tensor& y, D dydx) {
+  if (!autograd::recording()) return;
+  autograd::record(name, {x}, {y}, [x, y, dydx](const autograd::Grads& g, const autograd::Needs&) {
+    return autograd::Grads{dydx(g[0], x, y)};
+  }, {x, y});
+}
+
+}  // namespace keel::detail
