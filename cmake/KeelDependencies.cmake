@@ -6,6 +6,13 @@ set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(ZLIB REQUIRED)  # gzip IDX files and .npz archives (src/data/)
+# TensorBoard's event protos (third_party/tensorboard) compiled with protoc into keel; protobuf's
+# headers stay out of keel's public headers.
+find_package(Protobuf REQUIRED)
+# PNG and JPEG codecs (libpng, libjpeg-turbo) for data::decode_png / decode_jpeg; their headers
+# stay out of keel's public headers too.
+find_package(PNG REQUIRED)
+find_package(JPEG REQUIRED)
 
 # oneDNN (Debian's libdnnl-dev) supplies keel's float32 GEMM where it is found: its JIT kernels
 # pick AVX-512 or AVX2 from the processor's feature bits, where OpenBLAS 0.3.21 picks its kernels

@@ -72,6 +72,9 @@ struct RoundedMath {
   template <class T> __device__ static T div(T a, T b) { return keel::cuda::div(a, b); }
   template <class T> __device__ static T root(T a) { return keel::cuda::root(a); }
   template <class T> __device__ static T max(T a, T b) { return nan_max(a, b); }
+  template <class T> __device__ static T abs(T a) { return a < T(0) ? -a : a; }  // NaN stays NaN
+  // tf.sign: -1, 0 or 1, NaN for NaN.
+  template <class T> __device__ static T sign(T a) { return a > T(0) ? T(1) : (a < T(0) ? T(-1) : a); }
 };
 
 template <class T>
@@ -107,6 +110,9 @@ const char* rule_name(const OptimizerParams& p) {
     case OptimizerRule::rmsprop: return "RMSprop update";
     case OptimizerRule::adagrad: return "Adagrad update";
     case OptimizerRule::nadam: return "Nadam update";
+    case OptimizerRule::adamax: return "Adamax update";
+    case OptimizerRule::adadelta: return "Adadelta update";
+    case OptimizerRule::lion: return "Lion update";
   }
   return "optimizer update";
 }

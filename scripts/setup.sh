@@ -8,7 +8,9 @@ packages=(
   libxsimd-dev libfmt-dev nlohmann-json3-dev
   libopenblas-openmp-dev libdnnl-dev
   catch2 libbenchmark-dev zlib1g-dev
+  libpng-dev libjpeg62-turbo-dev
   xtensor-dev
+  libprotobuf-dev protobuf-compiler python3-protobuf
   ccache
   dataset-fashion-mnist
   clang libclang-rt-14-dev libomp-dev

@@ -53,7 +53,7 @@ TEST_CASE("get_config reports Keras' keys and from_config rebuilds the optimizer
   auto sched_back = deserialize(serialize(sched));
   CHECK(sched_back->get_config() == sched.get_config());
   CHECK(sched_back->learning_rate_spec().is_schedule());
-  CHECK_THROWS_AS(from_config("Lion", nlohmann::json::object()), ValueError);
+  CHECK_THROWS_AS(from_config("Lionn", nlohmann::json::object()), ValueError);
 }
 
 TEST_CASE("optimizers::get knows Keras' names and rejects others", "[names]") {
@@ -69,7 +69,7 @@ TEST_CASE("optimizers::get knows Keras' names and rejects others", "[names]") {
   CHECK(get("adam")->learning_rate() == Approx(0.001).epsilon(1e-7));
   CHECK(is_auto_name(get("rmsprop")->name(), "rm_sprop"));
   CHECK(is_auto_name(get("sgd")->name(), "sgd"));
-  CHECK_THROWS_AS(get("adamax"), ValueError);
+  CHECK_THROWS_AS(get("adamaxx"), ValueError);
   CHECK_THROWS_AS(get(""), ValueError);
   CHECK_THROWS_WITH(get("sdg"), Catch::Contains("sdg"));
 }

@@ -197,3 +197,31 @@ TEST_CASE("distillation trains a teacher and distils it into a student", "[sampl
   CHECK(r.output.find("student_loss:") != std::string::npos);
   CHECK(number_after(r.output, "Student accuracy:") > 0.35);  // 0.48-0.61 over seeds 1-4 (the default seed 1: 0.61)
 }
+
+TEST_CASE("text_cnn learns the generated sentiment rule from text files", "[samples]") {
+  const std::string exe = sample("text_cnn");
+  if (exe.empty()) return;
+  Scratch dir("text-cnn");
+  const Result r = run(exe + " --train 1500 --epochs 4 --data " + (dir.path / "data").string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("Model: \"text_cnn\"") != std::string::npos);
+  CHECK(r.output.find("1500 training and 500 test texts, classes: neg, pos") != std::string::npos);
+  // Chance is 0.5; the keyword (and "not" before it) decides the label.
+  CHECK(number_after(r.output, "Test accuracy:") >= 0.85);
+}
+
+TEST_CASE("transfer_learning freezes a pretrained base and fine-tunes a new head", "[samples]") {
+  const std::string exe = sample("transfer_learning");
+  if (exe.empty()) return;
+  if (!fashion_mnist_installed()) {
+    WARN("dataset-fashion-mnist is not installed: not checked");
+    return;
+  }
+  const Result r = run(exe + " --limit 3000 --epochs 2 --finetune-images 500");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("Frozen base unchanged: yes") != std::string::npos);
+  CHECK(r.output.find("Non-trainable params: 108,736") != std::string::npos);  // the frozen base
+  CHECK(number_after(r.output, "Fine-tuned accuracy on classes 5-9:") > 0.6);  // about 0.81
+}

@@ -82,7 +82,9 @@ class ProfileRange {
     if (listener_) listener_->begin(category, name);
   }
   ~ProfileRange() {
-    if (listener_) listener_->end();
+    // The range's own code may have stopped the profiler (TensorBoard's profile_batch ends
+    // inside on_train_batch_end): only the listener still installed is told.
+    if (listener_ && listener_ == record_detail::ranges) listener_->end();
   }
   ProfileRange(const ProfileRange&) = delete;
   ProfileRange& operator=(const ProfileRange&) = delete;

@@ -55,9 +55,17 @@ bool monitor_maximizes(const std::string& callback, const std::string& mode, con
   if (mode == "min") return false;
   const std::string name = monitor.rfind("val_", 0) == 0 ? monitor.substr(4) : monitor;
   if (name == "loss") return false;
-  if (model)
-    for (const auto& m : model->metrics())
-      if (m->name() == name && !m->direction().empty()) return m->direction() == "up";
+  if (model) {
+    // A multi-output model's "<output>_loss" and "<output>_<metric>".
+    const auto outputs = model->num_outputs() > 1 ? model->output_names() : std::vector<std::string>{};
+    for (const auto& out : outputs)
+      if (name == out + "_loss") return false;
+    for (const auto& m : model->metrics()) {
+      bool match = m->name() == name;
+      for (const auto& out : outputs) match = match || name == out + "_" + m->name();
+      if (match && !m->direction().empty()) return m->direction() == "up";
+    }
+  }
   if (!logs.count(monitor))
     throw ValueError(fmt::format("{}: the monitored quantity '{}' is not in the logs (they hold: {}); monitor one of "
                                  "them, or pass mode \"min\" or \"max\"", callback, monitor, keys_of(logs)));
@@ -135,12 +143,19 @@ ModelCheckpoint::ModelCheckpoint(std::string filepath, ModelCheckpointOptions op
     : filepath_(std::move(filepath)), o_(std::move(options)) {
   if (filepath_.empty()) throw ValueError("ModelCheckpoint: filepath is empty");
   check_mode("ModelCheckpoint", o_.mode);
+  if (const auto* n = std::get_if<std::int64_t>(&o_.save_freq)) {
+    if (*n <= 0) throw ValueError(fmt::format("ModelCheckpoint: an integer save_freq must be positive, got {}", *n));
+    every_ = *n;
+  } else if (std::get<std::string>(o_.save_freq) != "epoch") {
+    throw ValueError(fmt::format("ModelCheckpoint: unrecognized save_freq \"{}\"; expected \"epoch\" or a number of "
+                                 "batches", std::get<std::string>(o_.save_freq)));
+  }
   if (o_.initial_value_threshold) best_ = o_.initial_value_threshold;
 }
 
 namespace {
 // Fills "{epoch}", "{epoch:02d}", "{val_loss:.2f}"-style fields (1-based epoch, as Keras).
-std::string fill_path(const std::string& pattern, int epoch, const Logs& logs) {
+std::string fill_path(const std::string& pattern, int epoch, const Logs& logs, std::int64_t batch = -1) {
   std::string out;
   for (std::size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] != '{') {
@@ -156,12 +171,14 @@ std::string fill_path(const std::string& pattern, int epoch, const Logs& logs) {
     double value;
     if (key == "epoch") {
       value = epoch + 1;
+    } else if (key == "batch" && batch >= 0) {
+      value = static_cast<double>(batch + 1);
     } else if (const double* v = find(logs, key)) {
       value = *v;
     } else {
       throw ValueError(fmt::format("ModelCheckpoint: the path field '{}' is not in the logs", key));
     }
-    if (key == "epoch" || (!spec.empty() && spec.back() == 'd')) {
+    if (key == "epoch" || key == "batch" || (!spec.empty() && spec.back() == 'd')) {
       const int width = spec.size() > 1 ? std::atoi(spec.substr(0, spec.size() - 1).c_str()) : 0;
       const bool zero = !spec.empty() && spec[0] == '0';
       std::string digits = std::to_string(static_cast<long long>(value));
@@ -178,9 +195,25 @@ std::string fill_path(const std::string& pattern, int epoch, const Logs& logs) {
 }
 }  // namespace
 
+void ModelCheckpoint::on_train_begin(const Logs&) { batches_since_save_ = 0; }
+
+void ModelCheckpoint::on_epoch_begin(int epoch, const Logs&) { epoch_ = epoch; }
+
 void ModelCheckpoint::on_epoch_end(int epoch, const Logs& logs) {
   require_model(*this, "ModelCheckpoint");
-  if (o_.save_freq != "epoch") return;
+  if (every_ == 0) save(epoch, -1, logs);
+}
+
+void ModelCheckpoint::on_train_batch_end(std::int64_t batch, const Logs& logs) {
+  if (every_ == 0) return;
+  require_model(*this, "ModelCheckpoint");
+  // Keras counts the batches seen since the last save, across epochs.
+  if (++batches_since_save_ < every_) return;
+  batches_since_save_ = 0;
+  save(epoch_, batch, logs);
+}
+
+void ModelCheckpoint::save(int epoch, std::int64_t batch, const Logs& logs) {
   if (o_.save_best_only) {
     if (!maximize_) maximize_ = monitor_maximizes("ModelCheckpoint", o_.mode, o_.monitor, model, logs);
     const double* v = find(logs, o_.monitor);
@@ -195,11 +228,15 @@ void ModelCheckpoint::on_epoch_end(int epoch, const Logs& logs) {
     }
     if (o_.verbose)
       std::cout << fmt::format("\nEpoch {}: {} improved from {} to {:.5f}, saving model to {}\n", epoch + 1, o_.monitor,
-                               best_ ? fmt::format("{:.5f}", *best_) : std::string("inf"), *v, fill_path(filepath_, epoch, logs));
+                               best_ ? fmt::format("{:.5f}", *best_) : std::string("inf"), *v,
+                               fill_path(filepath_, epoch, logs, batch));
     best_ = *v;
   }
-  last_saved_ = fill_path(filepath_, epoch, logs);
-  model->save_weights(last_saved_);
+  last_saved_ = fill_path(filepath_, epoch, logs, batch);
+  if (o_.verbose && !o_.save_best_only)
+    std::cout << fmt::format("\nEpoch {}: saving model to {}\n", epoch + 1, last_saved_);
+  if (o_.save_weights_only) model->save_weights(last_saved_);
+  else model->save(last_saved_);
 }
 
 // ---- ReduceLROnPlateau ----
@@ -328,125 +365,6 @@ void TerminateOnNaN::on_train_batch_end(std::int64_t batch, const Logs& logs) {
   }
 }
 
-// ---- TensorBoard ----
-
-namespace {
-
-// CRC-32C (Castagnoli), as TFRecord frames use, masked as TensorFlow masks it.
-std::uint32_t crc32c(const char* data, std::size_t n) {
-  static const auto table = [] {
-    std::array<std::uint32_t, 256> t{};
-    for (std::uint32_t i = 0; i < 256; ++i) {
-      std::uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0x82F63B78u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  std::uint32_t c = 0xFFFFFFFFu;
-  for (std::size_t i = 0; i < n; ++i) c = table[(c ^ static_cast<unsigned char>(data[i])) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
-std::uint32_t masked_crc(const std::string& s) {
-  const std::uint32_t c = crc32c(s.data(), s.size());
-  return ((c >> 15) | (c << 17)) + 0xA282EAD8u;
-}
-
-void put_varint(std::string& out, std::uint64_t v) {
-  while (v >= 0x80) {
-    out += static_cast<char>((v & 0x7F) | 0x80);
-    v >>= 7;
-  }
-  out += static_cast<char>(v);
-}
-template <class T>
-void put_fixed(std::string& out, T v) {
-  char b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));
-  out.append(b, sizeof(T));
-}
-void put_bytes(std::string& out, int field, const std::string& bytes) {
-  put_varint(out, static_cast<std::uint64_t>(field) << 3 | 2);
-  put_varint(out, bytes.size());
-  out += bytes;
-}
-
-// An Event protobuf: wall_time (1, double), step (2, int64), then file_version (3) or summary (5).
-std::string event(double wall_time, std::int64_t step, const std::string& tag, double value, bool header) {
-  std::string e;
-  put_varint(e, 1 << 3 | 1);
-  put_fixed(e, wall_time);
-  put_varint(e, 2 << 3 | 0);
-  put_varint(e, static_cast<std::uint64_t>(step));
-  if (header) {
-    put_bytes(e, 3, "brain.Event:2");
-  } else {
-    std::string v;  // Summary.Value: tag (1), simple_value (2, float)
-    put_bytes(v, 1, tag);
-    put_varint(v, 2 << 3 | 5);
-    put_fixed(v, static_cast<float>(value));
-    std::string summary;
-    put_bytes(summary, 1, v);
-    put_bytes(e, 5, summary);
-  }
-  return e;
-}
-
-void append_record(const std::string& path, const std::string& data) {
-  std::string frame;
-  put_fixed(frame, static_cast<std::uint64_t>(data.size()));
-  std::string len = frame;
-  put_fixed(frame, masked_crc(len));
-  frame += data;
-  put_fixed(frame, masked_crc(data));
-  std::ofstream out(path, std::ios::binary | std::ios::app);
-  if (!out.write(frame.data(), static_cast<std::streamsize>(frame.size())))
-    throw IOError(fmt::format("TensorBoard: cannot write {}", path));
-}
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-void make_dirs(const std::string& dir) {
-  std::string partial;
-  for (std::size_t i = 0; i <= dir.size(); ++i) {
-    if (i == dir.size() || dir[i] == '/') {
-      if (!partial.empty()) ::mkdir(partial.c_str(), 0755);
-    }
-    if (i < dir.size()) partial += dir[i];
-  }
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) throw IOError(fmt::format("TensorBoard: cannot create {}", dir));
-}
-
-}  // namespace
-
-TensorBoard::TensorBoard(std::string log_dir) : log_dir_(std::move(log_dir)) {}
-
-void TensorBoard::write_scalar(const std::string& run, const std::string& tag, double value, std::int64_t step) {
-  auto it = files_.find(run);
-  if (it == files_.end()) {
-    const std::string dir = log_dir_ + "/" + run;
-    make_dirs(dir);
-    char host[256] = "localhost";
-    ::gethostname(host, sizeof host - 1);
-    const std::string path = fmt::format("{}/events.out.tfevents.{}.{}.{}.v2", dir, static_cast<long long>(now_seconds()),
-                                         host, ::getpid());
-    append_record(path, event(now_seconds(), 0, "", 0, true));
-    it = files_.emplace(run, path).first;
-  }
-  append_record(it->second, event(now_seconds(), step, tag, value, false));
-}
-
-void TensorBoard::on_epoch_end(int epoch, const Logs& logs) {
-  for (const auto& [k, v] : logs) {
-    if (k.rfind("val_", 0) == 0) write_scalar("validation", "epoch_" + k.substr(4), v, epoch);
-    else write_scalar("train", "epoch_" + k, v, epoch);
-  }
-}
-
-void TensorBoard::on_train_end(const Logs&) { files_.clear(); }
 
 // ---- LambdaCallback ----
 

@@ -76,7 +76,8 @@ std::string kernel_op_name(const backend::KernelType& type) {
   if (f == "sigmoid_cross_entropy") return "SigmoidCrossEntropyWithLogits";
   if (f == "optimizer_update")
     return pick(std::array{"ResourceApplyGradientDescent", "ResourceApplyMomentum", "ResourceApplyAdam",
-                           "ResourceApplyRMSProp", "ResourceApplyAdagrad", "ResourceApplyNadam"},
+                           "ResourceApplyRMSProp", "ResourceApplyAdagrad", "ResourceApplyNadam",
+                           "ResourceApplyAdaMax", "ResourceApplyAdadelta", "ResourceApplyLion"},
                 k);
   if (f == "dropout") return "Dropout";
   if (f == "random") return pick(std::array{"RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt"}, k);

@@ -1,4 +1,4 @@
-// The config of MultiHeadAttention: its field list, get_config, and the factory the registry
+// The configs of MultiHeadAttention, Attention and AdditiveAttention: its field list, get_config, and the factory the registry
 // rebuilds it with.
 #include <nlohmann/json.hpp>
 
@@ -27,7 +27,39 @@ void fields(V&& v, MultiHeadAttentionOptions& o) {
   v("seed", o.seed);
 }
 
+template <class V>
+void fields(V&& v, AttentionOptions& o) {
+  v("use_scale", o.use_scale);
+  v("score_mode", o.score_mode);
+  v("dropout", o.dropout);
+  v("seed", o.seed);
+}
+
+template <class V>
+void fields(V&& v, AdditiveAttentionOptions& o) {
+  v("use_scale", o.use_scale);
+  v("dropout", o.dropout);
+  v("seed", o.seed);
+}
+
 }  // namespace detail
+
+nlohmann::json Attention::get_config() const {
+  nlohmann::json config = Layer::get_config();
+  detail::write_fields(config, options_);
+  return config;
+}
+
+nlohmann::json AdditiveAttention::get_config() const {
+  // The base Attention holds the options; AdditiveAttention's field list is its own subset.
+  AdditiveAttentionOptions o;
+  o.use_scale = options_.use_scale;
+  o.dropout = options_.dropout;
+  o.seed = options_.seed;
+  nlohmann::json config = Layer::get_config();
+  detail::write_fields(config, o);
+  return config;
+}
 
 nlohmann::json MultiHeadAttention::get_config() const {
   nlohmann::json config = Layer::get_config();
@@ -41,6 +73,12 @@ nlohmann::json MultiHeadAttention::get_config() const {
 }
 
 void detail::register_attention_layers(Factories& f) {
+  f["Attention"] = [](const nlohmann::json& c) {
+    return std::make_shared<Attention>(read_fields<AttentionOptions>(Args(c, "Attention")));
+  };
+  f["AdditiveAttention"] = [](const nlohmann::json& c) {
+    return std::make_shared<AdditiveAttention>(read_fields<AdditiveAttentionOptions>(Args(c, "AdditiveAttention")));
+  };
   f["MultiHeadAttention"] = [](const nlohmann::json& c) {
     const Args a(c, "MultiHeadAttention");
     return std::make_shared<MultiHeadAttention>(a.required_int("num_heads"), a.required_int("key_dim"),

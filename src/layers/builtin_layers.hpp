@@ -16,5 +16,14 @@ void register_normalization_layers(Factories& f);
 void register_recurrent_layers(Factories& f);
 void register_attention_layers(Factories& f);
 void register_preprocessing_layers(Factories& f);
+void register_conv_variant_layers(Factories& f);
+void register_pooling_layers(Factories& f);
+void register_reshaping_layers(Factories& f);
+void register_conv_lstm_layers(Factories& f);
+void register_merging_layers(Factories& f);
+void register_regularization_layers(Factories& f);
+void register_activation_layers(Factories& f);
+void register_image_preprocessing_layers(Factories& f);
+void register_text_preprocessing_layers(Factories& f);
 
 }  // namespace keel::layers::detail

@@ -257,6 +257,12 @@ void detail::register_core_layers(Factories& f) {
     const Args a(c, "Rescaling");
     return std::make_shared<Rescaling>(a.required_number("scale"), read_fields<RescalingOptions>(a));
   };
+  f["Identity"] = [](const json& c) { return std::make_shared<Identity>(IdentityOptions{.name = Args(c, "Identity").name()}); };
+  f["Lambda"] = [](const json& c) {
+    const Args a(c, "Lambda");
+    if (!a.has("function")) throw ValueError("Lambda.from_config: the config has no 'function'");
+    return std::make_shared<Lambda>(a.text("function", ""), LambdaOptions{.name = a.name()});
+  };
   f["Embedding"] = [](const json& c) {
     const Args a(c, "Embedding");
     return std::make_shared<Embedding>(a.required_int("input_dim"), a.required_int("output_dim"),

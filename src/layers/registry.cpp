@@ -29,6 +29,15 @@ detail::Factories builtin_factories() {
   detail::register_recurrent_layers(f);
   detail::register_attention_layers(f);
   detail::register_preprocessing_layers(f);
+  detail::register_conv_variant_layers(f);
+  detail::register_pooling_layers(f);
+  detail::register_reshaping_layers(f);
+  detail::register_conv_lstm_layers(f);
+  detail::register_merging_layers(f);
+  detail::register_regularization_layers(f);
+  detail::register_activation_layers(f);
+  detail::register_image_preprocessing_layers(f);
+  detail::register_text_preprocessing_layers(f);
   models::detail::register_model_layers(f);
   return f;
 }

@@ -338,13 +338,43 @@ std::shared_ptr<Loss> get(const std::string& identifier) {
       {"KLD", &make<KLDivergence>},
       {"kullback_leibler_divergence", &make<KLDivergence>},
       {"KLDivergence", &make<KLDivergence>},
+      {"hinge", &make<Hinge>},
+      {"Hinge", &make<Hinge>},
+      {"squared_hinge", &make<SquaredHinge>},
+      {"SquaredHinge", &make<SquaredHinge>},
+      {"categorical_hinge", &make<CategoricalHinge>},
+      {"CategoricalHinge", &make<CategoricalHinge>},
+      {"log_cosh", &make<LogCosh>},
+      {"logcosh", &make<LogCosh>},
+      {"LogCosh", &make<LogCosh>},
+      {"poisson", &make<Poisson>},
+      {"Poisson", &make<Poisson>},
+      {"cosine_similarity", &make<CosineSimilarity>},
+      {"CosineSimilarity", &make<CosineSimilarity>},
+      {"msle", &make<MeanSquaredLogarithmicError>},
+      {"MSLE", &make<MeanSquaredLogarithmicError>},
+      {"mean_squared_logarithmic_error", &make<MeanSquaredLogarithmicError>},
+      {"MeanSquaredLogarithmicError", &make<MeanSquaredLogarithmicError>},
+      {"mape", &make<MeanAbsolutePercentageError>},
+      {"MAPE", &make<MeanAbsolutePercentageError>},
+      {"mean_absolute_percentage_error", &make<MeanAbsolutePercentageError>},
+      {"MeanAbsolutePercentageError", &make<MeanAbsolutePercentageError>},
+      {"binary_focal_crossentropy", &make<BinaryFocalCrossentropy>},
+      {"BinaryFocalCrossentropy", &make<BinaryFocalCrossentropy>},
+      {"categorical_focal_crossentropy", &make<CategoricalFocalCrossentropy>},
+      {"CategoricalFocalCrossentropy", &make<CategoricalFocalCrossentropy>},
+      {"dice", &make<Dice>},
+      {"Dice", &make<Dice>},
+      {"tversky", &make<Tversky>},
+      {"Tversky", &make<Tversky>},
   };
   const auto it = table.find(identifier);
   if (it == table.end())
     throw ValueError(fmt::format(
         "losses::get: unknown loss \"{}\"; known names: mse, mae, huber, binary_crossentropy, "
-        "categorical_crossentropy, sparse_categorical_crossentropy, kl_divergence (kld), or a class "
-        "name such as MeanSquaredError",
+        "categorical_crossentropy, sparse_categorical_crossentropy, kl_divergence (kld), hinge, squared_hinge, "
+        "categorical_hinge, log_cosh, poisson, cosine_similarity, msle, mape, binary_focal_crossentropy, "
+        "categorical_focal_crossentropy, dice, tversky, or a class name such as MeanSquaredError",
         identifier));
   return it->second();
 }

@@ -36,10 +36,54 @@ void fields(V&& v, losses::SparseCategoricalCrossentropyOptions& o) {
   v("ignore_class", o.ignore_class);
 }
 
+template <class V>
+void fields(V&& v, losses::CosineSimilarityOptions& o) {
+  v("axis", o.axis);
+}
+
+template <class V>
+void fields(V&& v, losses::BinaryFocalCrossentropyOptions& o) {
+  v("apply_class_balancing", o.apply_class_balancing);
+  v("alpha", o.alpha);
+  v("gamma", o.gamma);
+  v("from_logits", o.from_logits);
+  v("label_smoothing", o.label_smoothing);
+  v("axis", o.axis);
+}
+
+template <class V>
+void fields(V&& v, losses::CategoricalFocalCrossentropyOptions& o) {
+  v("alpha", o.alpha);
+  v("gamma", o.gamma);
+  v("from_logits", o.from_logits);
+  v("label_smoothing", o.label_smoothing);
+  v("axis", o.axis);
+}
+
+// Dice and Tversky: axis None (an empty list) reduces every axis.
+template <class V>
+void fields(V&& v, losses::DiceOptions& o) {
+  v("axis", o.axis);
+}
+
+template <class V>
+void fields(V&& v, losses::TverskyOptions& o) {
+  v("alpha", o.alpha);
+  v("beta", o.beta);
+  v("axis", o.axis);
+}
+
 // The losses whose options hold only the base fields (reduction, name).
 template <class V> void fields(V&&, losses::MeanSquaredErrorOptions&) {}
 template <class V> void fields(V&&, losses::MeanAbsoluteErrorOptions&) {}
 template <class V> void fields(V&&, losses::KLDivergenceOptions&) {}
+template <class V> void fields(V&&, losses::HingeOptions&) {}
+template <class V> void fields(V&&, losses::SquaredHingeOptions&) {}
+template <class V> void fields(V&&, losses::CategoricalHingeOptions&) {}
+template <class V> void fields(V&&, losses::LogCoshOptions&) {}
+template <class V> void fields(V&&, losses::PoissonOptions&) {}
+template <class V> void fields(V&&, losses::MeanSquaredLogarithmicErrorOptions&) {}
+template <class V> void fields(V&&, losses::MeanAbsolutePercentageErrorOptions&) {}
 
 }  // namespace keel::config_fields
 
@@ -53,6 +97,13 @@ nlohmann::json CategoricalCrossentropy::get_config() const { return with_fields(
 nlohmann::json SparseCategoricalCrossentropy::get_config() const {
   return with_fields(Loss::get_config(), options_);
 }
+nlohmann::json CosineSimilarity::get_config() const { return with_fields(Loss::get_config(), options_); }
+nlohmann::json BinaryFocalCrossentropy::get_config() const { return with_fields(Loss::get_config(), options_); }
+nlohmann::json CategoricalFocalCrossentropy::get_config() const {
+  return with_fields(Loss::get_config(), options_);
+}
+nlohmann::json Dice::get_config() const { return with_fields(Loss::get_config(), options_); }
+nlohmann::json Tversky::get_config() const { return with_fields(Loss::get_config(), options_); }
 
 namespace {
 
@@ -82,6 +133,21 @@ const std::map<std::string, Factory>& registry() {
       {"SparseCategoricalCrossentropy",
        &make_from_config<SparseCategoricalCrossentropy, SparseCategoricalCrossentropyOptions>},
       {"KLDivergence", &make_from_config<KLDivergence, KLDivergenceOptions>},
+      {"Hinge", &make_from_config<Hinge, HingeOptions>},
+      {"SquaredHinge", &make_from_config<SquaredHinge, SquaredHingeOptions>},
+      {"CategoricalHinge", &make_from_config<CategoricalHinge, CategoricalHingeOptions>},
+      {"LogCosh", &make_from_config<LogCosh, LogCoshOptions>},
+      {"Poisson", &make_from_config<Poisson, PoissonOptions>},
+      {"CosineSimilarity", &make_from_config<CosineSimilarity, CosineSimilarityOptions>},
+      {"MeanSquaredLogarithmicError",
+       &make_from_config<MeanSquaredLogarithmicError, MeanSquaredLogarithmicErrorOptions>},
+      {"MeanAbsolutePercentageError",
+       &make_from_config<MeanAbsolutePercentageError, MeanAbsolutePercentageErrorOptions>},
+      {"BinaryFocalCrossentropy", &make_from_config<BinaryFocalCrossentropy, BinaryFocalCrossentropyOptions>},
+      {"CategoricalFocalCrossentropy",
+       &make_from_config<CategoricalFocalCrossentropy, CategoricalFocalCrossentropyOptions>},
+      {"Dice", &make_from_config<Dice, DiceOptions>},
+      {"Tversky", &make_from_config<Tversky, TverskyOptions>},
   };
   return table;
 }

@@ -20,6 +20,7 @@
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/nn.hpp"
 #include "keel/ops/shape.hpp"
+#include "metrics/confusion_counting.hpp"
 #include "metrics/metric_util.hpp"
 
 namespace keel::metrics {
@@ -41,15 +42,6 @@ using util::kNegInf;
 
 // ---- inputs -------------------------------------------------------------------------------------
 
-struct ConfusionInputs {
-  std::vector<float> pred;     // every element, flattened row-major
-  std::vector<char> positive;  // label != 0
-  std::vector<double> weight;  // per element; empty: all 1
-  std::size_t width = 1;       // the last axis (labels per row) when y_pred has rank >= 2, else 1
-  std::size_t rank = 0;        // y_pred's rank after the rank alignment
-  double w(std::size_t i) const { return weight.empty() ? 1.0 : weight[i]; }
-};
-
 // Only the k largest of each row stay; the others become NEG_INF, below every threshold. Ties go
 // to the lower index, as top_k orders them.
 void keep_top_k(std::vector<float>& pred, std::size_t width, std::size_t k) {
@@ -68,6 +60,10 @@ std::vector<float> column_of(const std::vector<float>& v, std::size_t width, std
   for (std::size_t r = 0; r < out.size(); ++r) out[r] = v[r * width + column];
   return out;
 }
+
+}  // namespace
+
+namespace detail {
 
 // Keras' update_confusion_matrix_variables up to the counting: ranks aligned, y_true and y_pred
 // of one shape, per-sample weights broadcast over the rest of each sample, top_k and class_id.
@@ -137,7 +133,7 @@ bool evenly_distributed(const std::vector<double>& thresholds) {
 // in one bucket between neighbouring thresholds, ceil(p (n - 1)) - 1 in float32 (strictly above
 // its lower threshold), clipped at 0 when the first threshold is below 0; the count above
 // threshold j is the sum of the buckets from j up. Element i belongs to curve i % labels.
-void count_bucketed(const ConfusionInputs& in, const std::vector<double>& thresholds, std::size_t labels,
+static void count_bucketed(const ConfusionInputs& in, const std::vector<double>& thresholds, std::size_t labels,
                     ConfusionCounts& c) {
   const std::size_t n = thresholds.size();
   std::vector<double> tp_bucket(n * labels, 0.0), fp_bucket(n * labels, 0.0);
@@ -168,7 +164,7 @@ void count_bucketed(const ConfusionInputs& in, const std::vector<double>& thresh
 }
 
 // The general update: every prediction against every threshold (no clipping).
-void count_direct(const ConfusionInputs& in, const std::vector<double>& thresholds, std::size_t labels,
+static void count_direct(const ConfusionInputs& in, const std::vector<double>& thresholds, std::size_t labels,
                   ConfusionCounts& c) {
   std::vector<float> th(thresholds.begin(), thresholds.end());
   for (std::size_t i = 0; i < in.pred.size(); ++i) {
@@ -206,12 +202,12 @@ std::vector<double> applied_thresholds(const Thresholds& t, const std::optional<
   return t.values();
 }
 
-void check_top_k_class_id(const std::optional<int>& top_k, const std::optional<int>& class_id, const char* who) {
+static void check_top_k_class_id(const std::optional<int>& top_k, const std::optional<int>& class_id, const char* who) {
   if (top_k && *top_k < 1) throw ValueError(fmt::format("{}: top_k must be >= 1, got {}", who, *top_k));
   if (class_id && *class_id < 0) throw ValueError(fmt::format("{}: class_id must be >= 0, got {}", who, *class_id));
 }
 
-std::string list_of(const std::vector<double>& v) {
+static std::string list_of(const std::vector<double>& v) {
   std::string s;
   for (const double x : v) s += (s.empty() ? "" : ", ") + fmt::format("{}", x);
   return "[" + s + "]";
@@ -227,13 +223,15 @@ double single(const std::vector<double>& values, const std::vector<double>& thre
       m.class_name(), m.name(), what, thresholds.size(), list_of(thresholds)));
 }
 
-std::vector<double> ratios(const std::vector<double>& tp, const std::vector<double>& other) {
+static std::vector<double> ratios(const std::vector<double>& tp, const std::vector<double>& other) {
   std::vector<double> out(tp.size());
   for (std::size_t i = 0; i < tp.size(); ++i) out[i] = divide_no_nan(tp[i], tp[i] + other[i]);
   return out;
 }
 
-}  // namespace
+}  // namespace detail
+
+using namespace detail;  // NOLINT: this file is the counting's home
 
 // ---- Precision ------------------------------------------------------------------------------------
 

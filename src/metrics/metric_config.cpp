@@ -93,6 +93,108 @@ void fields(V&& v, metrics::SparseCategoricalCrossentropyOptions& o) {
   v("axis", o.axis);
 }
 
+template <class V>
+void fields(V&& v, metrics::CosineSimilarityOptions& o) {
+  v("axis", o.axis);
+}
+
+template <class V>
+void fields(V&& v, metrics::R2ScoreOptions& o) {
+  v("class_aggregation", o.class_aggregation);
+  v("num_regressors", o.num_regressors);
+}
+
+template <class V>
+void fields(V&& v, metrics::FBetaScoreOptions& o) {
+  v("average", o.average);
+  v("beta", o.beta);
+  v("threshold", o.threshold);
+}
+
+template <class V>
+void fields(V&& v, metrics::F1ScoreOptions& o) {
+  v("average", o.average);
+  v("threshold", o.threshold);
+}
+
+template <class V, class O>
+  requires std::same_as<O, metrics::TruePositivesOptions> || std::same_as<O, metrics::FalsePositivesOptions> ||
+           std::same_as<O, metrics::TrueNegativesOptions> || std::same_as<O, metrics::FalseNegativesOptions>
+void fields(V&& v, O& o) {
+  v("thresholds", o.thresholds);
+}
+
+// The value each of the four rate-at-rate metrics is asked for comes first, as in Keras.
+template <class V>
+void fields(V&& v, metrics::PrecisionAtRecallOptions& o) {
+  v("recall", o.recall);
+  v("num_thresholds", o.num_thresholds);
+  v("class_id", o.class_id);
+}
+
+template <class V>
+void fields(V&& v, metrics::RecallAtPrecisionOptions& o) {
+  v("precision", o.precision);
+  v("num_thresholds", o.num_thresholds);
+  v("class_id", o.class_id);
+}
+
+template <class V>
+void fields(V&& v, metrics::SensitivityAtSpecificityOptions& o) {
+  v("specificity", o.specificity);
+  v("num_thresholds", o.num_thresholds);
+  v("class_id", o.class_id);
+}
+
+template <class V>
+void fields(V&& v, metrics::SpecificityAtSensitivityOptions& o) {
+  v("sensitivity", o.sensitivity);
+  v("num_thresholds", o.num_thresholds);
+  v("class_id", o.class_id);
+}
+
+template <class V>
+void fields(V&& v, metrics::IoUOptions& o) {
+  v("num_classes", o.num_classes);
+  v("target_class_ids", o.target_class_ids);
+  v("ignore_class", o.ignore_class);
+  v("sparse_y_true", o.sparse_y_true);
+  v("sparse_y_pred", o.sparse_y_pred);
+  v("axis", o.axis);
+}
+
+template <class V>
+void fields(V&& v, metrics::BinaryIoUOptions& o) {
+  v("target_class_ids", o.target_class_ids);
+  v("threshold", o.threshold);
+}
+
+template <class V>
+void fields(V&& v, metrics::MeanIoUOptions& o) {
+  v("num_classes", o.num_classes);
+  v("ignore_class", o.ignore_class);
+  v("sparse_y_true", o.sparse_y_true);
+  v("sparse_y_pred", o.sparse_y_pred);
+  v("axis", o.axis);
+}
+
+template <class V>
+void fields(V&& v, metrics::OneHotIoUOptions& o) {
+  v("num_classes", o.num_classes);
+  v("target_class_ids", o.target_class_ids);
+  v("ignore_class", o.ignore_class);
+  v("sparse_y_pred", o.sparse_y_pred);
+  v("axis", o.axis);
+}
+
+template <class V>
+void fields(V&& v, metrics::OneHotMeanIoUOptions& o) {
+  v("num_classes", o.num_classes);
+  v("ignore_class", o.ignore_class);
+  v("sparse_y_pred", o.sparse_y_pred);
+  v("axis", o.axis);
+}
+
 // The metrics whose options hold only the base field (name).
 template <class V> void fields(V&&, metrics::MeanOptions&) {}
 template <class V> void fields(V&&, metrics::AccuracyOptions&) {}
@@ -100,6 +202,14 @@ template <class V> void fields(V&&, metrics::CategoricalAccuracyOptions&) {}
 template <class V> void fields(V&&, metrics::SparseCategoricalAccuracyOptions&) {}
 template <class V> void fields(V&&, metrics::MeanSquaredErrorOptions&) {}
 template <class V> void fields(V&&, metrics::MeanAbsoluteErrorOptions&) {}
+template <class V> void fields(V&&, metrics::RootMeanSquaredErrorOptions&) {}
+template <class V> void fields(V&&, metrics::MeanAbsolutePercentageErrorOptions&) {}
+template <class V> void fields(V&&, metrics::MeanSquaredLogarithmicErrorOptions&) {}
+template <class V> void fields(V&&, metrics::LogCoshErrorOptions&) {}
+template <class V> void fields(V&&, metrics::HingeOptions&) {}
+template <class V> void fields(V&&, metrics::SquaredHingeOptions&) {}
+template <class V> void fields(V&&, metrics::CategoricalHingeOptions&) {}
+template <class V> void fields(V&&, metrics::SumOptions&) {}
 
 }  // namespace keel::config_fields
 
@@ -119,6 +229,30 @@ nlohmann::json CategoricalCrossentropy::get_config() const { return with_fields(
 nlohmann::json SparseCategoricalCrossentropy::get_config() const {
   return with_fields(Metric::get_config(), options_);
 }
+
+nlohmann::json CosineSimilarity::get_config() const { return with_fields(Metric::get_config(), options_); }
+nlohmann::json R2Score::get_config() const { return with_fields(Metric::get_config(), options_); }
+nlohmann::json FBetaScore::get_config() const { return with_fields(Metric::get_config(), options_); }
+// F1Score's config is FBetaScore's without beta, as Keras'.
+nlohmann::json F1Score::get_config() const {
+  auto c = FBetaScore::get_config();
+  c.erase("beta");
+  return c;
+}
+nlohmann::json ConfusionMatrixConditionCount::get_config() const {
+  auto c = Metric::get_config();
+  to_json(c["thresholds"], init_thresholds_);
+  return c;
+}
+nlohmann::json PrecisionAtRecall::get_config() const { return with_fields(Metric::get_config(), options_); }
+nlohmann::json RecallAtPrecision::get_config() const { return with_fields(Metric::get_config(), options_); }
+nlohmann::json SensitivityAtSpecificity::get_config() const { return with_fields(Metric::get_config(), options_); }
+nlohmann::json SpecificityAtSensitivity::get_config() const { return with_fields(Metric::get_config(), options_); }
+nlohmann::json IoU::get_config() const { return with_fields(Metric::get_config(), options_); }
+nlohmann::json BinaryIoU::get_config() const { return with_fields(Metric::get_config(), options_); }
+nlohmann::json MeanIoU::get_config() const { return with_fields(Metric::get_config(), options_); }
+nlohmann::json OneHotIoU::get_config() const { return with_fields(Metric::get_config(), options_); }
+nlohmann::json OneHotMeanIoU::get_config() const { return with_fields(Metric::get_config(), options_); }
 
 // AUC writes its options as it applies them (the curve and summation method normalised, the
 // explicit thresholds sorted, without the end points), so that a config round-trips.
@@ -144,8 +278,8 @@ using Factory = std::shared_ptr<Metric> (*)(const std::string& cls, const json& 
 
 // A metric of class M from a config: its name and M's own options, each kept at its default
 // where the config has none; a ValueError names the class and the entry of the wrong type.
-template <class M, class O>
-std::shared_ptr<Metric> make_from_config(const std::string& cls, const json& config) {
+template <class O>
+O read_options(const std::string& cls, const json& config) {
   const config_fields::Reader reader{config, [&cls](const char* key, const json& v) {
     throw ValueError(fmt::format("metrics::from_config: {} config entry '{}' has the wrong type: {}", cls, key,
                                  v.dump()));
@@ -153,7 +287,21 @@ std::shared_ptr<Metric> make_from_config(const std::string& cls, const json& con
   O o;
   reader("name", o.name);
   fields(reader, o);
-  return std::make_shared<M>(std::move(o));
+  return o;
+}
+
+template <class M, class O>
+std::shared_ptr<Metric> make_from_config(const std::string& cls, const json& config) {
+  return std::make_shared<M>(read_options<O>(cls, config));
+}
+
+// R2Score's class_aggregation may be none (null), which the field reader leaves at its default
+// ("uniform_average"): a null in the config is read as none here.
+std::shared_ptr<Metric> make_r2_score(const std::string& cls, const json& config) {
+  auto o = read_options<R2ScoreOptions>(cls, config);
+  if (config.is_object() && config.contains("class_aggregation") && config.at("class_aggregation").is_null())
+    o.class_aggregation = std::nullopt;
+  return std::make_shared<R2Score>(std::move(o));
 }
 
 const std::map<std::string, Factory>& registry() {
@@ -175,6 +323,33 @@ const std::map<std::string, Factory>& registry() {
       {"CategoricalCrossentropy", &make_from_config<CategoricalCrossentropy, CategoricalCrossentropyOptions>},
       {"SparseCategoricalCrossentropy",
        &make_from_config<SparseCategoricalCrossentropy, SparseCategoricalCrossentropyOptions>},
+      {"RootMeanSquaredError", &make_from_config<RootMeanSquaredError, RootMeanSquaredErrorOptions>},
+      {"MeanAbsolutePercentageError",
+       &make_from_config<MeanAbsolutePercentageError, MeanAbsolutePercentageErrorOptions>},
+      {"MeanSquaredLogarithmicError",
+       &make_from_config<MeanSquaredLogarithmicError, MeanSquaredLogarithmicErrorOptions>},
+      {"CosineSimilarity", &make_from_config<CosineSimilarity, CosineSimilarityOptions>},
+      {"LogCoshError", &make_from_config<LogCoshError, LogCoshErrorOptions>},
+      {"R2Score", &make_r2_score},
+      {"Hinge", &make_from_config<Hinge, HingeOptions>},
+      {"SquaredHinge", &make_from_config<SquaredHinge, SquaredHingeOptions>},
+      {"CategoricalHinge", &make_from_config<CategoricalHinge, CategoricalHingeOptions>},
+      {"Sum", &make_from_config<Sum, SumOptions>},
+      {"FBetaScore", &make_from_config<FBetaScore, FBetaScoreOptions>},
+      {"F1Score", &make_from_config<F1Score, F1ScoreOptions>},
+      {"TruePositives", &make_from_config<TruePositives, TruePositivesOptions>},
+      {"FalsePositives", &make_from_config<FalsePositives, FalsePositivesOptions>},
+      {"TrueNegatives", &make_from_config<TrueNegatives, TrueNegativesOptions>},
+      {"FalseNegatives", &make_from_config<FalseNegatives, FalseNegativesOptions>},
+      {"PrecisionAtRecall", &make_from_config<PrecisionAtRecall, PrecisionAtRecallOptions>},
+      {"RecallAtPrecision", &make_from_config<RecallAtPrecision, RecallAtPrecisionOptions>},
+      {"SensitivityAtSpecificity", &make_from_config<SensitivityAtSpecificity, SensitivityAtSpecificityOptions>},
+      {"SpecificityAtSensitivity", &make_from_config<SpecificityAtSensitivity, SpecificityAtSensitivityOptions>},
+      {"IoU", &make_from_config<IoU, IoUOptions>},
+      {"BinaryIoU", &make_from_config<BinaryIoU, BinaryIoUOptions>},
+      {"MeanIoU", &make_from_config<MeanIoU, MeanIoUOptions>},
+      {"OneHotIoU", &make_from_config<OneHotIoU, OneHotIoUOptions>},
+      {"OneHotMeanIoU", &make_from_config<OneHotMeanIoU, OneHotMeanIoUOptions>},
   };
   return table;
 }
@@ -192,7 +367,11 @@ std::shared_ptr<Metric> from_config(const std::string& class_name, const nlohman
         "function, the Metric base or a custom class is not registered); known classes: Mean, Accuracy, "
         "BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy, TopKCategoricalAccuracy, "
         "SparseTopKCategoricalAccuracy, MeanSquaredError, MeanAbsoluteError, Precision, Recall, AUC, "
-        "BinaryCrossentropy, CategoricalCrossentropy, SparseCategoricalCrossentropy",
+        "BinaryCrossentropy, CategoricalCrossentropy, SparseCategoricalCrossentropy, RootMeanSquaredError, "
+        "MeanAbsolutePercentageError, MeanSquaredLogarithmicError, CosineSimilarity, LogCoshError, R2Score, Hinge, "
+        "SquaredHinge, CategoricalHinge, Sum, FBetaScore, F1Score, TruePositives, FalsePositives, TrueNegatives, "
+        "FalseNegatives, PrecisionAtRecall, RecallAtPrecision, SensitivityAtSpecificity, SpecificityAtSensitivity, "
+        "IoU, BinaryIoU, MeanIoU, OneHotIoU, OneHotMeanIoU",
         class_name));
   return it->second(class_name, config);
 }

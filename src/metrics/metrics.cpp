@@ -414,6 +414,48 @@ std::shared_ptr<Metric> get(const std::string& identifier, const std::string& lo
       {"kl_divergence", &make_loss_metric<&losses::kl_divergence>},
       {"kld", &make_loss_metric<&losses::kl_divergence>},
       {"KLD", &make_loss_metric<&losses::kl_divergence>},
+      // rmse is not a Keras alias; it is accepted as the obvious short name.
+      {"rmse", &make_metric<RootMeanSquaredError>},
+      {"root_mean_squared_error", &make_metric<RootMeanSquaredError>},
+      {"RootMeanSquaredError", &make_metric<RootMeanSquaredError>},
+      {"mape", &make_metric<MeanAbsolutePercentageError>},
+      {"MAPE", &make_metric<MeanAbsolutePercentageError>},
+      {"mean_absolute_percentage_error", &make_metric<MeanAbsolutePercentageError>},
+      {"MeanAbsolutePercentageError", &make_metric<MeanAbsolutePercentageError>},
+      {"msle", &make_metric<MeanSquaredLogarithmicError>},
+      {"MSLE", &make_metric<MeanSquaredLogarithmicError>},
+      {"mean_squared_logarithmic_error", &make_metric<MeanSquaredLogarithmicError>},
+      {"MeanSquaredLogarithmicError", &make_metric<MeanSquaredLogarithmicError>},
+      {"cosine_similarity", &make_metric<CosineSimilarity>},
+      {"CosineSimilarity", &make_metric<CosineSimilarity>},
+      {"logcosh", &make_metric<LogCoshError>},
+      {"log_cosh", &make_metric<LogCoshError>},
+      {"log_cosh_error", &make_metric<LogCoshError>},
+      {"LogCoshError", &make_metric<LogCoshError>},
+      {"r2_score", &make_metric<R2Score>},
+      {"R2Score", &make_metric<R2Score>},
+      {"hinge", &make_metric<Hinge>},
+      {"Hinge", &make_metric<Hinge>},
+      {"squared_hinge", &make_metric<SquaredHinge>},
+      {"SquaredHinge", &make_metric<SquaredHinge>},
+      {"categorical_hinge", &make_metric<CategoricalHinge>},
+      {"CategoricalHinge", &make_metric<CategoricalHinge>},
+      {"f1_score", &make_metric<F1Score>},
+      {"F1Score", &make_metric<F1Score>},
+      {"fbeta_score", &make_metric<FBetaScore>},
+      {"FBetaScore", &make_metric<FBetaScore>},
+      {"true_positives", &make_metric<TruePositives>},
+      {"TruePositives", &make_metric<TruePositives>},
+      {"false_positives", &make_metric<FalsePositives>},
+      {"FalsePositives", &make_metric<FalsePositives>},
+      {"true_negatives", &make_metric<TrueNegatives>},
+      {"TrueNegatives", &make_metric<TrueNegatives>},
+      {"false_negatives", &make_metric<FalseNegatives>},
+      {"FalseNegatives", &make_metric<FalseNegatives>},
+      {"binary_io_u", &make_metric<BinaryIoU>},
+      {"BinaryIoU", &make_metric<BinaryIoU>},
+      {"sum", &make_metric<Sum>},
+      {"Sum", &make_metric<Sum>},
   };
   const auto it = table.find(identifier);
   if (it == table.end())
@@ -421,7 +463,10 @@ std::shared_ptr<Metric> get(const std::string& identifier, const std::string& lo
         "metrics::get: unknown metric \"{}\"; known names: accuracy (acc), binary_accuracy, "
         "categorical_accuracy, sparse_categorical_accuracy, top_k_categorical_accuracy, "
         "sparse_top_k_categorical_accuracy, precision, recall, auc, mse, mae, binary_crossentropy (bce), "
-        "categorical_crossentropy, sparse_categorical_crossentropy, kl_divergence, or a class name such as AUC",
+        "categorical_crossentropy, sparse_categorical_crossentropy, kl_divergence, rmse, mape, msle, "
+        "cosine_similarity, logcosh, r2_score, hinge, squared_hinge, categorical_hinge, f1_score, fbeta_score, "
+        "true_positives, false_positives, true_negatives, false_negatives, binary_io_u, sum, or a class name such "
+        "as AUC (metrics with a required argument, such as MeanIoU, must be passed as objects)",
         identifier));
   auto m = it->second();
   m->set_name(identifier);  // Keras' History reports a metric by the name it was asked for

@@ -9,20 +9,25 @@
 #include <cstdint>
 #include <functional>
 #include <utility>
+#include <vector>
 
 #include "keel/core/tensor.hpp"
 #include "keel/data/dataset.hpp"
 
 namespace keel::models::detail {
 
-// One batch: inputs, targets and per-sample weights (y and sample_weight may be undefined).
+// One batch: inputs and targets (one tensor per model input / output, in model order; y is
+// empty for predict) and per-sample weights (may be undefined).
 struct Batch {
-  Tensor x, y, sample_weight;
+  std::vector<Tensor> x, y;
+  Tensor sample_weight;
 };
 
 // ValueError / ShapeError unless x has a batch axis and y, when defined, as many samples; `op`
 // names the caller.
 void check_xy(const Tensor& x, const Tensor& y, const char* op);
+// The same for several inputs and targets: every tensor has a batch axis of one size.
+void check_xy(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const char* op);
 // Rows [begin, end) of t along axis 0; an undefined t stays undefined.
 Tensor rows(const Tensor& t, std::int64_t begin, std::int64_t end);
 
@@ -30,11 +35,13 @@ class EpochIterator {
  public:
   // x, y and sample_weight (y and sample_weight may be undefined) in batches of batch_size
   // rows; `steps` caps each epoch (-1: every batch).
-  EpochIterator(const Tensor& x, const Tensor& y, const Tensor& sample_weight, std::int64_t batch_size,
-                bool shuffle, std::int64_t steps);
+  EpochIterator(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const Tensor& sample_weight,
+                std::int64_t batch_size, bool shuffle, std::int64_t steps);
   // A Dataset of (x, y) batches; `steps` caps each epoch (-1: the whole pass); `op` names the
   // caller in the checks of each batch.
   EpochIterator(const data::Dataset<std::pair<Tensor, Tensor>>& batches, std::int64_t steps, const char* op);
+  EpochIterator(const data::Dataset<std::pair<std::vector<Tensor>, std::vector<Tensor>>>& batches, std::int64_t steps,
+                const char* op);
 
   // The steps of an epoch as known before it runs: those of the tensors, or the cap given for
   // a Dataset (-1: unknown).

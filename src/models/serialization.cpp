@@ -73,13 +73,38 @@ void Model::save(const std::string& path_in) {
   file["registered_name"] = cls == "Sequential" || cls == "Functional" ? json(nullptr) : json(cls);
   if (built()) file["build_config"] = {{"input_shape", batch_shape_json(built_shape())}};
   if (compiled()) {
-    json metric_list = json::array();
-    for (const auto& m : compile_options_.metrics) metric_list.push_back(metric_json(m));
-    file["compile_config"] = {
-        {"optimizer", optimizers::serialize(*optimizer_)},
-        {"loss", loss_ ? loss_json(*loss_) : json(nullptr)},
-        {"loss_weights", compile_options_.loss_weights.empty() ? json(nullptr) : json(compile_options_.loss_weights)},
-        {"metrics", metric_list}};
+    // Keras' forms: one loss, a list or a dict by output name; the same for loss_weights and
+    // metrics (a list, a list of lists, or a dict of lists).
+    const auto metric_list = [](const std::vector<metrics::MetricRef>& ms) {
+      json out = json::array();
+      for (const auto& m : ms) out.push_back(metric_json(m));
+      return out;
+    };
+    const CompileOptions& co = compile_options_;
+    json loss = nullptr;
+    if (co.loss.one.defined()) {
+      loss = loss_json(*co.loss.one.get());
+    } else if (!co.loss.list.empty()) {
+      loss = json::array();
+      for (const auto& l : co.loss.list) loss.push_back(l.defined() ? loss_json(*l.get()) : json(nullptr));
+    } else if (!co.loss.by_name.empty()) {
+      loss = json::object();
+      for (const auto& [k, l] : co.loss.by_name) loss[k] = l.defined() ? loss_json(*l.get()) : json(nullptr);
+    }
+    json weights = nullptr;
+    if (!co.loss_weights.list.empty()) weights = co.loss_weights.list;
+    else if (!co.loss_weights.by_name.empty()) weights = co.loss_weights.by_name;
+    json metric_spec = metric_list(co.metrics.flat);
+    if (!co.metrics.per_output.empty()) {
+      for (const auto& ms : co.metrics.per_output) metric_spec.push_back(metric_list(ms));
+    } else if (!co.metrics.by_name.empty()) {
+      metric_spec = json::object();
+      for (const auto& [k, ms] : co.metrics.by_name) metric_spec[k] = metric_list(ms);
+    }
+    file["compile_config"] = {{"optimizer", optimizers::serialize(*optimizer_)},
+                              {"loss", loss},
+                              {"loss_weights", weights},
+                              {"metrics", metric_spec}};
   }
   const std::string config_text = file.dump(2);
   const std::string metadata_text = json{{"format", "keel.model"}, {"format_version", kFormatVersion}}.dump(2);
@@ -228,26 +253,52 @@ void restore_compile(Model& model, const json& cc, const Part& config, const Par
   } catch (const Error& e) {
     load_fail(config.label, "compile_config.optimizer", e.what());
   }
-  try {
-    if (const json* loss = field("loss")) o.loss = losses::LossRef(loss_from_json(*loss));
-  } catch (const Error& e) {
-    load_fail(config.label, "compile_config.loss", e.what());
-  }
-  if (const json* w = field("loss_weights"); w && !w->is_null()) {
-    if (!w->is_array()) load_fail(config.label, "compile_config.loss_weights", fmt::format("must be a list, got {}", show(*w)));
-    for (const auto& x : *w) {
-      if (!x.is_number()) load_fail(config.label, "compile_config.loss_weights", fmt::format("must hold numbers, got {}", show(x)));
-      o.loss_weights.push_back(x.get<double>());
+  const auto one_loss = [&](const json& j, const std::string& where) {
+    try {
+      return losses::LossRef(loss_from_json(j));
+    } catch (const Error& e) {
+      load_fail(config.label, where, e.what());
+    }
+  };
+  if (const json* loss = field("loss"); loss && !loss->is_null()) {
+    if (loss->is_array()) {
+      for (std::size_t i = 0; i < loss->size(); ++i)
+        o.loss.list.push_back(one_loss((*loss)[i], fmt::format("compile_config.loss[{}]", i)));
+    } else if (loss->is_object() && !loss->contains("class_name")) {
+      for (const auto& [k, l] : loss->items()) o.loss.by_name[k] = one_loss(l, "compile_config.loss." + k);
+    } else {
+      o.loss.one = one_loss(*loss, "compile_config.loss");
     }
   }
-  if (const json* ms = field("metrics"); ms && !ms->is_null()) {
-    if (!ms->is_array()) load_fail(config.label, "compile_config.metrics", fmt::format("must be a list, got {}", show(*ms)));
-    for (std::size_t i = 0; i < ms->size(); ++i) {
+  if (const json* w = field("loss_weights"); w && !w->is_null()) {
+    if (!w->is_array() && !w->is_object())
+      load_fail(config.label, "compile_config.loss_weights", fmt::format("must be a list or a dict, got {}", show(*w)));
+    for (const auto& [k, x] : w->items()) {
+      if (!x.is_number()) load_fail(config.label, "compile_config.loss_weights", fmt::format("must hold numbers, got {}", show(x)));
+      if (w->is_array()) o.loss_weights.list.push_back(x.get<double>());
+      else o.loss_weights.by_name[k] = x.get<double>();
+    }
+  }
+  const auto metric_list = [&](const json& ms, const std::string& where) {
+    std::vector<metrics::MetricRef> out;
+    if (!ms.is_array()) load_fail(config.label, where, fmt::format("must be a list, got {}", show(ms)));
+    for (std::size_t i = 0; i < ms.size(); ++i) {
       try {
-        o.metrics.push_back(metric_from_json((*ms)[i]));
+        out.push_back(metric_from_json(ms[i]));
       } catch (const Error& e) {
-        load_fail(config.label, fmt::format("compile_config.metrics[{}]", i), e.what());
+        load_fail(config.label, fmt::format("{}[{}]", where, i), e.what());
       }
+    }
+    return out;
+  };
+  if (const json* ms = field("metrics"); ms && !ms->is_null()) {
+    if (ms->is_object()) {
+      for (const auto& [k, list] : ms->items()) o.metrics.by_name[k] = metric_list(list, "compile_config.metrics." + k);
+    } else if (ms->is_array() && !ms->empty() && (*ms)[0].is_array()) {
+      for (std::size_t i = 0; i < ms->size(); ++i)
+        o.metrics.per_output.push_back(metric_list((*ms)[i], fmt::format("compile_config.metrics[{}]", i)));
+    } else {
+      o.metrics.flat = metric_list(*ms, "compile_config.metrics");
     }
   }
   try {

@@ -1,8 +1,10 @@
-// Model::compile / fit / evaluate / predict and the default train_step / test_step: Keras'
-// training loop, over the batches of an EpochIterator (in-memory tensors or a Dataset).
+// Model::compile, the compiled losses and metrics, and the default train_step / test_step
+// (any number of inputs and outputs). The loops over the data are in training_loops.cpp.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include "autograd/record.hpp"
 #include "backend/recorder.hpp"
@@ -27,28 +29,6 @@ using detail::rows;
 
 namespace {
 
-void require_compiled(const Model& m, const char* what) {
-  if (!m.compiled())
-    throw ValueError(fmt::format("{}: call compile() before {}()", m.name(), what));
-}
-
-// fit's options that Keras rejects (its -1 is keel's "None" for the step counts).
-void check_fit_options(Model& m, const FitOptions& o) {
-  if (o.epochs < 0) throw ValueError(fmt::format("fit: epochs must be >= 0, got {}", o.epochs));
-  if (o.steps_per_epoch == 0 || o.steps_per_epoch < -1)
-    throw ValueError(fmt::format("fit: steps_per_epoch must be positive (or -1 for the whole data), got {}",
-                                 o.steps_per_epoch));
-  if (o.validation_steps == 0 || o.validation_steps < -1)
-    throw ValueError(fmt::format("fit: validation_steps must be positive (or -1), got {}", o.validation_steps));
-  if (o.validation_freq <= 0)
-    throw ValueError(fmt::format("fit: validation_freq must be a positive integer, got {}", o.validation_freq));
-  if (!(o.validation_split >= 0 && o.validation_split < 1))  // also NaN
-    throw ValueError(fmt::format("fit: validation_split must be in [0, 1), got {}", o.validation_split));
-  if (o.initial_epoch < 0) throw ValueError(fmt::format("fit: initial_epoch must be >= 0, got {}", o.initial_epoch));
-  if (auto* seq = dynamic_cast<Sequential*>(&m); seq && seq->layers().empty())
-    throw ValueError(fmt::format("{}: fit() on a Sequential with no layers; add layers first", m.name()));
-}
-
 // Metrics read half-precision predictions in float32, as Keras' metrics convert them to their
 // float32 dtype (the loss does the same in Loss::operator()).
 Tensor for_metrics(const Tensor& y_pred) {
@@ -57,26 +37,25 @@ Tensor for_metrics(const Tensor& y_pred) {
   return cast(y_pred, DType::float32);
 }
 
-// Keras' class_weight: each sample weighted by the weight of its class (integer labels, or
-// the argmax of one-hot labels).
-Tensor class_weights(const std::map<std::int64_t, double>& cw, const Tensor& y) {
-  Tensor labels = y;
-  if (is_floating(y.dtype()) && y.rank() >= 2 && y.shape()[y.rank() - 1] > 1) labels = argmax(y, -1);
-  const auto ids = labels.to_vector<std::int64_t>();
-  std::vector<float> w(ids.size(), 1.0f);
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    auto it = cw.find(ids[i]);
-    if (it != cw.end()) w[i] = static_cast<float>(it->second);
-  }
-  return constant(w);  // [batch]
+}  // namespace
+
+
+namespace {
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
 }
 
-// Class weights [batch] times the sample weights (per sample, or per sample and time step).
-Tensor combine_weights(const Tensor& cw, const Tensor& sw) {
-  if (!sw.defined()) return cw;
-  std::vector<std::int64_t> dims(static_cast<std::size_t>(sw.rank()), 1);
-  dims[0] = cw.shape()[0];
-  return mul(reshape(cw, Shape(dims)), sw);
+// The index of output `key`; ValueError naming the compile argument and the outputs otherwise.
+std::size_t output_index(const std::vector<std::string>& outputs, const std::string& key, const std::string& model,
+                         const char* argument) {
+  auto it = std::find(outputs.begin(), outputs.end(), key);
+  if (it == outputs.end())
+    throw ValueError(fmt::format("{}.compile: {} names '{}', which is not an output of the model (its outputs: {})",
+                                 model, argument, key, join(outputs)));
+  return static_cast<std::size_t>(it - outputs.begin());
 }
 
 }  // namespace
@@ -90,22 +69,76 @@ void Model::compile(CompileOptions options) {
                        mixed_precision::global_policy().name() == "mixed_float16";
   if (float16 && !std::dynamic_pointer_cast<optimizers::LossScaleOptimizer>(optimizer_))
     optimizer_ = std::make_shared<optimizers::LossScaleOptimizer>(optimizer_);
-  if (options.loss_weights.size() > num_outputs())
-    throw ValueError(fmt::format("{}.compile: {} loss_weights for a model with {} output(s)", name(),
-                                 options.loss_weights.size(), num_outputs()));
-  for (double w : options.loss_weights)
+  const std::size_t n_out = num_outputs();
+  const std::vector<std::string> outs = output_names();
+
+  // Losses: Keras' CompileLoss (one for all outputs, a list in output order, or a map by name).
+  const LossSpec& ls = options.loss;
+  output_losses_.assign(n_out, nullptr);
+  if (ls.one.defined()) {
+    output_losses_.assign(n_out, ls.one.get());
+  } else if (!ls.list.empty()) {
+    if (ls.list.size() != n_out)
+      throw ValueError(fmt::format("{}.compile: a loss list needs one entry per output: {} for the {} outputs ({})",
+                                   name(), ls.list.size(), n_out, join(outs)));
+    for (std::size_t i = 0; i < n_out; ++i) output_losses_[i] = ls.list[i].get();
+  } else {
+    for (const auto& [key, l] : ls.by_name) output_losses_[output_index(outs, key, name(), "the loss map")] = l.get();
+  }
+  loss_ = nullptr;
+  for (const auto& l : output_losses_)
+    if (l && !loss_) loss_ = l;
+
+  const LossWeights& lw = options.loss_weights;
+  output_weights_.assign(n_out, 1.0);
+  if (!lw.list.empty()) {
+    if (lw.list.size() != n_out)
+      throw ValueError(fmt::format("{}.compile: {} loss_weights for a model with {} output(s)", name(), lw.list.size(),
+                                   n_out));
+    output_weights_ = lw.list;
+  }
+  for (const auto& [key, w] : lw.by_name) output_weights_[output_index(outs, key, name(), "loss_weights")] = w;
+  for (double w : output_weights_)
     if (!std::isfinite(w)) throw ValueError(fmt::format("{}.compile: loss_weights must be finite, got {}", name(), w));
-  loss_ = options.loss.get();
+
+  // Metrics, each tied to one output (Keras' CompileMetrics).
   metrics_.clear();
   metric_names_.clear();
-  for (const auto& m : options.metrics) {
+  metric_outputs_.clear();
+  const auto add_metric = [&](const metrics::MetricRef& m, std::size_t out, bool fresh_copy) {
     // "accuracy" is resolved from the first batch's shapes, as Keras 3 does.
     const bool accuracy = m.is_name() && (m.name() == "accuracy" || m.name() == "acc");
-    metrics_.push_back(accuracy ? nullptr : (loss_ ? m.get(*loss_) : m.get()));
+    const auto& loss = output_losses_[out];
+    std::shared_ptr<metrics::Metric> metric;
+    if (!accuracy) {
+      metric = loss ? m.get(*loss) : m.get();
+      // One metric object given for several outputs: each output needs its own state.
+      if (fresh_copy && !m.is_name()) metric = metrics::from_config(metric->class_name(), metric->get_config());
+    }
+    metrics_.push_back(metric);
     metric_names_.push_back(m.name());
+    metric_outputs_.push_back(static_cast<int>(out));
+  };
+  const MetricsSpec& ms = options.metrics;
+  if (!ms.flat.empty()) {
+    for (std::size_t o = 0; o < n_out; ++o)
+      for (const auto& m : ms.flat) add_metric(m, o, o > 0);
+  } else if (!ms.per_output.empty()) {
+    if (ms.per_output.size() != n_out)
+      throw ValueError(fmt::format("{}.compile: metrics given as one list per output need {} lists, got {}", name(),
+                                   n_out, ms.per_output.size()));
+    for (std::size_t o = 0; o < n_out; ++o)
+      for (const auto& m : ms.per_output[o]) add_metric(m, o, false);
+  } else {
+    std::vector<std::vector<const metrics::MetricRef*>> by_out(n_out);
+    for (const auto& [key, list] : ms.by_name)
+      for (const auto& m : list) by_out[output_index(outs, key, name(), "the metrics map")].push_back(&m);
+    for (std::size_t o = 0; o < n_out; ++o)
+      for (const auto* m : by_out[o]) add_metric(*m, o, false);
   }
   compile_options_ = std::move(options);
   steps_.reset();  // a new loss or optimizer: the steps trace again
+  output_loss_sums_.assign(n_out, 0.0);
   loss_sum_ = 0;
   loss_count_ = 0;
 }
@@ -117,50 +150,94 @@ std::vector<std::shared_ptr<metrics::Metric>> Model::metrics() {
   return out;
 }
 
+void Model::resolve_metrics(const std::vector<Tensor>& y, const std::vector<Tensor>& y_pred) {
+  for (std::size_t i = 0; i < metrics_.size(); ++i) {
+    const auto o = static_cast<std::size_t>(metric_outputs_[i]);
+    if (!metrics_[i]) metrics_[i] = metrics::resolve_accuracy(y[o].shape(), y_pred[o].shape(), metric_names_[i]);
+  }
+}
+
 void Model::resolve_metrics(const Tensor& y, const Tensor& y_pred) {
   for (std::size_t i = 0; i < metrics_.size(); ++i)
-    if (!metrics_[i]) metrics_[i] = metrics::resolve_accuracy(y.shape(), y_pred.shape(), metric_names_[i]);
+    if (!metrics_[i] && metric_outputs_[i] == 0)
+      metrics_[i] = metrics::resolve_accuracy(y.shape(), y_pred.shape(), metric_names_[i]);
+}
+
+void Model::update_metrics(const Tensor& loss, const Tensor& y, const Tensor& pred, const Tensor& sample_weight,
+                           double batch) {
+  loss_sum_ += loss.item<double>() * batch;
+  loss_count_ += batch;
+  resolve_metrics(y, pred);
+  for (std::size_t i = 0; i < metrics_.size(); ++i)
+    if (metric_outputs_[i] == 0) metrics_[i]->update_state(y, pred, sample_weight);
 }
 
 void Model::reset_metrics() {
   loss_sum_ = 0;
   loss_count_ = 0;
+  std::fill(output_loss_sums_.begin(), output_loss_sums_.end(), 0.0);
   for (auto& m : metrics_)
     if (m) m->reset_state();
 }
 
 std::map<std::string, double> Model::metrics_results() {
   std::map<std::string, double> out;
-  if (loss_count_ > 0) out["loss"] = loss_sum_ / loss_count_;
-  for (auto& m : metrics_) {
+  const bool multi = num_outputs() > 1;
+  const std::vector<std::string> outs = multi ? output_names() : std::vector<std::string>{};
+  if (loss_count_ > 0) {
+    out["loss"] = loss_sum_ / loss_count_;
+    // Keras 3 logs each output's loss (times its loss weight) as "<output>_loss".
+    if (multi)
+      for (std::size_t i = 0; i < output_losses_.size(); ++i)
+        if (output_losses_[i]) out[outs[i] + "_loss"] = output_loss_sums_[i] / loss_count_;
+  }
+  for (std::size_t i = 0; i < metrics_.size(); ++i) {
+    const auto& m = metrics_[i];
     if (!m) continue;
+    const std::string key = multi ? outs[static_cast<std::size_t>(metric_outputs_[i])] + "_" + m->name() : m->name();
     const std::vector<double> values = m->results();
     if (values.size() == 1) {
-      out[m->name()] = values[0];
+      out[key] = values[0];
     } else {  // Keras logs the list; a log holds numbers, so one entry per value
-      for (std::size_t i = 0; i < values.size(); ++i) out[fmt::format("{}_{}", m->name(), i)] = values[i];
+      for (std::size_t j = 0; j < values.size(); ++j) out[fmt::format("{}_{}", key, j)] = values[j];
     }
   }
   return out;
 }
 
+std::vector<Tensor> Model::compute_losses(const std::vector<Tensor>& y, const std::vector<Tensor>& y_pred,
+                                          const Tensor& sample_weight) {
+  if (!loss_) throw ValueError(fmt::format("{}: compile() was given no loss", name()));
+  if (y.size() != output_losses_.size() || y_pred.size() != output_losses_.size())
+    throw ValueError(fmt::format("{}: {} targets and {} predictions for a model with {} output(s)", name(), y.size(),
+                                 y_pred.size(), output_losses_.size()));
+  // Keras 3's CompileLoss: total = sum_i loss_weight_i * loss_i(y_i, y_pred_i), each term also
+  // tracked as "<output>_loss"; then the layers' regularisation losses.
+  Tensor total;
+  std::vector<Tensor> parts;
+  for (std::size_t i = 0; i < output_losses_.size(); ++i) {
+    if (!output_losses_[i]) continue;
+    Tensor l = (*output_losses_[i])(y[i], y_pred[i], sample_weight);
+    if (output_weights_[i] != 1.0) l = mul(l, scalar_like(l, output_weights_[i]));
+    total = total.defined() ? add(total, cast(l, total.dtype())) : l;
+    parts.push_back(l);
+  }
+  for (const Tensor& extra : losses()) total = add(total, cast(extra, total.dtype()));
+  std::vector<Tensor> out{total};
+  if (output_losses_.size() > 1) out.insert(out.end(), parts.begin(), parts.end());
+  return out;
+}
+
 Tensor Model::compute_loss(const Tensor&, const Tensor& y, const Tensor& y_pred, const Tensor& sample_weight) {
   if (!loss_) throw ValueError(fmt::format("{}: compile() was given no loss", name()));
-  Tensor total = (*loss_)(y, y_pred, sample_weight);
+  if (output_losses_.size() <= 1) return compute_losses({y}, {y_pred}, sample_weight)[0];
+  // A multi-output model's custom step with one target: the first output's (weighted) loss.
+  if (!output_losses_[0]) throw ValueError(fmt::format("{}: compile() gave the first output no loss", name()));
+  Tensor total = (*output_losses_[0])(y, y_pred, sample_weight);
+  if (output_weights_[0] != 1.0) total = mul(total, scalar_like(total, output_weights_[0]));
   for (const Tensor& extra : losses()) total = add(total, cast(extra, total.dtype()));
   return total;
 }
-
-namespace {
-// Batches go where the model's weights are (Keras' data adapters do the same): data pipelines
-// and loaders produce host tensors while the weights may live on a GPU. An unbuilt model builds
-// on the default device, so its batches go there.
-Device model_device(Model& m) {
-  const auto ws = m.weights();
-  return ws.empty() ? default_device() : ws.front()->peek().device();
-}
-Tensor placed(const Tensor& t, Device d) { return !t.defined() || t.device() == d ? t : t.to(d); }
-}  // namespace
 
 std::vector<Tensor> Model::run_step(detail::Step step, const std::vector<Tensor>& args,
                                     const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& eager) {
@@ -170,210 +247,118 @@ std::vector<Tensor> Model::run_step(detail::Step step, const std::vector<Tensor>
   return steps_->run(step, args, eager, !compile_options_.run_eagerly, compile_options_.jit_compile, name());
 }
 
+std::vector<Tensor> Model::forward(const std::vector<Tensor>& x, bool training) {
+  // A functional model with several inputs or outputs runs its graph directly (its layers
+  // cast their own inputs, and each gets `training`); otherwise the model is called as a layer.
+  if (graph_ && (x.size() > 1 || num_outputs() > 1)) return call_all(x, training);
+  if (x.size() == 1) return {(*this)(x[0], training)};
+  return {(*this)(x, training)};
+}
+
 namespace {
-// A step's arguments: x and y, and the sample weights when there are some.
-std::vector<Tensor> step_args(const Tensor& x, const Tensor& y, const Tensor& sample_weight) {
-  std::vector<Tensor> a{x, y};
+// A step's arguments: the inputs, the targets, and the sample weights when there are some.
+std::vector<Tensor> step_args(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const Tensor& sample_weight) {
+  std::vector<Tensor> a = x;
+  a.insert(a.end(), y.begin(), y.end());
   if (sample_weight.defined()) a.push_back(sample_weight);
   return a;
 }
+struct StepArgs {
+  std::vector<Tensor> x, y;
+  Tensor sample_weight;
+};
+StepArgs split_args(const std::vector<Tensor>& a, std::size_t nx, std::size_t ny) {
+  StepArgs s;
+  s.x.assign(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(nx));
+  s.y.assign(a.begin() + static_cast<std::ptrdiff_t>(nx), a.begin() + static_cast<std::ptrdiff_t>(nx + ny));
+  if (a.size() > nx + ny) s.sample_weight = a.back();
+  return s;
+}
+double batch_rows(const std::vector<Tensor>& x) { return static_cast<double>(x.at(0).shape()[0]); }
 }  // namespace
 
 std::map<std::string, double> Model::train_step(const Tensor& x, const Tensor& y, const Tensor& sample_weight) {
-  // The tensor work, traced unless the model runs eagerly: returns the loss and the predictions
-  // for the metrics.
-  const std::vector<Tensor> out = run_step(detail::Step::train, step_args(x, y, sample_weight), [this](const std::vector<Tensor>& a) {
-    const Tensor sw = a.size() > 2 ? a[2] : Tensor();
-    Tensor y_pred, loss;
-    std::vector<Tensor> grads;
-    std::vector<Variable*> vars;
-    {
-      GradientTape tape;
-      y_pred = (*this)(a[0], true);
-      loss = compute_loss(a[0], a[1], y_pred, sw);
-      // The weights are read after the forward pass: a model without an Input builds (creates
-      // its weights) in its first call, and Keras' first step already trains them.
-      vars = trainable_weights();
-      // Keras' optimizer.scale_loss: the loss times the loss scale (a LossScaleOptimizer's
-      // dynamic scale, or loss_scale_factor); apply() divides the gradients by it again.
-      grads = tape.gradient(optimizer_->scale_loss(loss), vars);
-    }
-    optimizer_->apply(grads, vars);
-    return std::vector<Tensor>{loss, for_metrics(y_pred)};
-  });
-  update_metrics(out[0], y, out[1], sample_weight, static_cast<double>(x.shape()[0]));
-  return metrics_results();
+  return multi_train_step({x}, {y}, sample_weight);
 }
 
 std::map<std::string, double> Model::test_step(const Tensor& x, const Tensor& y, const Tensor& sample_weight) {
-  const std::vector<Tensor> out = run_step(detail::Step::test, step_args(x, y, sample_weight), [this](const std::vector<Tensor>& a) {
-    const Tensor y_pred = (*this)(a[0], false);
-    const Tensor loss = compute_loss(a[0], a[1], y_pred, a.size() > 2 ? a[2] : Tensor());
-    return std::vector<Tensor>{loss, for_metrics(y_pred)};
+  return multi_test_step({x}, {y}, sample_weight);
+}
+
+std::map<std::string, double> Model::run_train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y,
+                                                    const Tensor& sample_weight) {
+  if (x.size() == 1 && y.size() == 1) return train_step(x[0], y[0], sample_weight);
+  return multi_train_step(x, y, sample_weight);
+}
+
+std::map<std::string, double> Model::run_test_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y,
+                                                   const Tensor& sample_weight) {
+  if (x.size() == 1 && y.size() == 1) return test_step(x[0], y[0], sample_weight);
+  return multi_test_step(x, y, sample_weight);
+}
+
+std::map<std::string, double> Model::multi_train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y,
+                                                      const Tensor& sample_weight) {
+  const std::size_t nx = x.size(), ny = y.size();
+  // The tensor work, traced unless the model runs eagerly: returns the losses (the total, then
+  // each output's) and the predictions for the metrics.
+  const std::vector<Tensor> out = run_step(detail::Step::train, step_args(x, y, sample_weight), [this, nx, ny](const std::vector<Tensor>& a) {
+    const StepArgs s = split_args(a, nx, ny);
+    std::vector<Tensor> y_pred, losses_out, grads;
+    std::vector<Variable*> vars;
+    {
+      GradientTape tape;
+      y_pred = forward(s.x, true);
+      losses_out = compute_losses(s.y, y_pred, s.sample_weight);
+      // The weights are read after the forward pass: a model without an Input builds (creates
+      // its weights) in its first call, and Keras' first step already trains them. Frozen
+      // layers (trainable = false) are not among them.
+      vars = trainable_weights();
+      // Keras' optimizer.scale_loss: the loss times the loss scale (a LossScaleOptimizer's
+      // dynamic scale, or loss_scale_factor); apply() divides the gradients by it again.
+      if (!vars.empty()) grads = tape.gradient(optimizer_->scale_loss(losses_out[0]), vars);
+    }
+    if (!vars.empty()) optimizer_->apply(grads, vars);
+    for (const Tensor& p : y_pred) losses_out.push_back(for_metrics(p));
+    return losses_out;
   });
-  update_metrics(out[0], y, out[1], sample_weight, static_cast<double>(x.shape()[0]));
+  const std::size_t n_losses = out.size() - ny;
+  update_metrics(std::vector<Tensor>(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n_losses)), y,
+                 std::vector<Tensor>(out.begin() + static_cast<std::ptrdiff_t>(n_losses), out.end()), sample_weight,
+                 batch_rows(x));
   return metrics_results();
 }
 
-// The host side of a step: the batch-weighted running loss and the metrics' states.
-void Model::update_metrics(const Tensor& loss, const Tensor& y, const Tensor& pred, const Tensor& sample_weight,
-                           double batch) {
-  loss_sum_ += loss.item<double>() * batch;
+std::map<std::string, double> Model::multi_test_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y,
+                                                     const Tensor& sample_weight) {
+  const std::size_t nx = x.size(), ny = y.size();
+  const std::vector<Tensor> out = run_step(detail::Step::test, step_args(x, y, sample_weight), [this, nx, ny](const std::vector<Tensor>& a) {
+    const StepArgs s = split_args(a, nx, ny);
+    const std::vector<Tensor> y_pred = forward(s.x, false);
+    std::vector<Tensor> losses_out = compute_losses(s.y, y_pred, s.sample_weight);
+    for (const Tensor& p : y_pred) losses_out.push_back(for_metrics(p));
+    return losses_out;
+  });
+  const std::size_t n_losses = out.size() - ny;
+  update_metrics(std::vector<Tensor>(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n_losses)), y,
+                 std::vector<Tensor>(out.begin() + static_cast<std::ptrdiff_t>(n_losses), out.end()), sample_weight,
+                 batch_rows(x));
+  return metrics_results();
+}
+
+// The host side of a step: the batch-weighted running losses and the metrics' states.
+void Model::update_metrics(const std::vector<Tensor>& losses_in, const std::vector<Tensor>& y,
+                           const std::vector<Tensor>& pred, const Tensor& sample_weight, double batch) {
+  loss_sum_ += losses_in.at(0).item<double>() * batch;
   loss_count_ += batch;
+  std::size_t part = 1;
+  for (std::size_t i = 0; i < output_losses_.size() && losses_in.size() > 1; ++i)
+    if (output_losses_[i]) output_loss_sums_[i] += losses_in.at(part++).item<double>() * batch;
   resolve_metrics(y, pred);
-  for (auto& m : metrics_) m->update_state(y, pred, sample_weight);
-}
-
-History Model::fit(const Tensor& x_all, const Tensor& y_all, FitOptions o) {
-  require_compiled(*this, "fit");
-  check_xy(x_all, y_all, "fit");
-  if (o.batch_size <= 0) throw ValueError(fmt::format("fit: batch_size must be positive, got {}", o.batch_size));
-  check_fit_options(*this, o);
-  Tensor x = x_all, y = y_all, sw = o.sample_weight;
-  if (sw.defined() && (sw.rank() == 0 || sw.shape()[0] != x.shape()[0]))
-    throw ShapeError(fmt::format("fit: sample_weight {} does not match {} samples", sw.shape().to_string(), x.shape()[0]));
-  std::optional<std::pair<Tensor, Tensor>> val = o.validation_data;
-  Tensor val_sw;
-  if (!val && o.validation_split > 0) {
-    const std::int64_t n = x.shape()[0];
-    const auto split_at = static_cast<std::int64_t>(static_cast<double>(n) * (1.0 - o.validation_split));
-    val = std::make_pair(rows(x, split_at, n), rows(y, split_at, n));
-    val_sw = rows(sw, split_at, n);
-    x = rows(x, 0, split_at);
-    y = rows(y, 0, split_at);
-    sw = rows(sw, 0, split_at);
+  for (std::size_t i = 0; i < metrics_.size(); ++i) {
+    const auto o = static_cast<std::size_t>(metric_outputs_[i]);
+    metrics_[i]->update_state(y[o], pred[o], sample_weight);
   }
-  if (x.shape()[0] == 0) throw ValueError("fit: no training samples");
-  return fit_loop(EpochIterator(x, y, sw, o.batch_size, o.shuffle, o.steps_per_epoch), o, val, val_sw);
-}
-
-History Model::fit(const data::Dataset<std::pair<Tensor, Tensor>>& train, FitOptions o) {
-  require_compiled(*this, "fit");
-  check_fit_options(*this, o);
-  if (o.validation_split != 0)
-    throw ValueError("fit: validation_split is not supported for a Dataset; pass validation_data");
-  return fit_loop(EpochIterator(train, o.steps_per_epoch, "fit"), o, o.validation_data, Tensor());
-}
-
-History Model::fit_loop(const EpochIterator& data, const FitOptions& o,
-                        const std::optional<std::pair<Tensor, Tensor>>& val, const Tensor& val_sw) {
-  History history;
-  if (o.seed) seed_generator_.reset(*o.seed);
-  random::GeneratorScope own_stream(seed_generator_);
-  for (auto& cb : o.callbacks) cb->set_model(this);
-  stop_training = false;
-  for (auto& cb : o.callbacks) cb->on_train_begin({});
-  std::int64_t known_steps = data.steps();  // a Dataset's length is known after its first pass
-  for (int epoch = o.initial_epoch; epoch < o.epochs; ++epoch) {
-    reset_metrics();
-    for (auto& cb : o.callbacks) cb->on_epoch_begin(epoch, {});
-    if (o.verbose) std::cout << "Epoch " << epoch + 1 << "/" << o.epochs << std::endl;
-    Progbar bar(known_steps, o.verbose, std::cout);
-    std::map<std::string, double> logs;
-    const std::int64_t steps = data.run_epoch([&](std::int64_t step, const Batch& batch) {
-      Tensor sw = batch.sample_weight;
-      if (!o.class_weight.empty()) {
-        // Class weights are made beside the data, wherever the model is.
-        DeviceScope beside_data(batch.y.device());
-        sw = combine_weights(class_weights(o.class_weight, batch.y), sw);
-      }
-      for (auto& cb : o.callbacks) cb->on_train_batch_begin(step, logs);
-      const Device d = model_device(*this);
-      logs = train_step(placed(batch.x, d), placed(batch.y, d), placed(sw, d));
-      {
-        backend::ProfileRange range("callbacks", "on_train_batch_end");
-        for (auto& cb : o.callbacks) cb->on_train_batch_end(step, logs);
-      }
-      if (stop_training) return false;
-      bar.update(step + 1, logs, false);
-      return true;
-    });
-    if (steps == 0) throw ValueError("fit: the training data yielded no batches");
-    known_steps = steps;
-    std::map<std::string, double> epoch_logs = logs;
-    if (val && (epoch + 1 - o.initial_epoch) % o.validation_freq == 0) {
-      EvaluateOptions eo;
-      eo.batch_size = o.validation_batch_size > 0 ? o.validation_batch_size : o.batch_size;
-      eo.verbose = 0;
-      eo.sample_weight = val_sw;
-      eo.steps = o.validation_steps;
-      for (const auto& [k, v] : evaluate(val->first, val->second, eo)) epoch_logs["val_" + k] = v;
-    }
-    // Keras runs History and the progress bar after the user's callbacks, which may add to
-    // the logs (LearningRateScheduler's "learning_rate").
-    for (auto& cb : o.callbacks) cb->on_epoch_end(epoch, epoch_logs);
-    bar.update(steps, epoch_logs, true);
-    for (const auto& [k, v] : epoch_logs) history.history[k].push_back(v);
-    history.epoch.push_back(epoch);
-    if (stop_training) break;
-  }
-  for (auto& cb : o.callbacks) cb->on_train_end({});
-  return history;
-}
-
-std::map<std::string, double> Model::evaluate(const data::Dataset<std::pair<Tensor, Tensor>>& data, EvaluateOptions o) {
-  require_compiled(*this, "evaluate");
-  return evaluate_loop(EpochIterator(data, o.steps, "evaluate"), o);
-}
-
-std::map<std::string, double> Model::evaluate(const Tensor& x, const Tensor& y, EvaluateOptions o) {
-  require_compiled(*this, "evaluate");
-  check_xy(x, y, "evaluate");
-  if (o.batch_size <= 0) throw ValueError(fmt::format("evaluate: batch_size must be positive, got {}", o.batch_size));
-  return evaluate_loop(EpochIterator(x, y, o.sample_weight, o.batch_size, false, o.steps), o);
-}
-
-std::map<std::string, double> Model::evaluate_loop(const EpochIterator& data, const EvaluateOptions& o) {
-  reset_metrics();
-  for (auto& cb : o.callbacks) {
-    cb->set_model(this);
-    cb->on_test_begin({});
-  }
-  Progbar bar(data.steps(), o.verbose, std::cout);
-  std::map<std::string, double> logs;
-  autograd::NoRecordScope no_record;
-  random::GeneratorScope own_stream(seed_generator_);
-  bool finalized = false;
-  const std::int64_t steps = data.run_epoch([&](std::int64_t step, const Batch& batch) {
-    for (auto& cb : o.callbacks) cb->on_test_batch_begin(step, logs);
-    const Device d = model_device(*this);
-    logs = test_step(placed(batch.x, d), placed(batch.y, d), placed(batch.sample_weight, d));
-    for (auto& cb : o.callbacks) cb->on_test_batch_end(step, logs);
-    finalized = step + 1 == data.steps();
-    bar.update(step + 1, logs, finalized);
-    return true;
-  });
-  if (steps == 0 && data.from_dataset()) throw ValueError("evaluate: the data yielded no batches");
-  if (!finalized && steps > 0) bar.update(steps, logs, true);
-  for (auto& cb : o.callbacks) cb->on_test_end(logs);
-  return logs;
-}
-
-Tensor Model::predict(const Tensor& x, PredictOptions o) {
-  check_xy(x, Tensor(), "predict");
-  if (o.batch_size <= 0) throw ValueError(fmt::format("predict: batch_size must be positive, got {}", o.batch_size));
-  const EpochIterator data(x, Tensor(), Tensor(), o.batch_size, false, o.steps);
-  for (auto& cb : o.callbacks) {
-    cb->set_model(this);
-    cb->on_predict_begin({});
-  }
-  Progbar bar(data.steps(), o.verbose, std::cout);
-  std::vector<Tensor> outs;
-  autograd::NoRecordScope no_record;
-  random::GeneratorScope own_stream(seed_generator_);
-  data.run_epoch([&](std::int64_t step, const Batch& batch) {
-    for (auto& cb : o.callbacks) cb->on_predict_batch_begin(step, {});
-    const Tensor xb = placed(batch.x, model_device(*this));
-    outs.push_back(run_step(detail::Step::predict, {xb}, [this](const std::vector<Tensor>& a) {
-      return std::vector<Tensor>{(*this)(a[0], false)};
-    })[0]);
-    for (auto& cb : o.callbacks) cb->on_predict_batch_end(step, {});
-    bar.update(step + 1, {}, step + 1 == data.steps());
-    return true;
-  });
-  for (auto& cb : o.callbacks) cb->on_predict_end({});
-  if (outs.empty()) throw ValueError("predict: no samples");
-  return outs.size() == 1 ? outs[0] : concat(outs, 0);
 }
 
 }  // namespace keel::models

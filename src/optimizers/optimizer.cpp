@@ -81,6 +81,7 @@ struct Optimizer::State {
     std::string name;      // unique among the entries: the prefix of the slot names
     Slots slots;
     std::unique_ptr<Variable> average;  // use_ema
+    std::unique_ptr<Variable> accumulator;  // gradient_accumulation_steps: the summed gradients
     bool decay = true;                  // weight decay applies
   };
 
@@ -131,6 +132,9 @@ Optimizer::Optimizer(LearningRate learning_rate, CommonOptions common, const cha
                                    "ema_overwrite_frequency={}", who, *common_.ema_overwrite_frequency));
   }
   check_loss_scale_factor(common_.loss_scale_factor, who);
+  if (common_.gradient_accumulation_steps && *common_.gradient_accumulation_steps < 2)
+    throw ValueError(fmt::format("{}: `gradient_accumulation_steps` must be an integer >= 2. Received: "
+                                 "gradient_accumulation_steps={}", who, *common_.gradient_accumulation_steps));
   state_->iteration = host_scalar(0, DType::int64, "iteration");
   if (!learning_rate_.is_schedule()) set_learning_rate_variable(learning_rate_.value());
 }
@@ -150,7 +154,8 @@ void Optimizer::set_learning_rate_variable(double value) {
 }
 
 double Optimizer::learning_rate() const {
-  if (learning_rate_.is_schedule()) return learning_rate_(iterations());
+  // Keras evaluates a schedule at the apply() calls, not at the updates (with accumulation).
+  if (learning_rate_.is_schedule()) return learning_rate_(apply_calls());
   return read_scalar<double>(*state_->learning_rate);
 }
 
@@ -178,7 +183,12 @@ void Optimizer::set_learning_rate(const LearningRate& learning_rate) {
 
 const LearningRate& Optimizer::learning_rate_spec() const { return learning_rate_; }
 
-std::int64_t Optimizer::iterations() const { return read_scalar<std::int64_t>(*state_->iteration); }
+std::int64_t Optimizer::apply_calls() const { return read_scalar<std::int64_t>(*state_->iteration); }
+
+std::int64_t Optimizer::iterations() const {
+  const std::int64_t calls = apply_calls();
+  return common_.gradient_accumulation_steps ? calls / *common_.gradient_accumulation_steps : calls;
+}
 
 void Optimizer::set_iterations(std::int64_t iterations) {
   if (iterations < 0) throw ValueError(fmt::format("{}: set_iterations({}): must be >= 0", name(), iterations));
@@ -220,9 +230,13 @@ void Optimizer::add_entry(Variable& v) {
     e.name = fmt::format("{}_{}", base, k);
   }
   autograd::NoRecordScope no_record;
-  for (const SlotSpec& spec : slot_specs())
-    e.slots.push_back(
-        std::make_unique<Variable>(full_like(v.peek(), spec.initial_value), e.name + "/" + spec.name, false));
+  for (const SlotSpec& spec : slot_specs_for(v)) {
+    Tensor init = spec.shape ? full(*spec.shape, spec.initial_value, v.dtype()).to(v.device())
+                             : full_like(v.peek(), spec.initial_value);
+    e.slots.push_back(std::make_unique<Variable>(std::move(init), e.name + "/" + spec.name, false));
+  }
+  if (common_.gradient_accumulation_steps)
+    e.accumulator = std::make_unique<Variable>(zeros_like(v.peek()), e.name + "/gradient_accumulator", false);
   // Keras starts the average at zeros with momentum 0 on the first step, which makes it the
   // weight itself; starting from the weight gives the same and also suits a variable first
   // seen after step 0.
@@ -242,6 +256,7 @@ std::vector<std::pair<std::string, Variable*>> Optimizer::variables() {
   for (auto& e : state_->entries) {
     for (auto& slot : e.slots) out.emplace_back(slot->name(), slot.get());
     if (e.average) out.emplace_back(e.average->name(), e.average.get());
+    if (e.accumulator) out.emplace_back(e.accumulator->name(), e.accumulator.get());
   }
   return out;
 }
@@ -254,6 +269,7 @@ Variable* Optimizer::get_slot(const Variable& variable, const std::string& slot)
   for (auto& s : e.slots)
     if (s->name() == full) return s.get();
   if (e.average && slot == "average") return e.average.get();
+  if (e.accumulator && slot == "gradient_accumulator") return e.accumulator.get();
   return nullptr;
 }
 
@@ -374,14 +390,38 @@ void Optimizer::apply(const std::vector<Tensor>& grads, const std::vector<Variab
     s.grads[k] = std::move(g);
   }
 
-  const std::int64_t step = iterations();
+  const std::int64_t calls = apply_calls();
+  const std::int64_t step = iterations();  // the updates so far (calls / N with accumulation)
   StepContext base;
-  base.learning_rate = learning_rate_.is_schedule() ? learning_rate_(step) : read_scalar<double>(*s.learning_rate);
+  // A schedule sees the apply() calls (Keras' _iterations), the bias corrections the updates.
+  base.learning_rate = learning_rate_.is_schedule() ? learning_rate_(calls) : read_scalar<double>(*s.learning_rate);
   base.local_step = step + 1;
 
   // Unscaling and clipping become one factor per gradient (and clipvalue a clamp) that the update
   // rules apply while they read the gradient.
-  const double unscale = common_.loss_scale_factor ? 1.0 / *common_.loss_scale_factor : 1.0;
+  double unscale = common_.loss_scale_factor ? 1.0 / *common_.loss_scale_factor : 1.0;
+  if (common_.gradient_accumulation_steps) {
+    // Keras' _backend_apply_gradients: the unscaled gradients are summed into the accumulators;
+    // every N-th call updates with (g + sum) / N (then clipped, after the weight decay) and
+    // clears them. The EMA below still runs on every call, as in Keras.
+    const std::int64_t steps = *common_.gradient_accumulation_steps;
+    const bool update = (calls + 1) % steps == 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      Variable& acc = *s.entries[s.index.at(variables[s.live[k]]->id())].accumulator;
+      Tensor g = unscale != 1 ? s.grads[k] * unscale : s.grads[k];
+      if (update) {
+        s.grads[k] = (g + acc.peek()) / static_cast<double>(steps);
+        acc.assign(zeros_like(acc.peek()));
+      } else {
+        acc.assign(acc.peek() + g);
+      }
+    }
+    unscale = 1;
+    if (!update) {
+      finish_step(variables, step, calls);
+      return;
+    }
+  }
   const bool per_norm = common_.clipnorm && *common_.clipnorm > 0;
   const bool global_norm = !per_norm && common_.global_clipnorm && *common_.global_clipnorm > 0;
   const bool by_value = !per_norm && !global_norm && common_.clipvalue && *common_.clipvalue > 0;
@@ -413,10 +453,16 @@ void Optimizer::apply(const std::vector<Tensor>& grads, const std::vector<Variab
     update_step(s.grads[k], v, e.slots, ctx);
   }
 
+  finish_step(variables, step, calls);
+}
+
+void Optimizer::finish_step(const std::vector<Variable*>& variables, std::int64_t step, std::int64_t calls) {
+  State& s = *state_;
+  const std::size_t n = s.live.size();
   if (common_.use_ema) {
     // Keras: momentum 0 on the very first step (the average becomes the weight), then
     // average = m * average + (1 - m) * weight; every ema_overwrite_frequency steps the weights
-    // take the averages.
+    // take the averages. `step` counts the updates (Keras' iterations property).
     const double m = step != 0 ? common_.ema_momentum : 0.0;
     const bool overwrite = common_.ema_overwrite_frequency && (step + 1) % *common_.ema_overwrite_frequency == 0;
     for (std::size_t k = 0; k < n; ++k) {
@@ -427,7 +473,7 @@ void Optimizer::apply(const std::vector<Tensor>& grads, const std::vector<Variab
     }
   }
   for (auto& g : s.grads) g = Tensor();  // do not keep the gradients alive between steps
-  write_scalar(*s.iteration, static_cast<double>(step + 1));
+  write_scalar(*s.iteration, static_cast<double>(calls + 1));
 }
 
 // ---- config -------------------------------------------------------------------------------------
@@ -438,7 +484,6 @@ nlohmann::json Optimizer::get_config() const {
   if (learning_rate_.is_schedule()) config["learning_rate"] = schedules::serialize(*learning_rate_.schedule());
   else config["learning_rate"] = learning_rate();
   detail::common_fields(detail::FieldWriter{config}, common_);
-  config["gradient_accumulation_steps"] = nullptr;  // Keras' key for what keel has not
   add_config(config);
   return config;
 }

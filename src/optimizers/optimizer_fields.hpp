@@ -70,6 +70,45 @@ template <class V> void fields(V&& v, NadamOptions& o) {
   v("epsilon", o.epsilon);
 }
 
+template <class V> void fields(V&& v, AdamaxOptions& o) {
+  v("beta_1", o.beta_1);
+  v("beta_2", o.beta_2);
+  v("epsilon", o.epsilon);
+}
+
+template <class V> void fields(V&& v, AdadeltaOptions& o) {
+  v("rho", o.rho);
+  v("epsilon", o.epsilon);
+}
+
+template <class V> void fields(V&& v, FtrlOptions& o) {
+  v("learning_rate_power", o.learning_rate_power);
+  v("initial_accumulator_value", o.initial_accumulator_value);
+  v("l1_regularization_strength", o.l1_regularization_strength);
+  v("l2_regularization_strength", o.l2_regularization_strength);
+  v("l2_shrinkage_regularization_strength", o.l2_shrinkage_regularization_strength);
+  v("beta", o.beta);
+}
+
+template <class V> void fields(V&& v, LionOptions& o) {
+  v("beta_1", o.beta_1);
+  v("beta_2", o.beta_2);
+}
+
+template <class V> void fields(V&& v, LambOptions& o) {
+  v("beta_1", o.beta_1);
+  v("beta_2", o.beta_2);
+  v("epsilon", o.epsilon);
+}
+
+template <class V> void fields(V&& v, AdafactorOptions& o) {
+  v("beta_2_decay", o.beta_2_decay);
+  v("epsilon_1", o.epsilon_1);
+  v("epsilon_2", o.epsilon_2);
+  v("clip_threshold", o.clip_threshold);
+  v("relative_step", o.relative_step);
+}
+
 // Writes fields into a config; an unset optional is null.
 struct FieldWriter {
   nlohmann::json& config;

@@ -1,4 +1,5 @@
-// SGD, Adam, AdamW, RMSprop, Adagrad and Nadam: Keras 3's update rules, each written once
+// SGD, Adam, AdamW, RMSprop, Adagrad, Nadam, Adamax, Adadelta and Lion: Keras 3's update rules,
+// each written once
 // (core/optimizer_rules.hpp) and run by the fused kernel of the variable's device where one
 // takes the operands (a SIMD loop over contiguous float32 CPU data, one CUDA launch for float32
 // and float64 on a GPU: backend::optimizer_update), else by the same rule on keel Tensors
@@ -67,6 +68,8 @@ struct TensorMath {
   static Tensor div(const Tensor& a, double b) { return a / b; }
   static Tensor root(const Tensor& a) { return sqrt(a); }
   static Tensor max(const Tensor& a, const Tensor& b) { return maximum(a, b); }
+  static Tensor abs(const Tensor& a) { return keel::abs(a); }
+  static Tensor sign(const Tensor& a) { return keel::sign(a); }
 };
 
 // The same rule with ops, on the gradient prepare_gradient made.
@@ -257,6 +260,71 @@ void Nadam::update_step(const Tensor& grad, Variable& variable, Slots& slots, co
 
 void Nadam::add_config(nlohmann::json& config) const { detail::write_fields(config, options_); }
 
+// ---- Adamax -------------------------------------------------------------------------------------
+
+Adamax::Adamax(LearningRate learning_rate, AdamaxOptions options)
+    : Optimizer(std::move(learning_rate), common_of(options), "Adamax"), options_(std::move(options)) {}
+
+std::vector<Optimizer::SlotSpec> Adamax::slot_specs() const { return {{"momentum", 0.0}, {"norm", 0.0}}; }
+
+void Adamax::update_step(const Tensor& grad, Variable& variable, Slots& slots, const StepContext& ctx) {
+  OptimizerParams p;
+  p.rule = OptimizerRule::adamax;
+  p.lr = ctx.learning_rate;
+  p.one_minus_b1 = 1 - options_.beta_1;
+  p.b2 = options_.beta_2;
+  p.cv = 1 - std::pow(options_.beta_1, static_cast<double>(ctx.local_step));  // 1 - beta_1^t
+  p.epsilon = options_.epsilon;
+  update(p, grad, variable, {slots[0].get(), slots[1].get(), nullptr}, ctx, prepare_gradient);
+}
+
+void Adamax::add_config(nlohmann::json& config) const { detail::write_fields(config, options_); }
+
+// ---- Adadelta -----------------------------------------------------------------------------------
+
+Adadelta::Adadelta(LearningRate learning_rate, AdadeltaOptions options)
+    : Optimizer(std::move(learning_rate), common_of(options), "Adadelta"), options_(std::move(options)) {}
+
+std::vector<Optimizer::SlotSpec> Adadelta::slot_specs() const {
+  return {{"accumulated_grad", 0.0}, {"accumulated_delta_var", 0.0}};
+}
+
+void Adadelta::update_step(const Tensor& grad, Variable& variable, Slots& slots, const StepContext& ctx) {
+  OptimizerParams p;
+  p.rule = OptimizerRule::adadelta;
+  p.lr = ctx.learning_rate;
+  p.rho = options_.rho;
+  p.one_minus_rho = 1 - options_.rho;
+  p.epsilon = options_.epsilon;
+  update(p, grad, variable, {slots[0].get(), slots[1].get(), nullptr}, ctx, prepare_gradient);
+}
+
+void Adadelta::add_config(nlohmann::json& config) const { detail::write_fields(config, options_); }
+
+// ---- Lion ---------------------------------------------------------------------------------------
+
+Lion::Lion(LearningRate learning_rate, LionOptions options)
+    : Optimizer(std::move(learning_rate), common_of(options), "Lion"), options_(std::move(options)) {
+  if (!(options_.beta_1 > 0 && options_.beta_1 <= 1))
+    throw ValueError(fmt::format("Lion: Argument `beta_1` must be in the [0, 1] range. Otherwise, the optimizer "
+                                 "degenerates to SignSGD. Received: beta_1={}.", options_.beta_1));
+}
+
+std::vector<Optimizer::SlotSpec> Lion::slot_specs() const { return {{"momentum", 0.0}}; }
+
+void Lion::update_step(const Tensor& grad, Variable& variable, Slots& slots, const StepContext& ctx) {
+  OptimizerParams p;
+  p.rule = OptimizerRule::lion;
+  p.lr = ctx.learning_rate;
+  p.b1 = options_.beta_1;
+  p.one_minus_b1 = 1 - options_.beta_1;
+  p.b2 = options_.beta_2;
+  p.one_minus_b2 = 1 - options_.beta_2;
+  update(p, grad, variable, {slots[0].get(), nullptr, nullptr}, ctx, prepare_gradient);
+}
+
+void Lion::add_config(nlohmann::json& config) const { detail::write_fields(config, options_); }
+
 // ---- by name and config -------------------------------------------------------------------------
 
 namespace {
@@ -275,8 +343,14 @@ std::shared_ptr<Optimizer> get(const std::string& name) {
   if (n == "rmsprop") return std::make_shared<RMSprop>();
   if (n == "adagrad") return std::make_shared<Adagrad>();
   if (n == "nadam") return std::make_shared<Nadam>();
+  if (n == "adamax") return std::make_shared<Adamax>();
+  if (n == "adadelta") return std::make_shared<Adadelta>();
+  if (n == "ftrl") return std::make_shared<Ftrl>();
+  if (n == "lion") return std::make_shared<Lion>();
+  if (n == "lamb") return std::make_shared<Lamb>();
+  if (n == "adafactor") return std::make_shared<Adafactor>();
   throw ValueError(fmt::format("Could not interpret optimizer identifier: '{}' (known: sgd, adam, adamw, rmsprop, "
-                               "adagrad, nadam)", name));
+                               "adagrad, nadam, adamax, adadelta, ftrl, lion, lamb, adafactor)", name));
 }
 
 nlohmann::json serialize(const Optimizer& optimizer) {
@@ -313,6 +387,12 @@ const std::map<std::string, ConfigFactory>& config_factories() {
       {"rmsprop", [](const nlohmann::json& c) { return make_from_config<RMSprop, RMSpropOptions>(c, 0.001); }},
       {"adagrad", [](const nlohmann::json& c) { return make_from_config<Adagrad, AdagradOptions>(c, 0.001); }},
       {"nadam", [](const nlohmann::json& c) { return make_from_config<Nadam, NadamOptions>(c, 0.001); }},
+      {"adamax", [](const nlohmann::json& c) { return make_from_config<Adamax, AdamaxOptions>(c, 0.001); }},
+      {"adadelta", [](const nlohmann::json& c) { return make_from_config<Adadelta, AdadeltaOptions>(c, 0.001); }},
+      {"ftrl", [](const nlohmann::json& c) { return make_from_config<Ftrl, FtrlOptions>(c, 0.001); }},
+      {"lion", [](const nlohmann::json& c) { return make_from_config<Lion, LionOptions>(c, 0.001); }},
+      {"lamb", [](const nlohmann::json& c) { return make_from_config<Lamb, LambOptions>(c, 0.001); }},
+      {"adafactor", [](const nlohmann::json& c) { return make_from_config<Adafactor, AdafactorOptions>(c, 0.001); }},
       {"lossscaleoptimizer",
        [](const nlohmann::json& c) -> std::shared_ptr<Optimizer> { return LossScaleOptimizer::from_config(c); }},
   };

@@ -6,7 +6,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <iosfwd>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "keel/core/tensor.hpp"
@@ -21,6 +23,9 @@ class Callback {
  public:
   virtual ~Callback() = default;
   virtual void set_model(models::Model* m) { model = m; }
+  // Keras' callback params, set by fit() before on_train_begin: "epochs", "steps" (-1 when not
+  // known yet) and "verbose".
+  virtual void set_params(const Logs& p) { params = p; }
   virtual void on_train_begin(const Logs&) {}
   virtual void on_train_end(const Logs&) {}
   virtual void on_epoch_begin(int, const Logs&) {}
@@ -37,6 +42,7 @@ class Callback {
   virtual void on_predict_batch_end(std::int64_t, const Logs&) {}
 
   models::Model* model = nullptr;
+  Logs params;
 
  protected:
   // Adds an entry to the logs of an epoch (as Keras' callbacks write into the shared logs dict):
@@ -92,24 +98,77 @@ struct ModelCheckpointOptions {
   std::string monitor = "val_loss";
   int verbose = 0;
   bool save_best_only = false;
-  bool save_weights_only = true;  // whole-model files come with the saving issue; weights now
+  bool save_weights_only = true;  // keel's default (Keras': false); false writes whole models
   std::string mode = "auto";
-  std::string save_freq = "epoch";
+  // "epoch", or a number N: save after every N batches (counted across epochs), as Keras.
+  std::variant<std::string, std::int64_t> save_freq = std::string("epoch");
   std::optional<double> initial_value_threshold{};
 };
-// filepath may contain {epoch} (1-based, formatted like {epoch:02d} too) and {<metric>} fields.
+// filepath may contain {epoch} (1-based, formatted like {epoch:02d} too), {batch} (1-based,
+// with an integer save_freq) and {<metric>} fields. save_weights_only = true writes
+// Model::save_weights files, false whole models (Model::save: a folder, or a ".keel" file).
 class ModelCheckpoint : public Callback {
  public:
   explicit ModelCheckpoint(std::string filepath, ModelCheckpointOptions options = {});
+  void on_train_begin(const Logs&) override;
+  void on_epoch_begin(int epoch, const Logs&) override;
   void on_epoch_end(int epoch, const Logs& logs) override;
+  void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
   const std::string& last_saved() const { return last_saved_; }
 
  private:
+  void save(int epoch, std::int64_t batch, const Logs& logs);
   std::string filepath_;
   ModelCheckpointOptions o_;
+  std::int64_t every_ = 0;  // the integer save_freq; 0: each epoch
+  std::int64_t batches_since_save_ = 0;
+  int epoch_ = 0;
   std::optional<bool> maximize_;
   std::optional<double> best_;
   std::string last_saved_;
+};
+
+// Keras' BackupAndRestore: at the end of every epoch (or every save_freq batches' epoch end)
+// the model's weights, its optimizer's state, its random stream and the epoch reached are
+// written under backup_dir; a fit() that starts while a backup is there restores them and
+// continues after that epoch, so a run interrupted by a crash and started again ends with the
+// weights an uninterrupted run has. The backup is deleted when training ends normally (with
+// delete_checkpoint).
+struct BackupAndRestoreOptions {
+  std::string save_freq = "epoch";
+  bool delete_checkpoint = true;
+};
+class BackupAndRestore : public Callback {
+ public:
+  explicit BackupAndRestore(std::string backup_dir, BackupAndRestoreOptions options = {});
+  void on_train_begin(const Logs&) override;
+  void on_epoch_end(int epoch, const Logs& logs) override;
+  void on_train_end(const Logs&) override;
+  // The epoch (0-based) the last on_train_begin resumed after; -1 when it started afresh.
+  int restored_epoch() const { return restored_epoch_; }
+
+ private:
+  std::string dir_;
+  BackupAndRestoreOptions o_;
+  int restored_epoch_ = -1;
+};
+
+// Keras' ProgbarLogger: the progress bar and epoch lines of fit() (to `out`, standard output by
+// default), for runs with FitOptions::verbose = 0 that want it from the callback list.
+class ProgbarLogger : public Callback {
+ public:
+  explicit ProgbarLogger(int verbose = 1, std::ostream* out = nullptr);
+  ~ProgbarLogger() override;
+  void on_epoch_begin(int epoch, const Logs& logs) override;
+  void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
+  void on_epoch_end(int epoch, const Logs& logs) override;
+
+ private:
+  struct Bar;
+  int verbose_;
+  std::ostream* out_;
+  std::unique_ptr<Bar> bar_;
+  std::int64_t seen_ = 0;
 };
 
 struct ReduceLROnPlateauOptions {
@@ -179,19 +238,7 @@ class TerminateOnNaN : public Callback {
   bool raise_error_;
 };
 
-// Writes TensorBoard event files (scalars per epoch: loss and metrics) under log_dir/train and
-// log_dir/validation.
-class TensorBoard : public Callback {
- public:
-  explicit TensorBoard(std::string log_dir = "logs");
-  void on_epoch_end(int epoch, const Logs& logs) override;
-  void on_train_end(const Logs&) override;
-
- private:
-  void write_scalar(const std::string& run, const std::string& tag, double value, std::int64_t step);
-  std::string log_dir_;
-  std::map<std::string, std::string> files_;  // run -> event file path
-};
+// TensorBoard: keel/callbacks/tensorboard.hpp.
 
 // Callbacks from lambdas, as keras.callbacks.LambdaCallback.
 // The fields follow Keras' keyword order (epoch, batch, train hooks), then Keras 3's test and

@@ -1,5 +1,6 @@
 #pragma once
-// MultiHeadAttention as Keras has it (attention over the time axis of [batch, time, features]).
+// MultiHeadAttention as Keras has it (attention over the time axis of [batch, time, features]),
+// and the single-head Attention (Luong) and AdditiveAttention (Bahdanau) layers.
 //
 // Calling it:
 //   layers::MultiHeadAttention mha(4, 16);
@@ -112,6 +113,82 @@ class MultiHeadAttention : public Layer {
   bool want_scores_ = false;
   Tensor scores_;
   std::uint64_t training_calls_ = 0;
+};
+
+// Keras' Attention / AdditiveAttention call() keyword arguments.
+struct AttentionCall {
+  Tensor key;              // undefined: value
+  Tensor query_mask;       // bool [B, Tq]; undefined: the mask riding on query, if any
+  Tensor value_mask;       // bool [B, Tv]; undefined: the mask riding on value, if any
+  bool training = false;
+  bool use_causal_mask = false;  // query position i attends to value positions <= i
+};
+
+struct AttentionOptions {
+  bool use_scale = false;          // a learned scalar "scale" multiplying the scores
+  std::string score_mode = "dot";  // "dot": q . k; "concat": sum(tanh(q + k)) times a learned weight
+  double dropout = 0.0;            // on the attention distribution, in training
+  std::optional<std::uint64_t> seed;
+  std::string name;
+};
+
+// Keras' dot-product (Luong) Attention on [B, Tq, D] queries and [B, Tv, D] values (keys):
+//   dot:    scores = scale * q k^T
+//   concat: scores = concat_score_weight * sum_d tanh(scale * (q_i + k_j))
+// masked scores (value mask, causal) lose 1e9; probs = softmax(scores); out = probs v, zeroed at
+// masked query steps; the output carries the query mask. Call: att({query, value[, key]}) or
+// att(query, value, {.key = ..., .use_causal_mask = true}).
+class Attention : public Layer {
+ public:
+  explicit Attention(AttentionOptions options = {});
+  KEEL_LAYER_BOILERPLATE(Attention)
+  using Layer::operator();
+  Tensor operator()(const Tensor& query, const Tensor& value, const AttentionCall& call = {});
+  // Keras' return_attention_scores = True: {output, probabilities [B, Tq, Tv]}.
+  std::pair<Tensor, Tensor> call_with_scores(const Tensor& query, const Tensor& value, const AttentionCall& call = {});
+  using Layer::build;
+  using Layer::call;
+  void build(const std::vector<Shape>& input_shapes) override;
+  Tensor call(const Tensor& inputs, bool training) override;  // ValueError: needs a list
+  Tensor call(const std::vector<Tensor>& inputs, bool training) override;
+  nlohmann::json get_config() const override;
+  const AttentionOptions& options() const { return options_; }
+  const Tensor& last_attention_scores() const { return scores_; }
+
+ protected:
+  bool floating_inputs() const override { return true; }
+  // Builds the scores [B, Tq, Tv] of query [B, Tq, D] and key [B, Tv, D].
+  virtual Tensor scores(const Tensor& query, const Tensor& key);
+  virtual void build_weights(std::int64_t dim);
+  AttentionOptions options_;
+  Variable* scale_ = nullptr;
+  Variable* concat_score_weight_ = nullptr;
+
+ private:
+  bool causal_ = false, want_scores_ = false;
+  Tensor query_mask_, value_mask_;  // from the keyword call
+  Tensor scores_;
+  std::uint64_t training_calls_ = 0;
+};
+
+struct AdditiveAttentionOptions {
+  bool use_scale = true;  // a learned vector "scale" [D] inside the sum
+  double dropout = 0.0;
+  std::optional<std::uint64_t> seed;
+  std::string name;
+};
+
+// Keras' AdditiveAttention (Bahdanau): scores[b, i, j] = sum_d scale_d tanh(q[b, i, d] + k[b, j, d]),
+// then as Attention.
+class AdditiveAttention : public Attention {
+ public:
+  explicit AdditiveAttention(AdditiveAttentionOptions options = {});
+  KEEL_LAYER_BOILERPLATE(AdditiveAttention)
+  nlohmann::json get_config() const override;
+
+ protected:
+  Tensor scores(const Tensor& query, const Tensor& key) override;
+  void build_weights(std::int64_t dim) override;
 };
 
 }  // namespace keel::layers

@@ -1,6 +1,6 @@
 #pragma once
 // The core Keras layers: Dense, Activation, ReLU, LeakyReLU, Softmax, Flatten, Reshape, Permute,
-// Dropout, Add, Concatenate, Multiply, Rescaling and Embedding.
+// Dropout, Add, Concatenate, Multiply, Rescaling, Embedding, Identity and Lambda.
 //
 // Each layer with Keras keyword arguments takes an `XOptions` struct as its last constructor
 // parameter. Its fields are declared in the order of Keras' keyword arguments, with Keras'
@@ -13,6 +13,7 @@
 // rides on their input on to their output (Dense and the elementwise layers); Add and Multiply
 // pass on the logical and of their inputs' masks; Embedding(mask_zero = true) makes one.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -387,6 +388,58 @@ class Embedding : public Layer {
   int input_dim_, output_dim_;
   EmbeddingOptions options_;
   Variable* embeddings_ = nullptr;
+};
+
+// ---- Identity, Lambda ------------------------------------------------------------------------
+
+struct IdentityOptions {
+  std::string name{};
+};
+
+// Returns its input unchanged (its mask too): a placeholder in a model.
+class Identity : public Layer {
+ public:
+  explicit Identity(IdentityOptions options = {});
+  KEEL_LAYER_BOILERPLATE(Identity)
+  using Layer::call;
+  Tensor call(const Tensor& inputs, bool training) override;
+  Tensor call(const std::vector<Tensor>& inputs, bool training) override;  // the first input
+  void check_input_shape(const Shape&) const override {}
+};
+
+// A function a Lambda layer applies: one tensor, or a list (the multi-input call) in, one out.
+using LambdaFn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// Registers `fn` under `name`, so that Lambda("name") finds it and a saved model with that Lambda
+// loads again (Keras serialises the Python bytecode; C++ has none, so the name is the config).
+// Re-registering a name replaces its function. ValueError for an empty name.
+void register_lambda(const std::string& name, LambdaFn fn);
+void register_lambda(const std::string& name, std::function<Tensor(const Tensor&)> fn);
+bool has_lambda(const std::string& name);
+
+struct LambdaOptions {
+  std::string name{};
+};
+
+// Keras' Lambda: wraps a stateless function as a layer (its gradients are the ops'). Lambda("fn")
+// uses a registered function (ValueError if there is none) and is serialisable; Lambda(callable)
+// works the same but get_config() throws ValueError (there is no name to save).
+class Lambda : public Layer {
+ public:
+  explicit Lambda(std::string function, LambdaOptions options = {});
+  explicit Lambda(LambdaFn fn, LambdaOptions options = {});
+  explicit Lambda(std::function<Tensor(const Tensor&)> fn, LambdaOptions options = {});
+  KEEL_LAYER_BOILERPLATE(Lambda)
+  using Layer::call;
+  Tensor call(const Tensor& inputs, bool training) override;
+  Tensor call(const std::vector<Tensor>& inputs, bool training) override;
+  void check_input_shape(const Shape&) const override {}
+  nlohmann::json get_config() const override;
+  const std::string& function_name() const { return function_; }  // empty for a bare callable
+
+ private:
+  std::string function_;
+  LambdaFn fn_;
 };
 
 }  // namespace keel::layers

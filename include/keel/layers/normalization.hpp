@@ -1,5 +1,6 @@
 #pragma once
-// Normalisation layers, as Keras 3: BatchNormalization and LayerNormalization.
+// Normalisation layers, as Keras 3: BatchNormalization, LayerNormalization, GroupNormalization,
+// UnitNormalization and the Normalization preprocessing layer (with adapt()).
 //
 // BatchNormalization keeps trainable gamma / beta and non-trainable moving_mean /
 // moving_variance. Called with training = true it normalises with the batch's mean and (biased)
@@ -111,6 +112,115 @@ class LayerNormalization : public Layer {
   std::vector<int> axes_;  // normalised to [0, rank), sorted, by build()
   Variable* gamma_ = nullptr;
   Variable* beta_ = nullptr;
+};
+
+struct GroupNormalizationOptions {
+  int groups = 32;  // -1: one group per channel (instance normalisation)
+  int axis = -1;    // the channel axis
+  double epsilon = 1e-3;
+  bool center = true;
+  bool scale = true;
+  initializers::Initializer beta_initializer = "zeros";
+  initializers::Initializer gamma_initializer = "ones";
+  regularizers::Regularizer beta_regularizer = {};
+  regularizers::Regularizer gamma_regularizer = {};
+  std::string name = "";
+};
+
+// Keras' GroupNormalization: the channels are split into `groups` groups of C / groups; each
+// example is normalised with the mean and (biased) variance of each group over every non-batch
+// axis, then y * gamma + beta per channel (gamma, beta [C]).
+class GroupNormalization : public Layer {
+ public:
+  explicit GroupNormalization(GroupNormalizationOptions options = {});
+  KEEL_LAYER_BOILERPLATE(GroupNormalization)
+  using Layer::build;
+  using Layer::call;
+  void build(const Shape& input_shape) override;
+  Tensor call(const Tensor& inputs, bool training) override;
+  void check_input_shape(const Shape& input_shape) const override;
+  nlohmann::json get_config() const override;
+  const GroupNormalizationOptions& options() const { return options_; }
+  Variable& gamma() const;
+  Variable& beta() const;
+
+ protected:
+  bool floating_inputs() const override { return true; }
+  Autocast autocast() const override { return Autocast::float32; }
+
+ private:
+  GroupNormalizationOptions options_;
+  int axis_ = -1, groups_ = 0;
+  Variable* gamma_ = nullptr;
+  Variable* beta_ = nullptr;
+};
+
+struct UnitNormalizationOptions {
+  NormalizationAxes axis = -1;
+  std::string name = "";
+};
+
+// Keras' UnitNormalization: x / max(||x||_2, 1e-12) over `axis` (each example gets unit L2 norm).
+class UnitNormalization : public Layer {
+ public:
+  explicit UnitNormalization(UnitNormalizationOptions options = {});
+  KEEL_LAYER_BOILERPLATE(UnitNormalization)
+  using Layer::call;
+  Tensor call(const Tensor& inputs, bool training) override;
+  void check_input_shape(const Shape&) const override {}
+  nlohmann::json get_config() const override;
+  const UnitNormalizationOptions& options() const { return options_; }
+
+ protected:
+  bool floating_inputs() const override { return true; }
+  Autocast autocast() const override { return Autocast::float32; }
+
+ private:
+  UnitNormalizationOptions options_;
+};
+
+struct NormalizationOptions {
+  // The axes that keep their own statistics (Keras' axis; -1: per feature). Empty (Keras' None):
+  // one mean and variance for everything.
+  std::vector<int> axis = {-1};
+  // Fixed statistics instead of adapt(): one value (broadcast) or one per element of the kept
+  // axes. Both or neither.
+  std::vector<double> mean = {};
+  std::vector<double> variance = {};
+  bool invert = false;  // mean + x * sqrt(variance): undoes the normalisation
+  std::string name = "";
+};
+
+// Keras' Normalization: (x - mean) / max(sqrt(variance), 1e-7) with mean and variance fixed in
+// the options or computed by adapt() over every axis but the kept ones (the biased variance, as
+// Keras). The statistics are non-trainable weights "mean" and "variance" (saved with the model).
+class Normalization : public Layer {
+ public:
+  explicit Normalization(NormalizationOptions options = {});
+  KEEL_LAYER_BOILERPLATE(Normalization)
+  using Layer::build;
+  using Layer::call;
+  void build(const Shape& input_shape) override;
+  Tensor call(const Tensor& inputs, bool training) override;
+  void check_input_shape(const Shape& input_shape) const override;
+  nlohmann::json get_config() const override;
+  // Computes mean and variance of `data` ([N, ...], the layer's input shape) and builds the layer.
+  void adapt(const Tensor& data);
+  const NormalizationOptions& options() const { return options_; }
+  Tensor mean() const;      // broadcastable to the inputs; ValueError before build / adapt
+  Tensor variance() const;
+
+ protected:
+  bool floating_inputs() const override { return true; }
+  Autocast autocast() const override { return Autocast::float32; }
+
+ private:
+  Shape stats_shape(const Shape& input_shape);  // also sets kept_ (validated axes)
+  NormalizationOptions options_;
+  std::vector<int> kept_;  // normalised to [0, rank), sorted
+  bool adapted_ = false;
+  Variable* mean_ = nullptr;
+  Variable* variance_ = nullptr;
 };
 
 }  // namespace keel::layers

@@ -210,12 +210,167 @@ class KLDivergence : public Loss {
   std::string class_name() const override { return "KLDivergence"; }
 };
 
+// ---- more Keras 3 losses -------------------------------------------------------------------------
+// Per-example functions (keras.losses.hinge, ...; the formulas in src/losses/keras3_functions.cpp)
+// and their classes. epsilon below is keras.backend.epsilon() = 1e-7.
+
+// mean(max(1 - y p, 0), -1); labels that are all 0 or 1 become -1 / 1 first.
+Tensor hinge(const Tensor& y_true, const Tensor& y_pred);
+// mean(max(1 - y p, 0)^2, -1); labels as for hinge.
+Tensor squared_hinge(const Tensor& y_true, const Tensor& y_pred);
+// max(max((1 - y) p, -1) - sum(y p, -1) + 1, 0).
+Tensor categorical_hinge(const Tensor& y_true, const Tensor& y_pred);
+// mean(x + softplus(-2x) - log 2, -1) with x = p - y (log cosh x, without overflow).
+Tensor log_cosh(const Tensor& y_true, const Tensor& y_pred);
+// mean(p - y log(p + epsilon), -1).
+Tensor poisson(const Tensor& y_true, const Tensor& y_pred);
+// -sum(l2_normalize(y) l2_normalize(p), axis), each normalised as x / max(||x||, epsilon).
+Tensor cosine_similarity(const Tensor& y_true, const Tensor& y_pred, int axis = -1);
+// mean((log(max(p, epsilon) + 1) - log(max(y, epsilon) + 1))^2, -1).
+Tensor mean_squared_logarithmic_error(const Tensor& y_true, const Tensor& y_pred);
+// 100 mean(|(y - p) / max(|y|, epsilon)|, -1).
+Tensor mean_absolute_percentage_error(const Tensor& y_true, const Tensor& y_pred);
+// mean((1 - p_t)^gamma bce, axis), p_t = y p + (1 - y)(1 - p), bce the binary crossentropy of the
+// (smoothed: y (1 - s) + s / 2) labels; apply_class_balancing weighs by y alpha + (1 - y)(1 - alpha).
+Tensor binary_focal_crossentropy(const Tensor& y_true, const Tensor& y_pred, bool apply_class_balancing = false,
+                                 double alpha = 0.25, double gamma = 2.0, bool from_logits = false,
+                                 double label_smoothing = 0.0, int axis = -1);
+// sum(alpha (1 - q)^gamma (-y log q), axis), q = p / sum(p) clipped to [epsilon, 1 - epsilon]
+// (softmax first from logits; smoothed labels y (1 - s) + s / classes).
+Tensor categorical_focal_crossentropy(const Tensor& y_true, const Tensor& y_pred, double alpha = 0.25,
+                                      double gamma = 2.0, bool from_logits = false, double label_smoothing = 0.0,
+                                      int axis = -1);
+// 1 - 2 sum(y p) / (sum(y) + sum(p) + epsilon), summed over `axes` (empty: every axis, a scalar).
+Tensor dice(const Tensor& y_true, const Tensor& y_pred, std::vector<int> axes = {});
+// 1 - TP / (TP + alpha FP + beta FN + epsilon) with TP = sum(y p), FP = sum((1 - y) p),
+// FN = sum(y (1 - p)) over `axes` (empty: every axis).
+Tensor tversky(const Tensor& y_true, const Tensor& y_pred, double alpha = 0.5, double beta = 0.5,
+               std::vector<int> axes = {});
+
+// The classes whose options are the base's only (reduction, name): Keras' default names.
+#define KEEL_PLAIN_LOSS(Cls, default_name)                                    \
+  struct Cls##Options {                                                       \
+    std::string reduction = "sum_over_batch_size";                            \
+    std::string name = default_name;                                          \
+  };                                                                          \
+  class Cls : public Loss {                                                   \
+   public:                                                                    \
+    explicit Cls(Cls##Options options = {});                                  \
+    Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;   \
+    std::string class_name() const override { return #Cls; }                  \
+  };
+KEEL_PLAIN_LOSS(Hinge, "hinge")
+KEEL_PLAIN_LOSS(SquaredHinge, "squared_hinge")
+KEEL_PLAIN_LOSS(CategoricalHinge, "categorical_hinge")
+KEEL_PLAIN_LOSS(LogCosh, "log_cosh")
+KEEL_PLAIN_LOSS(Poisson, "poisson")
+KEEL_PLAIN_LOSS(MeanSquaredLogarithmicError, "mean_squared_logarithmic_error")
+KEEL_PLAIN_LOSS(MeanAbsolutePercentageError, "mean_absolute_percentage_error")
+#undef KEEL_PLAIN_LOSS
+
+struct CosineSimilarityOptions {
+  int axis = -1;
+  std::string reduction = "sum_over_batch_size";
+  std::string name = "cosine_similarity";
+};
+class CosineSimilarity : public Loss {
+ public:
+  explicit CosineSimilarity(CosineSimilarityOptions options = {});
+  Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
+  nlohmann::json get_config() const override;
+  std::string class_name() const override { return "CosineSimilarity"; }
+
+ private:
+  CosineSimilarityOptions options_;
+};
+
+struct BinaryFocalCrossentropyOptions {
+  bool apply_class_balancing = false;
+  double alpha = 0.25;
+  double gamma = 2.0;
+  bool from_logits = false;
+  double label_smoothing = 0.0;  // in [0, 1]
+  int axis = -1;
+  std::string reduction = "sum_over_batch_size";
+  std::string name = "binary_focal_crossentropy";
+};
+class BinaryFocalCrossentropy : public Loss {
+ public:
+  explicit BinaryFocalCrossentropy(BinaryFocalCrossentropyOptions options = {});
+  Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
+  nlohmann::json get_config() const override;
+  std::string class_name() const override { return "BinaryFocalCrossentropy"; }
+  const BinaryFocalCrossentropyOptions& options() const { return options_; }
+
+ private:
+  BinaryFocalCrossentropyOptions options_;
+};
+
+struct CategoricalFocalCrossentropyOptions {
+  double alpha = 0.25;
+  double gamma = 2.0;
+  bool from_logits = false;
+  double label_smoothing = 0.0;  // in [0, 1]
+  int axis = -1;
+  std::string reduction = "sum_over_batch_size";
+  std::string name = "categorical_focal_crossentropy";
+};
+class CategoricalFocalCrossentropy : public Loss {
+ public:
+  explicit CategoricalFocalCrossentropy(CategoricalFocalCrossentropyOptions options = {});
+  Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
+  nlohmann::json get_config() const override;
+  std::string class_name() const override { return "CategoricalFocalCrossentropy"; }
+  const CategoricalFocalCrossentropyOptions& options() const { return options_; }
+
+ private:
+  CategoricalFocalCrossentropyOptions options_;
+};
+
+// Keras' Dice(reduction, name, axis): axis None (an empty list, the default) reduces every axis.
+struct DiceOptions {
+  std::string reduction = "sum_over_batch_size";
+  std::string name = "dice";
+  std::vector<int> axis = {};
+};
+class Dice : public Loss {
+ public:
+  explicit Dice(DiceOptions options = {});
+  Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
+  nlohmann::json get_config() const override;
+  std::string class_name() const override { return "Dice"; }
+
+ private:
+  DiceOptions options_;
+};
+
+struct TverskyOptions {
+  double alpha = 0.5;
+  double beta = 0.5;
+  std::string reduction = "sum_over_batch_size";
+  std::string name = "tversky";
+  std::vector<int> axis = {};  // empty: every axis
+};
+class Tversky : public Loss {
+ public:
+  explicit Tversky(TverskyOptions options = {});
+  Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
+  nlohmann::json get_config() const override;
+  std::string class_name() const override { return "Tversky"; }
+
+ private:
+  TverskyOptions options_;
+};
+
 // ---- by name ------------------------------------------------------------------------------------
 
 // A new loss object for a Keras name: "mse"/"mean_squared_error", "mae"/"mean_absolute_error",
 // "huber"/"huber_loss", "binary_crossentropy", "categorical_crossentropy",
-// "sparse_categorical_crossentropy", "kld"/"kl_divergence"/"kullback_leibler_divergence", or a
-// class name ("MeanSquaredError", ...). ValueError for any other name.
+// "sparse_categorical_crossentropy", "kld"/"kl_divergence"/"kullback_leibler_divergence",
+// "hinge", "squared_hinge", "categorical_hinge", "log_cosh"/"logcosh", "poisson",
+// "cosine_similarity", "msle"/"mean_squared_logarithmic_error", "mape"/
+// "mean_absolute_percentage_error", "binary_focal_crossentropy", "categorical_focal_crossentropy",
+// "dice", "tversky", or a class name ("MeanSquaredError", ...). ValueError for any other name.
 std::shared_ptr<Loss> get(const std::string& identifier);
 
 // A built-in loss rebuilt from its class_name() and get_config() (Keras' Loss.from_config): each

@@ -469,8 +469,13 @@ std::shared_ptr<Metric> resolve_accuracy(const Shape& y_true_shape, const Shape&
 // "sparse_top_k_categorical_accuracy", "precision", "recall", "auc", "mse"/"mean_squared_error",
 // "mae"/"mean_absolute_error", "binary_crossentropy"/"bce", "categorical_crossentropy",
 // "sparse_categorical_crossentropy" (the cross-entropy metric classes), "kl_divergence"/"kld"
-// (its running mean), or a class name ("AUC", "Precision", "BinaryCrossentropy", ...), each
-// with its default options. ValueError for any other name.
+// (its running mean), "rmse"/"root_mean_squared_error", "mape"/"mean_absolute_percentage_error",
+// "msle"/"mean_squared_logarithmic_error", "cosine_similarity", "logcosh"/"log_cosh_error",
+// "r2_score", "hinge", "squared_hinge", "categorical_hinge", "f1_score", "fbeta_score",
+// "true_positives", "false_positives", "true_negatives", "false_negatives", "binary_io_u", "sum",
+// or a class name ("AUC", "Precision", "RootMeanSquaredError", ...), each with its default
+// options. Metrics with a required argument (IoU's num_classes, PrecisionAtRecall's recall, ...)
+// have no default and are not found by name, as in Keras. ValueError for any other name.
 std::shared_ptr<Metric> get(const std::string& identifier, const std::string& loss_name = "");
 
 // A built-in metric rebuilt from its class_name() and get_config() (Keras' Metric.from_config,
@@ -517,3 +522,9 @@ class MetricRef {
 };
 
 }  // namespace keel::metrics
+
+// The further metric families, declared in their own headers (each includes this one, so the
+// definitions above are complete by then).
+#include "keel/metrics/classification_metrics.hpp"
+#include "keel/metrics/iou_metrics.hpp"
+#include "keel/metrics/regression_metrics.hpp"

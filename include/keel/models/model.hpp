@@ -7,6 +7,8 @@
 #include <optional>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "keel/callbacks/callback.hpp"
@@ -25,17 +27,74 @@ struct History {
   std::vector<int> epoch;
 };
 
+// compile()'s loss: one loss for every output, a list (one per output, in model order), or a
+// map by output name (Model::output_names()); an output without a loss does not train.
+struct LossSpec {
+  LossSpec() = default;
+  template <class T, std::enable_if_t<std::is_constructible_v<losses::LossRef, T&&> &&
+                                          !std::is_same_v<std::decay_t<T>, LossSpec>,
+                                      int> = 0>
+  LossSpec(T&& loss) : one(std::forward<T>(loss)) {}  // NOLINT: implicit, as .loss = "mse"
+  LossSpec(std::initializer_list<losses::LossRef> l) : list(l) {}
+  LossSpec(std::vector<losses::LossRef> l) : list(std::move(l)) {}  // NOLINT
+  LossSpec(std::map<std::string, losses::LossRef> m) : by_name(std::move(m)) {}  // NOLINT
+  bool defined() const { return one.defined() || !list.empty() || !by_name.empty(); }
+  losses::LossRef one;
+  std::vector<losses::LossRef> list;
+  std::map<std::string, losses::LossRef> by_name;
+};
+
+// compile()'s loss_weights: a list in output order or a map by output name. The total loss
+// is sum_i loss_weight_i * loss_i (weight 1 for an output not named), plus regularisation.
+struct LossWeights {
+  LossWeights() = default;
+  LossWeights(std::initializer_list<double> l) : list(l) {}
+  LossWeights(std::vector<double> l) : list(std::move(l)) {}             // NOLINT
+  LossWeights(std::map<std::string, double> m) : by_name(std::move(m)) {}  // NOLINT
+  bool empty() const { return list.empty() && by_name.empty(); }
+  std::vector<double> list;
+  std::map<std::string, double> by_name;
+};
+
+// compile()'s metrics: a flat list (for a multi-output model applied to every output, as
+// tf.keras does), one list per output (model order), or lists by output name. A multi-output
+// model logs them as "<output>_<metric>" (Keras' names: "dense_1_accuracy").
+struct MetricsSpec {
+  MetricsSpec() = default;
+  MetricsSpec(std::initializer_list<metrics::MetricRef> l) : flat(l) {}
+  MetricsSpec(std::vector<metrics::MetricRef> l) : flat(std::move(l)) {}  // NOLINT
+  MetricsSpec(std::vector<std::vector<metrics::MetricRef>> l) : per_output(std::move(l)) {}  // NOLINT
+  MetricsSpec(std::map<std::string, std::vector<metrics::MetricRef>> m) : by_name(std::move(m)) {}  // NOLINT
+  bool empty() const { return flat.empty() && per_output.empty() && by_name.empty(); }
+  std::vector<metrics::MetricRef> flat;
+  std::vector<std::vector<metrics::MetricRef>> per_output;
+  std::map<std::string, std::vector<metrics::MetricRef>> by_name;
+};
+
 // Options in the order of Keras' keyword arguments, with Keras' defaults.
 struct CompileOptions {
   optimizers::OptimizerRef optimizer = "rmsprop";
-  losses::LossRef loss{};
-  std::vector<double> loss_weights{};           // one per output of a multi-output model
-  std::vector<metrics::MetricRef> metrics{};
+  LossSpec loss{};
+  LossWeights loss_weights{};
+  MetricsSpec metrics{};
   // Keras: false traces the tensor work of each step (forward, loss, gradient, update) with
   // keel::function and replays it; true runs the steps op by op, as written.
   bool run_eagerly = false;
   // The traced steps' whole-graph optimisation (FunctionOptions::jit_compile).
   bool jit_compile = true;
+};
+
+// The x or y of fit / evaluate / predict / *_on_batch: one tensor, one per model input (or
+// output) in model order, or a map by Input name (or output layer name).
+struct ModelData {
+  ModelData() = default;
+  ModelData(Tensor t) : list{std::move(t)} {}                                  // NOLINT
+  ModelData(std::initializer_list<Tensor> l) : list(l) {}
+  ModelData(std::vector<Tensor> l) : list(std::move(l)) {}                     // NOLINT
+  ModelData(std::map<std::string, Tensor> m) : by_name(std::move(m)) {}        // NOLINT
+  bool empty() const { return list.empty() && by_name.empty(); }
+  std::vector<Tensor> list;
+  std::map<std::string, Tensor> by_name;
 };
 
 struct FitOptions {
@@ -44,7 +103,7 @@ struct FitOptions {
   int verbose = 1;  // 0 silent, 1 progress bar (one line per epoch when not a terminal), 2 one line per epoch
   callbacks::CallbackList callbacks{};
   double validation_split = 0;  // the last fraction of x, y (before shuffling), as Keras
-  std::optional<std::pair<Tensor, Tensor>> validation_data{};
+  std::optional<std::pair<ModelData, ModelData>> validation_data{};
   bool shuffle = true;
   std::map<std::int64_t, double> class_weight{};
   Tensor sample_weight{};
@@ -118,21 +177,69 @@ class Model : public layers::Layer {
   // Keras' table: layer name (type), output shape, parameter count; then the totals.
   void summary(std::ostream& out = std::cout);
 
+  // The names x and y maps are keyed by: the Input names, and the output layers' names (a
+  // Sequential's or subclassed model's one output is named after its last layer / the model).
+  std::vector<std::string> input_names() const;
+  std::vector<std::string> output_names() const;
+
   // ---- training (Keras' compile / fit / evaluate / predict) ----
+  // ValueError for a loss, loss_weights or metrics entry that names no output, or lists of
+  // the wrong length.
   void compile(CompileOptions options);
-  History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
+  // History keys: "loss" (the weighted total), the metrics and, for a multi-output model, each
+  // output's weighted loss "<output>_loss" and metrics "<output>_<metric>"; "val_" for each.
+  History fit(const ModelData& x, const ModelData& y, FitOptions options = {});
   // A data::Dataset of (x, y) batches: each epoch is one pass (batch_size, shuffle,
   // validation_split and class_weight belong to the pipeline then, not to fit).
   History fit(const data::Dataset<std::pair<Tensor, Tensor>>& train, FitOptions options = {});
-  std::map<std::string, double> evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options = {});
+  // Batches of several inputs / outputs, each side in model order.
+  History fit(const data::Dataset<std::pair<std::vector<Tensor>, std::vector<Tensor>>>& train, FitOptions options = {});
+  // Elements whose x and y are nested pairs of tensors (tf.data's tuples): ((x1, x2), y).
+  template <class X, class Y,
+            std::enable_if_t<data::detail::tensor_tree<X>::value && data::detail::tensor_tree<Y>::value &&
+                                 !(std::is_same_v<X, Tensor> && std::is_same_v<Y, Tensor>),
+                             int> = 0>
+  History fit(const data::Dataset<std::pair<X, Y>>& train, FitOptions options = {}) {
+    return fit(flatten_batches(train), std::move(options));
+  }
+  std::map<std::string, double> evaluate(const ModelData& x, const ModelData& y, EvaluateOptions options = {});
   std::map<std::string, double> evaluate(const data::Dataset<std::pair<Tensor, Tensor>>& data,
                                          EvaluateOptions options = {});
-  Tensor predict(const Tensor& x, PredictOptions options = {});
+  std::map<std::string, double> evaluate(const data::Dataset<std::pair<std::vector<Tensor>, std::vector<Tensor>>>& data,
+                                         EvaluateOptions options = {});
+  template <class X, class Y,
+            std::enable_if_t<data::detail::tensor_tree<X>::value && data::detail::tensor_tree<Y>::value &&
+                                 !(std::is_same_v<X, Tensor> && std::is_same_v<Y, Tensor>),
+                             int> = 0>
+  std::map<std::string, double> evaluate(const data::Dataset<std::pair<X, Y>>& data, EvaluateOptions options = {}) {
+    return evaluate(flatten_batches(data), std::move(options));
+  }
+  // The (first) output; ValueError for a multi-output model (use predict_all).
+  Tensor predict(const ModelData& x, PredictOptions options = {});
+  // Every output, in model order.
+  std::vector<Tensor> predict_all(const ModelData& x, PredictOptions options = {});
+
+  // Keras' train_on_batch / test_on_batch / predict_on_batch: one step on one batch, returning
+  // the logs (Keras' return_dict = true: "loss" and the metrics). As in Keras 3 the metrics are
+  // not reset between calls (reset_metrics() does).
+  std::map<std::string, double> train_on_batch(const ModelData& x, const ModelData& y, const Tensor& sample_weight = {},
+                                               const std::map<std::int64_t, double>& class_weight = {});
+  std::map<std::string, double> test_on_batch(const ModelData& x, const ModelData& y, const Tensor& sample_weight = {});
+  std::vector<Tensor> predict_on_batch(const ModelData& x);
+
+  // Copies of every weight in Keras 3's order (layer by layer, each layer's own weights
+  // before its sublayers'), and back: ValueError for a wrong count, or naming the weight
+  // whose shape differs.
+  std::vector<Tensor> get_weights();
+  void set_weights(const std::vector<Tensor>& weights);
+
   // One optimisation step on a batch: forward under a GradientTape, loss (+ regularisation
-  // losses), gradients, optimizer update, metric updates. Override to customise fit().
+  // losses), gradients, optimizer update, metric updates. Override to customise fit() (a model
+  // with several inputs or outputs runs the built-in step, multi_train_step).
   virtual std::map<std::string, double> train_step(const Tensor& x, const Tensor& y, const Tensor& sample_weight);
   virtual std::map<std::string, double> test_step(const Tensor& x, const Tensor& y, const Tensor& sample_weight);
-  // The compiled loss (weighted, reduced) plus the layers' regularisation losses.
+  // The compiled loss (weighted, reduced) plus the layers' regularisation losses (of the first
+  // output for a multi-output model).
   Tensor compute_loss(const Tensor& x, const Tensor& y, const Tensor& y_pred, const Tensor& sample_weight);
   // The compiled metrics (a "loss" tracker first), for custom train_step()s.
   std::vector<std::shared_ptr<metrics::Metric>> metrics();
@@ -142,6 +249,9 @@ class Model : public layers::Layer {
   std::shared_ptr<losses::Loss> loss() const { return loss_; }
   bool compiled() const { return optimizer_ != nullptr; }
   bool stop_training = false;  // set by callbacks (EarlyStopping) to end fit() after this epoch
+  // Called from a callback's on_train_begin (BackupAndRestore): the fit() starting continues at
+  // `epoch` (0-based) instead of FitOptions::initial_epoch, as Keras' model._initial_epoch.
+  void resume_at_epoch(int epoch) { resume_epoch_ = epoch; }
   // The model's own random stream: fit, evaluate and predict draw from it (shuffling, dropout,
   // the weights of layers built in the first call), so models trained in separate threads give
   // the same results whatever the scheduling. Derived at construction (see SeedGenerator);
@@ -178,16 +288,56 @@ class Model : public layers::Layer {
   CompileOptions compile_options_;
   random::SeedGenerator seed_generator_;
   std::shared_ptr<detail::StepFunctions> steps_;  // the traced steps (made on first use)
+  // The compiled loss of each output (null: none) and its weight, in output order.
+  std::vector<std::shared_ptr<losses::Loss>> output_losses_;
+  std::vector<double> output_weights_;
+  std::vector<double> output_loss_sums_;  // running, batch-size weighted, per output
+  std::vector<int> metric_outputs_;       // the output each of metrics_ reads
+  int resume_epoch_ = -1;                 // see resume_at_epoch
   // Runs a step's tensor work (`eager` on args) as compile()'s run_eagerly says.
   std::vector<Tensor> run_step(detail::Step step, const std::vector<Tensor>& args,
                                const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& eager);
+  // The built-in steps on any number of inputs and outputs (model order).
+  std::map<std::string, double> multi_train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y,
+                                                 const Tensor& sample_weight);
+  std::map<std::string, double> multi_test_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y,
+                                                const Tensor& sample_weight);
+  // The steps fit and evaluate run: train_step / test_step for one input and one output (so
+  // overrides apply), the multi_ forms otherwise.
+  std::map<std::string, double> run_train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y,
+                                               const Tensor& sample_weight);
+  std::map<std::string, double> run_test_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y,
+                                              const Tensor& sample_weight);
+  // Every output of a forward pass.
+  std::vector<Tensor> forward(const std::vector<Tensor>& x, bool training);
+  // The weighted total loss (with regularisation) and each output's weighted loss.
+  std::vector<Tensor> compute_losses(const std::vector<Tensor>& y, const std::vector<Tensor>& y_pred,
+                                     const Tensor& sample_weight);
+  void resolve_metrics(const std::vector<Tensor>& y, const std::vector<Tensor>& y_pred);
+  // The one-output forms, for custom train_step()s (the metrics of the first output).
   void resolve_metrics(const Tensor& y, const Tensor& y_pred);
   void update_metrics(const Tensor& loss, const Tensor& y, const Tensor& pred, const Tensor& sample_weight,
                       double batch);
+  void update_metrics(const std::vector<Tensor>& losses, const std::vector<Tensor>& y, const std::vector<Tensor>& pred,
+                      const Tensor& sample_weight, double batch);
+  // x or y as one tensor per input (output) in model order; `op` names the caller in errors.
+  std::vector<Tensor> inputs_in_order(const ModelData& x, const char* op) const;
+  std::vector<Tensor> targets_in_order(const ModelData& y, const char* op) const;
+  template <class X, class Y>
+  static data::Dataset<std::pair<std::vector<Tensor>, std::vector<Tensor>>> flatten_batches(
+      const data::Dataset<std::pair<X, Y>>& ds) {
+    return ds.map([](const std::pair<X, Y>& e) {
+      std::pair<std::vector<Tensor>, std::vector<Tensor>> out;
+      data::detail::flatten(e.first, out.first);
+      data::detail::flatten(e.second, out.second);
+      return out;
+    });
+  }
   // The loops the tensor and Dataset forms of fit and evaluate share: each epoch is one pass
   // of an EpochIterator (src/models/epoch_iterator.hpp), whatever the data.
   History fit_loop(const detail::EpochIterator& data, const FitOptions& o,
-                   const std::optional<std::pair<Tensor, Tensor>>& validation, const Tensor& validation_weights);
+                   const std::optional<std::pair<std::vector<Tensor>, std::vector<Tensor>>>& validation,
+                   const Tensor& validation_weights);
   std::map<std::string, double> evaluate_loop(const detail::EpochIterator& data, const EvaluateOptions& o);
 };
 
@@ -211,5 +361,9 @@ class Sequential : public Model {
  private:
   std::vector<std::shared_ptr<layers::Layer>> stack_;
 };
+
+// Keras' clone_model: the same architecture (a Sequential or functional model of registered
+// layers, rebuilt from get_config()) with freshly initialised weights; not compiled.
+std::shared_ptr<Model> clone_model(Model& model);
 
 }  // namespace keel::models

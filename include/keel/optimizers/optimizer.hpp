@@ -1,7 +1,8 @@
 #pragma once
 // keras.optimizers: the optimizer base (gradient clipping, decoupled weight decay, EMA of the
-// weights, learning rate schedules, iteration count and slot variables) and SGD, Adam, AdamW,
-// RMSprop, Adagrad and Nadam with Keras 3's update rules.
+// weights, gradient accumulation, learning rate schedules, iteration count and slot variables)
+// and SGD, Adam, AdamW, RMSprop, Adagrad, Nadam, Adamax, Adadelta, Ftrl, Lion, Lamb and
+// Adafactor with Keras 3's update rules.
 //
 //   optimizers::Adam opt(1e-3);
 //   opt.apply_gradients({{g_kernel, &kernel}, {g_bias, &bias}});
@@ -55,6 +56,11 @@ class LearningRate {
 // keeps an exponential moving average of the weights (see finalize_variable_values) and copies
 // it into them every ema_overwrite_frequency steps; gradients are divided by loss_scale_factor.
 // A clip option of 0 turns clipping off (as in Keras); negative or NaN ones are ValueErrors.
+// gradient_accumulation_steps = N (an integer >= 2) sums the (unscaled) gradients of N apply()
+// calls in a "gradient_accumulator" slot and updates only on every N-th call, with their mean,
+// which is then clipped and applied after the weight decay, as Keras 3 does; iterations() then
+// counts the updates (apply calls / N), which drives the bias corrections and the EMA, while a
+// learning rate schedule sees the apply calls (Keras: "schedules look at the real iterations").
 // An empty name gives Keras 3's auto_name: the snake-case class name made unique with a counter
 // shared with the layers ("adam", "adam_1", "sgd", "adam_w", "rm_sprop", ...).
 //
@@ -69,7 +75,8 @@ class LearningRate {
   X(bool, use_ema, false)                                 \
   X(double, ema_momentum, 0.99)                           \
   X(std::optional<std::int64_t>, ema_overwrite_frequency, std::nullopt) \
-  X(std::optional<double>, loss_scale_factor, std::nullopt)
+  X(std::optional<double>, loss_scale_factor, std::nullopt) \
+  X(std::optional<std::int64_t>, gradient_accumulation_steps, std::nullopt)
 // weight_decay comes first in AdamW (a number, 0.004 by default), last but one elsewhere.
 #define KEEL_OPTIMIZER_COMMON_FIELDS(X)                 \
   X(std::optional<double>, weight_decay, std::nullopt) \
@@ -86,8 +93,11 @@ class Optimizer {
   // For implementing an optimizer (the virtual hooks below).
   // A slot of every variable: its name ("momentum") and the value it starts at.
   struct SlotSpec {
+    SlotSpec(std::string slot_name, double initial = 0.0, std::optional<Shape> slot_shape = std::nullopt)
+        : name(std::move(slot_name)), initial_value(initial), shape(std::move(slot_shape)) {}
     std::string name;
     double initial_value = 0.0;
+    std::optional<Shape> shape;  // unset: the variable's (Adafactor's factored moments differ)
   };
 
   // What apply() worked out for one variable's update. Keras' order is: clip the gradients,
@@ -140,8 +150,11 @@ class Optimizer {
   virtual void set_learning_rate(const LearningRate& learning_rate);
   virtual const LearningRate& learning_rate_spec() const;
 
+  // Keras' `iterations`: the updates made, i.e. the apply() calls, divided by
+  // gradient_accumulation_steps when that is set (floor).
   virtual std::int64_t iterations() const;
-  virtual void set_iterations(std::int64_t iterations);  // for restoring a checkpoint
+  // Sets the apply() call count (the "iteration" state variable), for restoring a checkpoint.
+  virtual void set_iterations(std::int64_t iterations);
 
   // The optimizer state, as Keras lists it: "iteration" (int64 scalar), "learning_rate" (float32
   // scalar, when it is not a schedule), optimizer-wide state ("u_product" of Nadam), then for
@@ -176,6 +189,8 @@ class Optimizer {
 
   // The slots every variable gets, in Keras' order.
   virtual std::vector<SlotSpec> slot_specs() const = 0;
+  // The slots of one variable: slot_specs() unless overridden (slots whose shape depends on it).
+  virtual std::vector<SlotSpec> slot_specs_for(const Variable& /*variable*/) const { return slot_specs(); }
 
   // The update of one variable; grad has the variable's shape and dtype.
   virtual void update_step(const Tensor& grad, Variable& variable, Slots& slots, const StepContext& ctx) = 0;
@@ -195,6 +210,9 @@ class Optimizer {
  private:
   struct State;
   void add_entry(Variable& variable);  // slots (and EMA average) of a variable seen first
+  std::int64_t apply_calls() const;    // the "iteration" variable: apply() calls so far
+  // The EMA of the weights, then the call count + 1: the end of every apply().
+  void finish_step(const std::vector<Variable*>& variables, std::int64_t step, std::int64_t calls);
   void set_learning_rate_variable(double value);
   Variable* learning_rate_variable() const;
 
@@ -348,9 +366,116 @@ class Nadam : public Optimizer {
   double u_product_t_ = 1;         // this step's U_t, read once per apply
 };
 
+// The optimizers below declare the same members as Adagrad: the constructor, class_name,
+// options(), and the hooks.
+#define KEEL_OPTIMIZER_CLASS_BODY(Cls, Opts)                                                       \
+ public:                                                                                          \
+  explicit Cls(LearningRate learning_rate = 0.001, Opts options = {});                             \
+  std::string class_name() const override { return #Cls; }                                        \
+  const Opts& options() const { return options_; }                                                \
+                                                                                                  \
+ protected:                                                                                       \
+  std::vector<SlotSpec> slot_specs() const override;                                              \
+  void update_step(const Tensor& grad, Variable& variable, Slots& slots, const StepContext& ctx) override; \
+  void add_config(nlohmann::json& config) const override;                                         \
+                                                                                                  \
+ private:                                                                                         \
+  Opts options_;
+
+// Adamax (Adam with the infinity norm): m += (g - m)(1 - beta_1); u = max(beta_2 u, |g|);
+//   w -= lr m / ((1 - beta_1^t)(u + epsilon))
+struct AdamaxOptions {
+  double beta_1 = 0.9;
+  double beta_2 = 0.999;
+  double epsilon = 1e-7;
+  KEEL_OPTIMIZER_COMMON_FIELDS(KEEL_OPTIMIZER_DECLARE_FIELD)
+  std::string name;  // empty: auto_name
+};
+class Adamax : public Optimizer {
+  KEEL_OPTIMIZER_CLASS_BODY(Adamax, AdamaxOptions)
+};
+
+// Adadelta: a = rho a + (1 - rho) g^2;  d = sqrt(D + epsilon) g / sqrt(a + epsilon);
+//   D = rho D + (1 - rho) d^2;  w -= lr d     (a: "accumulated_grad", D: "accumulated_delta_var")
+struct AdadeltaOptions {
+  double rho = 0.95;
+  double epsilon = 1e-7;
+  KEEL_OPTIMIZER_COMMON_FIELDS(KEEL_OPTIMIZER_DECLARE_FIELD)
+  std::string name;  // empty: auto_name
+};
+class Adadelta : public Optimizer {
+  KEEL_OPTIMIZER_CLASS_BODY(Adadelta, AdadeltaOptions)
+};
+
+// FTRL-proximal (McMahan et al. 2013) as Keras 3 writes it, with p = -learning_rate_power:
+//   n' = n + g^2;  z += g + 2 l2_shrinkage w - (n'^p - n^p) / lr * w;
+//   w = (clip(z, -l1, l1) - z) / (n'^p / lr + 2 (l2 + beta / (2 lr)));  n = n'
+// (n: "accumulator", starting at initial_accumulator_value; z: "linear").
+struct FtrlOptions {
+  double learning_rate_power = -0.5;  // <= 0
+  double initial_accumulator_value = 0.1;
+  double l1_regularization_strength = 0.0;
+  double l2_regularization_strength = 0.0;
+  double l2_shrinkage_regularization_strength = 0.0;
+  double beta = 0.0;
+  KEEL_OPTIMIZER_COMMON_FIELDS(KEEL_OPTIMIZER_DECLARE_FIELD)
+  std::string name;  // empty: auto_name
+};
+class Ftrl : public Optimizer {
+  KEEL_OPTIMIZER_CLASS_BODY(Ftrl, FtrlOptions)
+};
+
+// Lion (Chen et al. 2023): w -= lr sign(beta_1 m + (1 - beta_1) g);  m = beta_2 m + (1 - beta_2) g.
+struct LionOptions {
+  double beta_1 = 0.9;  // in (0, 1]
+  double beta_2 = 0.99;
+  KEEL_OPTIMIZER_COMMON_FIELDS(KEEL_OPTIMIZER_DECLARE_FIELD)
+  std::string name;  // empty: auto_name
+};
+class Lion : public Optimizer {
+  KEEL_OPTIMIZER_CLASS_BODY(Lion, LionOptions)
+};
+
+// LAMB (You et al. 2019): Adam's moments, u = (m / (1 - beta_1^t)) / (sqrt(v / (1 - beta_2^t)) + eps),
+//   w -= r lr u with the trust ratio r = ||w|| / ||u|| (1 where either norm is 0).
+struct LambOptions {
+  double beta_1 = 0.9;
+  double beta_2 = 0.999;
+  double epsilon = 1e-7;
+  KEEL_OPTIMIZER_COMMON_FIELDS(KEEL_OPTIMIZER_DECLARE_FIELD)
+  std::string name;  // empty: auto_name
+};
+class Lamb : public Optimizer {
+  KEEL_OPTIMIZER_CLASS_BODY(Lamb, LambOptions)
+};
+
+// Adafactor (Shazeer & Stern 2018) as Keras 3: with t the step, rho = min(lr, 1 / sqrt(t))
+// (relative_step and a constant lr: lr itself is capped so), beta_2_t = 1 - t^beta_2_decay,
+// G = g^2 + epsilon_1; a variable of rank >= 2 keeps factored moments r (mean of G over the
+// last axis) and c (over the last but one), v = (r / mean(r)) outer c, others v itself
+// (v = beta_2_t v + (1 - beta_2_t) G); u = g / sqrt(v), u /= max(1, rms(u) / clip_threshold);
+//   w -= max(epsilon_2, rms(w)) rho u.
+// Slots "r", "c" (scalars for a rank < 2 variable, unused) and "velocity".
+struct AdafactorOptions {
+  double beta_2_decay = -0.8;
+  double epsilon_1 = 1e-30;
+  double epsilon_2 = 1e-3;
+  double clip_threshold = 1.0;
+  bool relative_step = true;
+  KEEL_OPTIMIZER_COMMON_FIELDS(KEEL_OPTIMIZER_DECLARE_FIELD)
+  std::string name;  // empty: auto_name
+};
+class Adafactor : public Optimizer {
+  KEEL_OPTIMIZER_CLASS_BODY(Adafactor, AdafactorOptions)
+  std::vector<SlotSpec> slot_specs_for(const Variable& variable) const override;
+};
+
+#undef KEEL_OPTIMIZER_CLASS_BODY
+
 // ---- by name --------------------------------------------------------------------------------
 
-// "sgd", "adam", "adamw", "rmsprop", "adagrad", "nadam" (any case) with Keras' defaults;
+// "sgd", "adam", "adamw", "rmsprop", "adagrad", "nadam", "adamax", "adadelta", "ftrl", "lion",
+// "lamb", "adafactor" (any case) with Keras' defaults;
 // ValueError otherwise.
 std::shared_ptr<Optimizer> get(const std::string& name);
 // Keras' serialized form {"module", "class_name", "config", "registered_name"} and back

@@ -1,0 +1,340 @@
+// Model::fit / evaluate / predict and the *_on_batch forms: Keras' loops over the batches of an
+// EpochIterator (in-memory tensors or a Dataset), for any number of inputs and outputs.
+#include <iostream>
+
+#include <fmt/core.h>
+
+#include "autograd/record.hpp"
+#include "backend/recorder.hpp"
+#include "keel/models/model.hpp"
+#include "keel/ops/creation.hpp"
+#include "keel/ops/elementwise.hpp"
+#include "keel/ops/reduce.hpp"
+#include "keel/ops/shape.hpp"
+#include "models/epoch_iterator.hpp"
+#include "models/progbar.hpp"
+#include "models/step_functions.hpp"
+
+namespace keel::models {
+
+using detail::Batch;
+using detail::check_xy;
+using detail::EpochIterator;
+using detail::rows;
+
+namespace {
+
+void require_compiled(const Model& m, const char* what) {
+  if (!m.compiled())
+    throw ValueError(fmt::format("{}: call compile() before {}()", m.name(), what));
+}
+
+// fit's options that Keras rejects (its -1 is keel's "None" for the step counts).
+void check_fit_options(Model& m, const FitOptions& o) {
+  if (o.epochs < 0) throw ValueError(fmt::format("fit: epochs must be >= 0, got {}", o.epochs));
+  if (o.steps_per_epoch == 0 || o.steps_per_epoch < -1)
+    throw ValueError(fmt::format("fit: steps_per_epoch must be positive (or -1 for the whole data), got {}",
+                                 o.steps_per_epoch));
+  if (o.validation_steps == 0 || o.validation_steps < -1)
+    throw ValueError(fmt::format("fit: validation_steps must be positive (or -1), got {}", o.validation_steps));
+  if (o.validation_freq <= 0)
+    throw ValueError(fmt::format("fit: validation_freq must be a positive integer, got {}", o.validation_freq));
+  if (!(o.validation_split >= 0 && o.validation_split < 1))  // also NaN
+    throw ValueError(fmt::format("fit: validation_split must be in [0, 1), got {}", o.validation_split));
+  if (o.initial_epoch < 0) throw ValueError(fmt::format("fit: initial_epoch must be >= 0, got {}", o.initial_epoch));
+  if (auto* seq = dynamic_cast<Sequential*>(&m); seq && seq->layers().empty())
+    throw ValueError(fmt::format("{}: fit() on a Sequential with no layers; add layers first", m.name()));
+}
+
+// Keras' class_weight: each sample weighted by the weight of its class (integer labels, or
+// the argmax of one-hot labels).
+Tensor class_weights(const std::map<std::int64_t, double>& cw, const Tensor& y) {
+  Tensor labels = y;
+  if (is_floating(y.dtype()) && y.rank() >= 2 && y.shape()[y.rank() - 1] > 1) labels = argmax(y, -1);
+  const auto ids = labels.to_vector<std::int64_t>();
+  std::vector<float> w(ids.size(), 1.0f);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    auto it = cw.find(ids[i]);
+    if (it != cw.end()) w[i] = static_cast<float>(it->second);
+  }
+  return constant(w);  // [batch]
+}
+
+// Class weights [batch] times the sample weights (per sample, or per sample and time step).
+Tensor combine_weights(const Tensor& cw, const Tensor& sw) {
+  if (!sw.defined()) return cw;
+  std::vector<std::int64_t> dims(static_cast<std::size_t>(sw.rank()), 1);
+  dims[0] = cw.shape()[0];
+  return mul(reshape(cw, Shape(dims)), sw);
+}
+
+// Class weights (of the first output's labels, as Keras requires one output for them) times
+// the sample weights, made beside the data.
+Tensor batch_weights(const std::map<std::int64_t, double>& cw, const std::vector<Tensor>& y, const Tensor& sw) {
+  if (cw.empty()) return sw;
+  DeviceScope beside_data(y.at(0).device());
+  return combine_weights(class_weights(cw, y[0]), sw);
+}
+
+// Batches go where the model's weights are (Keras' data adapters do the same): data pipelines
+// and loaders produce host tensors while the weights may live on a GPU. An unbuilt model builds
+// on the default device, so its batches go there.
+Device model_device(Model& m) {
+  const auto ws = m.weights();
+  return ws.empty() ? default_device() : ws.front()->peek().device();
+}
+Tensor placed(const Tensor& t, Device d) { return !t.defined() || t.device() == d ? t : t.to(d); }
+std::vector<Tensor> placed(const std::vector<Tensor>& ts, Device d) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : ts) out.push_back(placed(t, d));
+  return out;
+}
+
+std::vector<Tensor> rows_of(const std::vector<Tensor>& ts, std::int64_t b, std::int64_t e) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : ts) out.push_back(rows(t, b, e));
+  return out;
+}
+
+void check_sample_weight(const Tensor& sw, const std::vector<Tensor>& x, const char* op) {
+  if (sw.defined() && (sw.rank() == 0 || sw.shape()[0] != x.at(0).shape()[0]))
+    throw ShapeError(fmt::format("{}: sample_weight {} does not match {} samples", op, sw.shape().to_string(),
+                                 x[0].shape()[0]));
+}
+
+}  // namespace
+
+History Model::fit(const ModelData& x_in, const ModelData& y_in, FitOptions o) {
+  require_compiled(*this, "fit");
+  std::vector<Tensor> x = inputs_in_order(x_in, "fit"), y = targets_in_order(y_in, "fit");
+  check_xy(x, y, "fit");
+  if (o.batch_size <= 0) throw ValueError(fmt::format("fit: batch_size must be positive, got {}", o.batch_size));
+  check_fit_options(*this, o);
+  Tensor sw = o.sample_weight;
+  check_sample_weight(sw, x, "fit");
+  std::optional<std::pair<std::vector<Tensor>, std::vector<Tensor>>> val;
+  Tensor val_sw;
+  if (o.validation_data) {
+    val.emplace(inputs_in_order(o.validation_data->first, "fit (validation_data)"),
+                targets_in_order(o.validation_data->second, "fit (validation_data)"));
+    check_xy(val->first, val->second, "fit (validation_data)");
+  } else if (o.validation_split > 0) {
+    const std::int64_t n = x[0].shape()[0];
+    const auto split_at = static_cast<std::int64_t>(static_cast<double>(n) * (1.0 - o.validation_split));
+    val.emplace(rows_of(x, split_at, n), rows_of(y, split_at, n));
+    val_sw = rows(sw, split_at, n);
+    x = rows_of(x, 0, split_at);
+    y = rows_of(y, 0, split_at);
+    sw = rows(sw, 0, split_at);
+  }
+  if (x[0].shape()[0] == 0) throw ValueError("fit: no training samples");
+  return fit_loop(EpochIterator(x, y, sw, o.batch_size, o.shuffle, o.steps_per_epoch), o, val, val_sw);
+}
+
+namespace {
+std::optional<std::pair<std::vector<Tensor>, std::vector<Tensor>>> no_validation_split(const FitOptions& o) {
+  if (o.validation_split != 0)
+    throw ValueError("fit: validation_split is not supported for a Dataset; pass validation_data");
+  return std::nullopt;
+}
+}  // namespace
+
+History Model::fit(const data::Dataset<std::pair<Tensor, Tensor>>& train, FitOptions o) {
+  require_compiled(*this, "fit");
+  check_fit_options(*this, o);
+  auto val = no_validation_split(o);
+  if (o.validation_data)
+    val.emplace(inputs_in_order(o.validation_data->first, "fit (validation_data)"),
+                targets_in_order(o.validation_data->second, "fit (validation_data)"));
+  return fit_loop(EpochIterator(train, o.steps_per_epoch, "fit"), o, val, Tensor());
+}
+
+History Model::fit(const data::Dataset<std::pair<std::vector<Tensor>, std::vector<Tensor>>>& train, FitOptions o) {
+  require_compiled(*this, "fit");
+  check_fit_options(*this, o);
+  auto val = no_validation_split(o);
+  if (o.validation_data)
+    val.emplace(inputs_in_order(o.validation_data->first, "fit (validation_data)"),
+                targets_in_order(o.validation_data->second, "fit (validation_data)"));
+  return fit_loop(EpochIterator(train, o.steps_per_epoch, "fit"), o, val, Tensor());
+}
+
+History Model::fit_loop(const EpochIterator& data, const FitOptions& o,
+                        const std::optional<std::pair<std::vector<Tensor>, std::vector<Tensor>>>& val,
+                        const Tensor& val_sw) {
+  History history;
+  if (o.seed) seed_generator_.reset(*o.seed);
+  random::GeneratorScope own_stream(seed_generator_);
+  std::int64_t known_steps = data.steps();  // a Dataset's length is known after its first pass
+  for (auto& cb : o.callbacks) {
+    cb->set_model(this);
+    cb->set_params({{"epochs", o.epochs}, {"steps", static_cast<double>(known_steps)}, {"verbose", o.verbose}});
+  }
+  stop_training = false;
+  resume_epoch_ = -1;
+  for (auto& cb : o.callbacks) cb->on_train_begin({});
+  // A callback (BackupAndRestore) may have restored a later epoch to continue from.
+  const int first_epoch = resume_epoch_ >= 0 ? resume_epoch_ : o.initial_epoch;
+  resume_epoch_ = -1;
+  for (int epoch = first_epoch; epoch < o.epochs; ++epoch) {
+    reset_metrics();
+    for (auto& cb : o.callbacks) cb->on_epoch_begin(epoch, {});
+    if (o.verbose) std::cout << "Epoch " << epoch + 1 << "/" << o.epochs << std::endl;
+    Progbar bar(known_steps, o.verbose, std::cout);
+    std::map<std::string, double> logs;
+    const std::int64_t steps = data.run_epoch([&](std::int64_t step, const Batch& batch) {
+      const Tensor sw = batch_weights(o.class_weight, batch.y, batch.sample_weight);
+      for (auto& cb : o.callbacks) cb->on_train_batch_begin(step, logs);
+      const Device d = model_device(*this);
+      logs = run_train_step(placed(batch.x, d), placed(batch.y, d), placed(sw, d));
+      {
+        backend::ProfileRange range("callbacks", "on_train_batch_end");
+        for (auto& cb : o.callbacks) cb->on_train_batch_end(step, logs);
+      }
+      if (stop_training) return false;
+      bar.update(step + 1, logs, false);
+      return true;
+    });
+    if (steps == 0) throw ValueError("fit: the training data yielded no batches");
+    if (known_steps != steps)
+      for (auto& cb : o.callbacks) cb->params["steps"] = static_cast<double>(steps);
+    known_steps = steps;
+    std::map<std::string, double> epoch_logs = logs;
+    if (val && (epoch + 1 - o.initial_epoch) % o.validation_freq == 0) {
+      EvaluateOptions eo;
+      eo.batch_size = o.validation_batch_size > 0 ? o.validation_batch_size : o.batch_size;
+      eo.verbose = 0;
+      eo.steps = o.validation_steps;
+      const EpochIterator val_data(val->first, val->second, val_sw, eo.batch_size, false, eo.steps);
+      for (const auto& [k, v] : evaluate_loop(val_data, eo)) epoch_logs["val_" + k] = v;
+    }
+    // Keras runs History and the progress bar after the user's callbacks, which may add to
+    // the logs (LearningRateScheduler's "learning_rate").
+    for (auto& cb : o.callbacks) cb->on_epoch_end(epoch, epoch_logs);
+    bar.update(steps, epoch_logs, true);
+    for (const auto& [k, v] : epoch_logs) history.history[k].push_back(v);
+    history.epoch.push_back(epoch);
+    if (stop_training) break;
+  }
+  for (auto& cb : o.callbacks) cb->on_train_end({});
+  return history;
+}
+
+std::map<std::string, double> Model::evaluate(const data::Dataset<std::pair<Tensor, Tensor>>& data, EvaluateOptions o) {
+  require_compiled(*this, "evaluate");
+  return evaluate_loop(EpochIterator(data, o.steps, "evaluate"), o);
+}
+
+std::map<std::string, double> Model::evaluate(
+    const data::Dataset<std::pair<std::vector<Tensor>, std::vector<Tensor>>>& data, EvaluateOptions o) {
+  require_compiled(*this, "evaluate");
+  return evaluate_loop(EpochIterator(data, o.steps, "evaluate"), o);
+}
+
+std::map<std::string, double> Model::evaluate(const ModelData& x_in, const ModelData& y_in, EvaluateOptions o) {
+  require_compiled(*this, "evaluate");
+  const std::vector<Tensor> x = inputs_in_order(x_in, "evaluate"), y = targets_in_order(y_in, "evaluate");
+  check_xy(x, y, "evaluate");
+  if (o.batch_size <= 0) throw ValueError(fmt::format("evaluate: batch_size must be positive, got {}", o.batch_size));
+  check_sample_weight(o.sample_weight, x, "evaluate");
+  return evaluate_loop(EpochIterator(x, y, o.sample_weight, o.batch_size, false, o.steps), o);
+}
+
+std::map<std::string, double> Model::evaluate_loop(const EpochIterator& data, const EvaluateOptions& o) {
+  reset_metrics();
+  for (auto& cb : o.callbacks) {
+    cb->set_model(this);
+    cb->on_test_begin({});
+  }
+  Progbar bar(data.steps(), o.verbose, std::cout);
+  std::map<std::string, double> logs;
+  autograd::NoRecordScope no_record;
+  random::GeneratorScope own_stream(seed_generator_);
+  bool finalized = false;
+  const std::int64_t steps = data.run_epoch([&](std::int64_t step, const Batch& batch) {
+    for (auto& cb : o.callbacks) cb->on_test_batch_begin(step, logs);
+    const Device d = model_device(*this);
+    logs = run_test_step(placed(batch.x, d), placed(batch.y, d), placed(batch.sample_weight, d));
+    for (auto& cb : o.callbacks) cb->on_test_batch_end(step, logs);
+    finalized = step + 1 == data.steps();
+    bar.update(step + 1, logs, finalized);
+    return true;
+  });
+  if (steps == 0 && data.from_dataset()) throw ValueError("evaluate: the data yielded no batches");
+  if (!finalized && steps > 0) bar.update(steps, logs, true);
+  for (auto& cb : o.callbacks) cb->on_test_end(logs);
+  return logs;
+}
+
+Tensor Model::predict(const ModelData& x, PredictOptions o) {
+  if (num_outputs() > 1)
+    throw ValueError(fmt::format("{}.predict: the model has {} outputs; predict_all returns them all", name(),
+                                 num_outputs()));
+  return predict_all(x, std::move(o))[0];
+}
+
+std::vector<Tensor> Model::predict_all(const ModelData& x_in, PredictOptions o) {
+  const std::vector<Tensor> x = inputs_in_order(x_in, "predict");
+  check_xy(x, {}, "predict");
+  if (o.batch_size <= 0) throw ValueError(fmt::format("predict: batch_size must be positive, got {}", o.batch_size));
+  const EpochIterator data(x, {}, Tensor(), o.batch_size, false, o.steps);
+  for (auto& cb : o.callbacks) {
+    cb->set_model(this);
+    cb->on_predict_begin({});
+  }
+  Progbar bar(data.steps(), o.verbose, std::cout);
+  std::vector<std::vector<Tensor>> outs;  // per batch, per output
+  autograd::NoRecordScope no_record;
+  random::GeneratorScope own_stream(seed_generator_);
+  data.run_epoch([&](std::int64_t step, const Batch& batch) {
+    for (auto& cb : o.callbacks) cb->on_predict_batch_begin(step, {});
+    outs.push_back(predict_on_batch(batch.x));
+    for (auto& cb : o.callbacks) cb->on_predict_batch_end(step, {});
+    bar.update(step + 1, {}, step + 1 == data.steps());
+    return true;
+  });
+  for (auto& cb : o.callbacks) cb->on_predict_end({});
+  if (outs.empty()) throw ValueError("predict: no samples");
+  std::vector<Tensor> result;
+  for (std::size_t k = 0; k < outs[0].size(); ++k) {
+    std::vector<Tensor> parts;
+    for (const auto& b : outs) parts.push_back(b[k]);
+    result.push_back(parts.size() == 1 ? parts[0] : concat(parts, 0));
+  }
+  return result;
+}
+
+std::vector<Tensor> Model::predict_on_batch(const ModelData& x_in) {
+  const std::vector<Tensor> x = placed(inputs_in_order(x_in, "predict_on_batch"), model_device(*this));
+  check_xy(x, {}, "predict_on_batch");
+  autograd::NoRecordScope no_record;
+  random::GeneratorScope own_stream(seed_generator_);
+  return run_step(detail::Step::predict, x, [this](const std::vector<Tensor>& a) { return forward(a, false); });
+}
+
+std::map<std::string, double> Model::train_on_batch(const ModelData& x_in, const ModelData& y_in,
+                                                    const Tensor& sample_weight,
+                                                    const std::map<std::int64_t, double>& class_weight) {
+  require_compiled(*this, "train_on_batch");
+  const std::vector<Tensor> x = inputs_in_order(x_in, "train_on_batch"), y = targets_in_order(y_in, "train_on_batch");
+  check_xy(x, y, "train_on_batch");
+  check_sample_weight(sample_weight, x, "train_on_batch");
+  random::GeneratorScope own_stream(seed_generator_);
+  const Device d = model_device(*this);
+  const Tensor sw = batch_weights(class_weight, y, sample_weight);
+  return run_train_step(placed(x, d), placed(y, d), placed(sw, d));
+}
+
+std::map<std::string, double> Model::test_on_batch(const ModelData& x_in, const ModelData& y_in,
+                                                   const Tensor& sample_weight) {
+  require_compiled(*this, "test_on_batch");
+  const std::vector<Tensor> x = inputs_in_order(x_in, "test_on_batch"), y = targets_in_order(y_in, "test_on_batch");
+  check_xy(x, y, "test_on_batch");
+  check_sample_weight(sample_weight, x, "test_on_batch");
+  autograd::NoRecordScope no_record;
+  random::GeneratorScope own_stream(seed_generator_);
+  const Device d = model_device(*this);
+  return run_test_step(placed(x, d), placed(y, d), placed(sample_weight, d));
+}
+
+}  // namespace keel::models
