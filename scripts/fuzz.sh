@@ -17,7 +17,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 CXX_FUZZ="${KEEL_FUZZ_CXX:-clang++}"
 RUNS="${KEEL_FUZZ_RUNS:-20000}"
-TARGETS="${KEEL_FUZZ_TARGETS:-safetensors npy npz idx cifar10 keel keel_config image}"
+TARGETS="${KEEL_FUZZ_TARGETS:-safetensors npy npz idx cifar10 keel keel_config image pytorch}"
 BUILD="${KEEL_FUZZ_BUILD:-build-fuzz}"
 JOBS="${KEEL_FUZZ_JOBS:-$(nproc)}"
 

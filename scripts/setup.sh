@@ -14,7 +14,12 @@ packages=(
   ccache
   dataset-fashion-mnist
   clang libclang-rt-14-dev libomp-dev
+  libhdf5-dev libopenmpi-dev openmpi-bin libcpp-httplib-dev
+  python3-torch python3-onnx python3-h5py python3-numpy
 )
+# Node.js runs the ONNX Runtime and TensorFlow.js oracles. A machine that already has a Node.js
+# with its own npm (NodeSource's nodejs, which conflicts with Debian's npm) keeps it.
+if ! command -v npm > /dev/null 2>&1; then packages+=(nodejs npm); fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -23,13 +28,21 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  echo "keel setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "keel setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The npm packages of the oracle tests (tests/node/package.json), into tests/node/node_modules.
+# --ignore-scripts: onnxruntime-node's install script only fetches GPU extras.
+node_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/node"
+if [ -f "$node_dir/package.json" ] && [ ! -f "$node_dir/node_modules/.keel-installed" ]; then
+  echo "keel setup: npm install in tests/node"
+  (cd "$node_dir" && npm install --ignore-scripts --no-audit --no-fund --loglevel=error > /dev/null &&
+    touch node_modules/.keel-installed)
+fi
+

@@ -2,7 +2,8 @@
 # The whole test suite:
 #   1. setup (Debian packages)
 #   2. build/       Release build with tests, benchmarks and samples; ctest; the sample trainer
-#   3. build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer build (CPU only); ctest
+#   3. build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer build (CPU only, libkeel shared so
+#                   ~100 instrumented test programs do not each carry a copy of it); ctest
 #   4. consumer checks: keel used via add_subdirectory, FetchContent and find_package
 #   5. fuzzing: the libFuzzer targets of tests/fuzz, built with clang (scripts/fuzz.sh), each run
 #      over its seed corpus for a bounded number of inputs (setup installs clang and libFuzzer; the
@@ -78,6 +79,9 @@ fi
 # compiles become cache hits. CMake reads these variables as the launchers' defaults.
 if command -v ccache > /dev/null 2>&1; then
   export CCACHE_DIR="${CCACHE_DIR:-$ROOT/.ccache}"
+  # Paths under the checkout hashed relative to the build directory: build trees in other folders
+  # (their generated-proto include directories) share the cache.
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ROOT}"
   export CMAKE_CXX_COMPILER_LAUNCHER="${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}"
   export CMAKE_CUDA_COMPILER_LAUNCHER="${CMAKE_CUDA_COMPILER_LAUNCHER:-ccache}"
 fi
@@ -102,7 +106,7 @@ if wanted asan; then
   if stage "configure build-asan/ (ASan+UBSan, CPU only)" \
     cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O0 -g1" -DKEEL_SANITIZE=ON -DKEEL_BUILD_TESTS=ON \
-    -DKEEL_BUILD_BENCHMARKS=OFF -DKEEL_BUILD_SAMPLES=OFF -DKEEL_CUDA=OFF; then
+    -DBUILD_SHARED_LIBS=ON -DKEEL_BUILD_BENCHMARKS=OFF -DKEEL_BUILD_SAMPLES=OFF -DKEEL_CUDA=OFF; then
     if stage "build build-asan/ (-j${JOBS})" cmake --build build-asan -j"${JOBS}"; then
       ASAN_OPTIONS="${ASAN_OPTIONS:-$(asan_options)}" \
         UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
@@ -111,6 +115,8 @@ if wanted asan; then
       not_run "ctest build-asan/" "build failed"
     fi
   fi
+  # The instrumented objects are the largest thing CI writes; the fuzz stage needs the room.
+  rm -rf build-asan
 else
   not_run "sanitizer build" "KEEL_TEST_SKIP"
 fi

@@ -234,6 +234,16 @@ std::map<std::string, Case> layer_cases() {
   c["GRU"] = {{{"units", 3}}, {merged(rnn_fields(), {{"recurrent_activation", "tanh"}, {"reset_after", false}})}};
   c["Bidirectional"] = {{{"layer", lstm}}, {{{"merge_mode", "sum"}}}};
   c["TimeDistributed"] = {{{"layer", dense}}, {json::object()}};
+  c["SpectralNormalization"] = {{{"layer", dense}}, {{{"power_iterations", 2}}}};
+  c["PruneLowMagnitude"] = {{{"layer", dense}},
+                            {{{"pruning_schedule",
+                               {{"class_name", "PolynomialDecay"},
+                                {"config",
+                                 {{"initial_sparsity", 0.1}, {"final_sparsity", 0.9}, {"power", 2.0},
+                                  {"begin_step", 3}, {"end_step", 30}, {"frequency", 7}}}}},
+                              {"block_size", {1, 4}},
+                              {"block_pooling_type", "MAX"}},
+                             {{"sparsity_m_by_n", {2, 4}}}}};
   c["MultiHeadAttention"] = {{{"num_heads", 2}, {"key_dim", 4}},
                              {{{"value_dim", 3},
                                {"dropout", 0.1},

@@ -341,7 +341,7 @@ TEST_CASE("MultiHeadAttention rejects bad arguments and shapes with clear errors
   CHECK_THROWS_AS(L::MultiHeadAttention(0, 4), ValueError);
   CHECK_THROWS_AS(L::MultiHeadAttention(2, 0), ValueError);
   CHECK_THROWS_AS(L::MultiHeadAttention(2, 4, {.dropout = 1.0}), ValueError);
-  CHECK_THROWS_AS(L::MultiHeadAttention(2, 4, {.attention_axes = {2}}), ValueError);
+  CHECK_THROWS_AS(L::MultiHeadAttention(2, 4, {.attention_axes = {0}}), ValueError);  // the batch axis cannot be attended over
 
   L::MultiHeadAttention mha(2, 4, {.name = "cross_attention"});
   CHECK_THROWS_AS(mha(input_data({2, 3, 4})), ValueError);  // one tensor: no value

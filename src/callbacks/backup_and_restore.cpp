@@ -13,6 +13,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "distribute/hooks.hpp"
 #include "io/safetensors_file.hpp"
 #include "keel/callbacks/callback.hpp"
 #include "keel/core/error.hpp"
@@ -100,6 +101,7 @@ void BackupAndRestore::on_train_begin(const Logs&) {
 
 void BackupAndRestore::on_epoch_end(int epoch, const Logs&) {
   if (!model) throw ValueError("BackupAndRestore: not attached to a model");
+  if (!distribute::detail::is_chief()) return;  // data-parallel: only the chief writes files
   const fs::path dir(dir_);
   fs::create_directories(dir);
   model->save_weights((dir / kWeights).string());
@@ -120,6 +122,7 @@ void BackupAndRestore::on_epoch_end(int epoch, const Logs&) {
 void BackupAndRestore::on_train_end(const Logs&) {
   // Training finished (not interrupted): the next fit() starts afresh.
   if (!o_.delete_checkpoint) return;
+  if (!distribute::detail::is_chief()) return;  // data-parallel: only the chief writes files
   std::error_code ec;
   for (const char* f : {kState, kWeights, kOptimizer}) fs::remove(fs::path(dir_) / f, ec);
   fs::remove(fs::path(dir_), ec);  // only when empty

@@ -13,6 +13,7 @@
 
 #include <fmt/core.h>
 
+#include "distribute/hooks.hpp"
 #include "keel/core/error.hpp"
 #include "keel/io/safetensors.hpp"
 #include "keel/models/model.hpp"
@@ -235,6 +236,7 @@ void ModelCheckpoint::save(int epoch, std::int64_t batch, const Logs& logs) {
   last_saved_ = fill_path(filepath_, epoch, logs, batch);
   if (o_.verbose && !o_.save_best_only)
     std::cout << fmt::format("\nEpoch {}: saving model to {}\n", epoch + 1, last_saved_);
+  if (!distribute::detail::is_chief()) return;  // data-parallel: only the chief writes files
   if (o_.save_weights_only) model->save_weights(last_saved_);
   else model->save(last_saved_);
 }
@@ -313,6 +315,7 @@ void LearningRateScheduler::on_epoch_end(int, const Logs& logs) {
 CSVLogger::CSVLogger(std::string filename, CSVLoggerOptions options) : filename_(std::move(filename)), o_(std::move(options)) {}
 
 void CSVLogger::on_train_begin(const Logs&) {
+  if (!distribute::detail::is_chief()) return;  // data-parallel: only the chief writes files
   header_written_ = false;
   keys_.clear();
   if (o_.append) {
@@ -325,6 +328,7 @@ void CSVLogger::on_train_begin(const Logs&) {
 }
 
 void CSVLogger::on_epoch_end(int epoch, const Logs& logs) {
+  if (!distribute::detail::is_chief()) return;  // data-parallel: only the chief writes files
   std::ofstream out(filename_, std::ios::app);
   if (!out) throw IOError(fmt::format("CSVLogger: cannot write {}", filename_));
   if (keys_.empty()) {

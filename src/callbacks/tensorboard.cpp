@@ -13,6 +13,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "distribute/hooks.hpp"
 #include "keel/io/safetensors.hpp"
 #include "keel/layers/core.hpp"
 #include "keel/models/model.hpp"
@@ -66,6 +67,7 @@ summary::FileWriter& TensorBoard::writer(const std::string& run) {
 }
 
 void TensorBoard::on_train_begin(const Logs&) {
+  if (!distribute::detail::is_chief()) return;  // data-parallel: only the chief writes files
   global_batch_ = 0;
   if (options_.write_graph && model) log_graph();
 }
@@ -84,6 +86,7 @@ void TensorBoard::on_epoch_begin(int, const Logs&) {
 }
 
 void TensorBoard::on_train_batch_begin(std::int64_t, const Logs&) {
+  if (!distribute::detail::is_chief()) return;  // data-parallel: only the chief writes files
   ++global_batch_;
   batch_start_ = std::chrono::steady_clock::now();
   if (options_.profile_batch[0] > 0 && global_batch_ == options_.profile_batch[0] && !profiling_) {
@@ -93,6 +96,7 @@ void TensorBoard::on_train_batch_begin(std::int64_t, const Logs&) {
 }
 
 void TensorBoard::on_train_batch_end(std::int64_t batch, const Logs& logs) {
+  if (!distribute::detail::is_chief()) return;  // data-parallel: only the chief writes files
   ++epoch_batches_;
   if (!options_.update_freq.per_epoch()) {
     if (options_.write_steps_per_second) {
@@ -106,6 +110,7 @@ void TensorBoard::on_train_batch_end(std::int64_t batch, const Logs& logs) {
 }
 
 void TensorBoard::on_epoch_end(int epoch, const Logs& logs) {
+  if (!distribute::detail::is_chief()) return;  // data-parallel: only the chief writes files
   Logs train_logs, val_logs;
   for (const auto& [name, value] : logs) {
     if (name.rfind("val_", 0) == 0)

@@ -221,10 +221,12 @@ EndRecord find_end(const Source& s) {
   r.dir_end = eocd;
   r.count_at = eocd + 10;
   r.disk_entries = s.le(eocd + 8, 2);
-  if (r.entries == 0xFFFF || r.cd_size == kMax32 || r.cd_offset == kMax32) {
-    // zip64: a locator just before the end record points at the zip64 end record.
-    if (eocd < 20 || s.le(eocd - 20, 4) != kZip64LocatorSig)
-      s.fail(eocd, "the end record defers to zip64, but no zip64 locator precedes it");
+  // zip64: a locator just before the end record points at the zip64 end record, whose values
+  // win (as Python's zipfile reads them) even when the plain record holds them too, as the
+  // writer of torch.save always adds both.
+  const bool has_locator = eocd >= 20 && s.le(eocd - 20, 4) == kZip64LocatorSig;
+  if (r.entries == 0xFFFF || r.cd_size == kMax32 || r.cd_offset == kMax32 || has_locator) {
+    if (!has_locator) s.fail(eocd, "the end record defers to zip64, but no zip64 locator precedes it");
     const std::uint64_t z64 = s.le(eocd - 20 + 8, 8);
     if (z64 > eocd - 20 || eocd - 20 - z64 < 56)
       s.fail(eocd - 20 + 8, fmt::format("the zip64 locator points at offset {}, which leaves no room for the zip64 end "

@@ -53,7 +53,7 @@ void PReLU::build(const Shape& s) {
                                    s.to_string()));
     param[static_cast<std::size_t>(a - 1)] = 1;
   }
-  alpha_ = &add_weight("alpha", Shape(param), options_.alpha_initializer, true, options_.alpha_regularizer);
+  alpha_ = &add_weight("alpha", Shape(param), options_.alpha_initializer, true, options_.alpha_regularizer, options_.alpha_constraint);
   set_built(s);
 }
 

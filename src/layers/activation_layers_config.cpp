@@ -15,6 +15,7 @@ template <class V>
 void fields(V&& v, PReLUOptions& o) {
   v("alpha_initializer", o.alpha_initializer);
   v("alpha_regularizer", o.alpha_regularizer);
+  v("alpha_constraint", o.alpha_constraint);
   v("shared_axes", o.shared_axes);
 }
 
@@ -28,7 +29,6 @@ using json = nlohmann::json;
 nlohmann::json PReLU::get_config() const {
   auto c = Layer::get_config();
   detail::write_fields(c, options_);
-  c["alpha_constraint"] = nullptr;  // Keras' key for what keel has not
   return c;
 }
 

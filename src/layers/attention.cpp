@@ -22,6 +22,7 @@
 #include "keel/ops/linalg.hpp"
 #include "keel/ops/nn.hpp"
 #include "keel/ops/shape.hpp"
+#include "layers/attention_axes.hpp"
 #include "layers/layer_util.hpp"
 #include "layers/symbolic.hpp"
 
@@ -65,11 +66,10 @@ MultiHeadAttention::MultiHeadAttention(int num_heads, int key_dim, MultiHeadAtte
     if (d <= 0)
       throw ValueError(fmt::format("MultiHeadAttention: output_shape dimensions must be positive, got {}",
                                    Shape(options_.output_shape).to_string()));
-  const auto& axes = options_.attention_axes;
-  if (!axes.empty() && !(axes.size() == 1 && (axes[0] == 1 || axes[0] == -2)))
-    throw ValueError(
-        "MultiHeadAttention: only attention over the time axis of [batch, time, features] inputs is "
-        "supported (attention_axes empty, {1} or {-2})");
+  // attention_axes are checked against the inputs' rank at the call (Keras resolves them in build).
+  for (int a : options_.attention_axes)
+    if (a == 0)
+      throw ValueError("MultiHeadAttention: attention_axes cannot hold the batch axis 0");
 }
 
 std::vector<std::int64_t> MultiHeadAttention::out_dims() const {
@@ -86,19 +86,19 @@ void MultiHeadAttention::build_weights(std::int64_t query_dim, std::int64_t key_
   const std::int64_t h = num_heads_, dk = key_dim_, dv = value_dim();
   const auto& o = options_;
   // Keras' creation order (query, key, value, attention_output) is the order of weights().
-  wq_ = &add_weight("query/kernel", Shape{query_dim, h, dk}, o.kernel_initializer, true, o.kernel_regularizer);
-  if (o.use_bias) bq_ = &add_weight("query/bias", Shape{h, dk}, o.bias_initializer, true, o.bias_regularizer);
-  wk_ = &add_weight("key/kernel", Shape{key_features, h, dk}, o.kernel_initializer, true, o.kernel_regularizer);
-  if (o.use_bias) bk_ = &add_weight("key/bias", Shape{h, dk}, o.bias_initializer, true, o.bias_regularizer);
+  wq_ = &add_weight("query/kernel", Shape{query_dim, h, dk}, o.kernel_initializer, true, o.kernel_regularizer, o.kernel_constraint);
+  if (o.use_bias) bq_ = &add_weight("query/bias", Shape{h, dk}, o.bias_initializer, true, o.bias_regularizer, o.bias_constraint);
+  wk_ = &add_weight("key/kernel", Shape{key_features, h, dk}, o.kernel_initializer, true, o.kernel_regularizer, o.kernel_constraint);
+  if (o.use_bias) bk_ = &add_weight("key/bias", Shape{h, dk}, o.bias_initializer, true, o.bias_regularizer, o.bias_constraint);
   wv_ = &add_weight("value/kernel", Shape{value_features, h, dv}, o.kernel_initializer, true,
-                    o.kernel_regularizer);
-  if (o.use_bias) bv_ = &add_weight("value/bias", Shape{h, dv}, o.bias_initializer, true, o.bias_regularizer);
+                    o.kernel_regularizer, o.kernel_constraint);
+  if (o.use_bias) bv_ = &add_weight("value/bias", Shape{h, dv}, o.bias_initializer, true, o.bias_regularizer, o.bias_constraint);
   std::vector<std::int64_t> wo_shape{h, dv};
   const std::vector<std::int64_t> out = out_dims();
   wo_shape.insert(wo_shape.end(), out.begin(), out.end());
-  wo_ = &add_weight("attention_output/kernel", Shape(wo_shape), o.kernel_initializer, true, o.kernel_regularizer);
+  wo_ = &add_weight("attention_output/kernel", Shape(wo_shape), o.kernel_initializer, true, o.kernel_regularizer, o.kernel_constraint);
   if (o.use_bias)
-    bo_ = &add_weight("attention_output/bias", Shape(out), o.bias_initializer, true, o.bias_regularizer);
+    bo_ = &add_weight("attention_output/bias", Shape(out), o.bias_initializer, true, o.bias_regularizer, o.bias_constraint);
   weights_built_ = true;
 }
 
@@ -179,6 +179,15 @@ Tensor MultiHeadAttention::call(const std::vector<Tensor>& inputs, bool training
     return fmt::format("query {}, value {}, key {}", query.shape().to_string(), value.shape().to_string(),
                        key.shape().to_string());
   };
+  // Attention over the time axis of rank-3 inputs runs the fused op; any other attention_axes
+  // (or rank) Keras' einsum formulation.
+  const auto& axes = options_.attention_axes;
+  const bool time_axis_only = axes.empty() || (axes.size() == 1 && (axes[0] == 1 || axes[0] == -2));
+  if (query.rank() < 3 || value.rank() < 3 || key.rank() < 3)
+    throw ShapeError(fmt::format("{} (MultiHeadAttention): expected inputs of rank >= 3 [batch, ..., features], "
+                                 "got {}", name(), shapes()));
+  if (query.rank() != 3 || !time_axis_only) return call_einsum(query, value, key, mask, query_mask, value_mask,
+                                                               key_mask, training);
   if (query.rank() != 3 || value.rank() != 3 || key.rank() != 3)
     throw ShapeError(fmt::format("{} (MultiHeadAttention): expected inputs of rank 3 [batch, time, features], "
                                  "got {}", name(), shapes()));
@@ -263,6 +272,54 @@ Tensor MultiHeadAttention::call(const std::vector<Tensor>& inputs, bool training
   std::vector<std::int64_t> y_dims{batch, tq};
   y_dims.insert(y_dims.end(), out.begin(), out.end());
   y = reshape(y, Shape(y_dims));
+  if (query_mask.defined()) y = detail::attach_mask(y, query_mask);
+  if (options_.activity_regularizer.active()) add_loss(options_.activity_regularizer(y));
+  return y;
+}
+
+Tensor MultiHeadAttention::call_einsum(const Tensor& query, const Tensor& value, const Tensor& key, Tensor mask,
+                                       const Tensor& query_mask, const Tensor& value_mask, const Tensor& key_mask,
+                                       bool training) {
+  const Shape& qs = query.shape();
+  const std::int64_t qd = qs[qs.rank() - 1], kd = key.shape()[key.rank() - 1], vd = value.shape()[value.rank() - 1];
+  if (!weights_built_) {
+    build_weights(qd, kd, vd);
+  } else if (qd != query_dim_ || kd != key_features_ || vd != value_features_) {
+    throw ShapeError(fmt::format("{} (MultiHeadAttention): built for query/key/value features {}/{}/{}, got query "
+                                 "{}, value {}, key {}", name(), query_dim_, key_features_, value_features_,
+                                 qs.to_string(), value.shape().to_string(), key.shape().to_string()));
+  }
+  // Keras' _compute_attention_mask, as written for any rank: query_mask[..., None],
+  // value_mask and key_mask [..., None, :], and-ed with the attention mask.
+  if (query_mask.defined()) mask = and_masks(mask, expand_dims(query_mask, -1));
+  if (value_mask.defined()) mask = and_masks(mask, expand_dims(value_mask, -2));
+  if (key_mask.defined()) mask = and_masks(mask, expand_dims(key_mask, -2));
+  const DType dt = query.dtype();
+  const auto w = [&](const Variable* v) { return v == nullptr ? Tensor() : detail::as_dtype(v->value(), dt); };
+  detail::EinsumAttentionInputs in;
+  in.query = query;
+  in.value = value;
+  in.key = key;
+  in.wq = w(wq_);
+  in.bq = w(bq_);
+  in.wk = w(wk_);
+  in.bk = w(bk_);
+  in.wv = w(wv_);
+  in.bv = w(bv_);
+  in.wo = w(wo_);
+  in.bo = w(bo_);
+  in.axes = detail::resolve_attention_axes(options_.attention_axes, static_cast<std::int64_t>(qs.rank()), name());
+  in.mask = mask;
+  in.key_dim = key_dim_;
+  in.layer_name = name();
+  if (training && options_.dropout > 0) {
+    in.dropout = options_.dropout;
+    if (options_.seed) in.seed = detail::mix(*options_.seed ^ detail::mix(training_calls_));
+    ++training_calls_;
+  }
+  detail::EinsumAttentionOutputs out = detail::einsum_attention(in);
+  if (want_scores_) scores_ = out.scores;
+  Tensor y = out.output;
   if (query_mask.defined()) y = detail::attach_mask(y, query_mask);
   if (options_.activity_regularizer.active()) add_loss(options_.activity_regularizer(y));
   return y;

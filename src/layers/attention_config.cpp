@@ -24,6 +24,8 @@ void fields(V&& v, MultiHeadAttentionOptions& o) {
   v("kernel_regularizer", o.kernel_regularizer);
   v("bias_regularizer", o.bias_regularizer);
   v("activity_regularizer", o.activity_regularizer);
+  v("kernel_constraint", o.kernel_constraint);
+  v("bias_constraint", o.bias_constraint);
   v("seed", o.seed);
 }
 
@@ -67,8 +69,6 @@ nlohmann::json MultiHeadAttention::get_config() const {
   config["key_dim"] = key_dim_;
   detail::write_fields(config, options_);
   config["value_dim"] = value_dim();  // Keras writes the resolved size
-  config["kernel_constraint"] = nullptr;  // Keras' keys for what keel has not
-  config["bias_constraint"] = nullptr;
   return config;
 }
 

@@ -25,5 +25,6 @@ void register_regularization_layers(Factories& f);
 void register_activation_layers(Factories& f);
 void register_image_preprocessing_layers(Factories& f);
 void register_text_preprocessing_layers(Factories& f);
+void register_pruning_layers(Factories& f);  // src/pruning/pruning_config.cpp
 
 }  // namespace keel::layers::detail

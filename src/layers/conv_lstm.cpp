@@ -45,9 +45,9 @@ void ConvLSTM2D::build(const Shape& s) {
   detail::rank_is(*this, s, 5, cf ? "[batch, time, channels, rows, cols]" : "[batch, time, rows, cols, channels]");
   const std::int64_t in = s[cf ? 2 : 4], f = filters_;
   kernel_ = &add_weight("kernel", Shape{kernel_size_[0], kernel_size_[1], in, 4 * f}, options_.kernel_initializer,
-                        true, options_.kernel_regularizer);
+                        true, options_.kernel_regularizer, options_.kernel_constraint);
   recurrent_kernel_ = &add_weight("recurrent_kernel", Shape{kernel_size_[0], kernel_size_[1], f, 4 * f},
-                                  options_.recurrent_initializer, true, options_.recurrent_regularizer);
+                                  options_.recurrent_initializer, true, options_.recurrent_regularizer, options_.recurrent_constraint);
   if (options_.use_bias) {
     initializers::Initializer init = options_.bias_initializer;
     if (options_.unit_forget_bias) {
@@ -59,7 +59,7 @@ void ConvLSTM2D::build(const Shape& s) {
           },
           base.name());
     }
-    bias_ = &add_weight("bias", Shape{4 * f}, init, true, options_.bias_regularizer);
+    bias_ = &add_weight("bias", Shape{4 * f}, init, true, options_.bias_regularizer, options_.bias_constraint);
   }
 }
 

@@ -28,6 +28,9 @@ void fields(V&& v, ConvLSTM2DOptions& o) {
   v("recurrent_regularizer", o.recurrent_regularizer, Spelling::keras3);
   v("bias_regularizer", o.bias_regularizer, Spelling::keras3);
   v("activity_regularizer", o.activity_regularizer, Spelling::keras3);
+  v("kernel_constraint", o.kernel_constraint);
+  v("recurrent_constraint", o.recurrent_constraint);
+  v("bias_constraint", o.bias_constraint);
   v("dropout", o.dropout);
   v("recurrent_dropout", o.recurrent_dropout);
   v("seed", o.seed);
@@ -45,7 +48,6 @@ nlohmann::json ConvLSTM2D::get_config() const {
   detail::write_fields(c, options_);
   c["stateful"] = false;
   c["unroll"] = false;
-  for (const char* k : {"kernel_constraint", "recurrent_constraint", "bias_constraint"}) c[k] = nullptr;
   return c;
 }
 

@@ -57,8 +57,8 @@ Tensor grouped(int groups, const Tensor& x, const Tensor& k, Conv&& conv) {
 }
 
 Variable* add_bias(Layer& layer, bool use_bias, std::int64_t n, const initializers::Initializer& init,
-                   const regularizers::Regularizer& reg) {
-  return use_bias ? &layer.add_weight("bias", Shape{n}, init, true, reg) : nullptr;
+                   const regularizers::Regularizer& reg, const constraints::Constraint& constraint) {
+  return use_bias ? &layer.add_weight("bias", Shape{n}, init, true, reg, constraint) : nullptr;
 }
 
 }  // namespace
@@ -82,8 +82,8 @@ void Conv1DTranspose::build(const Shape& s) {
   const bool cf = options_.data_format == "channels_first";
   detail::rank_is(*this, s, 3, detail::layout_of(3, cf));
   kernel_ = &add_weight("kernel", Shape{kernel_size_, filters_, s[channel_axis(options_.data_format, 3)]},
-                        options_.kernel_initializer, true, options_.kernel_regularizer);
-  bias_ = add_bias(*this, options_.use_bias, filters_, options_.bias_initializer, options_.bias_regularizer);
+                        options_.kernel_initializer, true, options_.kernel_regularizer, options_.kernel_constraint);
+  bias_ = add_bias(*this, options_.use_bias, filters_, options_.bias_initializer, options_.bias_regularizer, options_.bias_constraint);
 }
 
 void Conv1DTranspose::check_input_shape(const Shape& s) const {
@@ -124,8 +124,8 @@ void Conv3D::build(const Shape& s) {
     throw ShapeError(fmt::format("{}: the input's {} channels (shape {}) are not divisible by groups ({})", who(*this),
                                  in, s.to_string(), options_.groups));
   kernel_ = &add_weight("kernel", Shape{kernel_size_[0], kernel_size_[1], kernel_size_[2], in / options_.groups, filters_},
-                        options_.kernel_initializer, true, options_.kernel_regularizer);
-  bias_ = add_bias(*this, options_.use_bias, filters_, options_.bias_initializer, options_.bias_regularizer);
+                        options_.kernel_initializer, true, options_.kernel_regularizer, options_.kernel_constraint);
+  bias_ = add_bias(*this, options_.use_bias, filters_, options_.bias_initializer, options_.bias_regularizer, options_.bias_constraint);
 }
 
 void Conv3D::check_input_shape(const Shape& s) const {
@@ -166,8 +166,8 @@ void Conv3DTranspose::build(const Shape& s) {
   detail::rank_is(*this, s, 5, detail::layout_of(5, cf));
   const std::int64_t in = s[channel_axis(options_.data_format, 5)];
   kernel_ = &add_weight("kernel", Shape{kernel_size_[0], kernel_size_[1], kernel_size_[2], filters_, in},
-                        options_.kernel_initializer, true, options_.kernel_regularizer);
-  bias_ = add_bias(*this, options_.use_bias, filters_, options_.bias_initializer, options_.bias_regularizer);
+                        options_.kernel_initializer, true, options_.kernel_regularizer, options_.kernel_constraint);
+  bias_ = add_bias(*this, options_.use_bias, filters_, options_.bias_initializer, options_.bias_regularizer, options_.bias_constraint);
 }
 
 void Conv3DTranspose::check_input_shape(const Shape& s) const {
@@ -211,10 +211,10 @@ void SeparableConv1D::build(const Shape& s) {
   detail::rank_is(*this, s, 3, detail::layout_of(3, cf));
   const std::int64_t in = s[channel_axis(options_.data_format, 3)], dm = options_.depth_multiplier;
   depthwise_ = &add_weight("depthwise_kernel", Shape{kernel_size_, in, dm}, options_.depthwise_initializer, true,
-                           options_.depthwise_regularizer);
+                           options_.depthwise_regularizer, options_.depthwise_constraint);
   pointwise_ = &add_weight("pointwise_kernel", Shape{1, in * dm, filters_}, options_.pointwise_initializer, true,
-                           options_.pointwise_regularizer);
-  bias_ = add_bias(*this, options_.use_bias, filters_, options_.bias_initializer, options_.bias_regularizer);
+                           options_.pointwise_regularizer, options_.pointwise_constraint);
+  bias_ = add_bias(*this, options_.use_bias, filters_, options_.bias_initializer, options_.bias_regularizer, options_.bias_constraint);
 }
 
 void SeparableConv1D::check_input_shape(const Shape& s) const {
@@ -243,10 +243,10 @@ void SeparableConv2D::build(const Shape& s) {
   detail::rank_is(*this, s, 4, detail::layout_of(4, cf));
   const std::int64_t in = s[channel_axis(options_.data_format, 4)], dm = options_.depth_multiplier;
   depthwise_ = &add_weight("depthwise_kernel", Shape{kernel_size_[0], kernel_size_[1], in, dm},
-                           options_.depthwise_initializer, true, options_.depthwise_regularizer);
+                           options_.depthwise_initializer, true, options_.depthwise_regularizer, options_.depthwise_constraint);
   pointwise_ = &add_weight("pointwise_kernel", Shape{1, 1, in * dm, filters_}, options_.pointwise_initializer, true,
-                           options_.pointwise_regularizer);
-  bias_ = add_bias(*this, options_.use_bias, filters_, options_.bias_initializer, options_.bias_regularizer);
+                           options_.pointwise_regularizer, options_.pointwise_constraint);
+  bias_ = add_bias(*this, options_.use_bias, filters_, options_.bias_initializer, options_.bias_regularizer, options_.bias_constraint);
 }
 
 void SeparableConv2D::check_input_shape(const Shape& s) const {
@@ -282,9 +282,9 @@ void DepthwiseConv1D::build(const Shape& s) {
   detail::rank_is(*this, s, 3, detail::layout_of(3, cf));
   const std::int64_t in = s[channel_axis(options_.data_format, 3)];
   kernel_ = &add_weight("depthwise_kernel", Shape{kernel_size_, in, options_.depth_multiplier},
-                        options_.depthwise_initializer, true, options_.depthwise_regularizer);
+                        options_.depthwise_initializer, true, options_.depthwise_regularizer, options_.depthwise_constraint);
   bias_ = add_bias(*this, options_.use_bias, in * options_.depth_multiplier, options_.bias_initializer,
-                   options_.bias_regularizer);
+                   options_.bias_regularizer, options_.bias_constraint);
 }
 
 void DepthwiseConv1D::check_input_shape(const Shape& s) const {

@@ -22,17 +22,21 @@ void variant_weight_fields(V&& v, O& o) {
   v("bias_initializer", o.bias_initializer);
   v("bias_regularizer", o.bias_regularizer, Spelling::keras3);
   v("activity_regularizer", o.activity_regularizer, Spelling::keras3);
+  v("bias_constraint", o.bias_constraint);
   if constexpr (requires { o.kernel_initializer; }) {
     v("kernel_initializer", o.kernel_initializer);
     v("kernel_regularizer", o.kernel_regularizer, Spelling::keras3);
+    v("kernel_constraint", o.kernel_constraint);
   }
   if constexpr (requires { o.depthwise_initializer; }) {
     v("depthwise_initializer", o.depthwise_initializer);
     v("depthwise_regularizer", o.depthwise_regularizer, Spelling::keras3);
+    v("depthwise_constraint", o.depthwise_constraint);
   }
   if constexpr (requires { o.pointwise_initializer; }) {
     v("pointwise_initializer", o.pointwise_initializer);
     v("pointwise_regularizer", o.pointwise_regularizer, Spelling::keras3);
+    v("pointwise_constraint", o.pointwise_constraint);
   }
 }
 
@@ -94,11 +98,6 @@ using detail::pair_json;
 using detail::write_fields;
 using json = nlohmann::json;
 
-json with_constraints(json c, std::initializer_list<const char*> keys) {
-  for (const char* k : keys) c[k] = nullptr;  // Keras' keys for what keel has not
-  return c;
-}
-
 template <class O>
 void write_triples(json& c, const O& o) {
   c["strides"] = ints_json(o.strides);
@@ -110,7 +109,7 @@ void write_triples(json& c, const O& o) {
 }  // namespace
 
 nlohmann::json Conv1DTranspose::get_config() const {
-  auto c = with_constraints(Layer::get_config(), {"kernel_constraint", "bias_constraint"});
+  auto c = Layer::get_config();
   c["filters"] = filters_;
   c["kernel_size"] = json::array({kernel_size_});
   write_fields(c, options_);
@@ -119,7 +118,7 @@ nlohmann::json Conv1DTranspose::get_config() const {
 }
 
 nlohmann::json Conv3D::get_config() const {
-  auto c = with_constraints(Layer::get_config(), {"kernel_constraint", "bias_constraint"});
+  auto c = Layer::get_config();
   c["filters"] = filters_;
   c["kernel_size"] = ints_json(kernel_size_);
   write_fields(c, options_);
@@ -128,7 +127,7 @@ nlohmann::json Conv3D::get_config() const {
 }
 
 nlohmann::json Conv3DTranspose::get_config() const {
-  auto c = with_constraints(Layer::get_config(), {"kernel_constraint", "bias_constraint"});
+  auto c = Layer::get_config();
   c["filters"] = filters_;
   c["kernel_size"] = ints_json(kernel_size_);
   write_fields(c, options_);
@@ -137,7 +136,7 @@ nlohmann::json Conv3DTranspose::get_config() const {
 }
 
 nlohmann::json SeparableConv1D::get_config() const {
-  auto c = with_constraints(Layer::get_config(), {"depthwise_constraint", "pointwise_constraint", "bias_constraint"});
+  auto c = Layer::get_config();
   c["filters"] = filters_;
   c["kernel_size"] = json::array({kernel_size_});
   write_fields(c, options_);
@@ -145,7 +144,7 @@ nlohmann::json SeparableConv1D::get_config() const {
 }
 
 nlohmann::json SeparableConv2D::get_config() const {
-  auto c = with_constraints(Layer::get_config(), {"depthwise_constraint", "pointwise_constraint", "bias_constraint"});
+  auto c = Layer::get_config();
   c["filters"] = filters_;
   c["kernel_size"] = pair_json(kernel_size_);
   write_fields(c, options_);
@@ -153,7 +152,7 @@ nlohmann::json SeparableConv2D::get_config() const {
 }
 
 nlohmann::json DepthwiseConv1D::get_config() const {
-  auto c = with_constraints(Layer::get_config(), {"depthwise_constraint", "bias_constraint"});
+  auto c = Layer::get_config();
   c["kernel_size"] = json::array({kernel_size_});
   write_fields(c, options_);
   return c;

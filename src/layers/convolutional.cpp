@@ -155,9 +155,9 @@ void Conv1D::build(const Shape& s) {
   const std::int64_t in = channels_per_group(*this, s, options_.data_format == "channels_first" ? 1 : 2,
                                              options_.groups);
   kernel_ = &add_weight("kernel", Shape{kernel_size_, in, filters_}, options_.kernel_initializer, true,
-                        options_.kernel_regularizer);
+                        options_.kernel_regularizer, options_.kernel_constraint);
   if (options_.use_bias)
-    bias_ = &add_weight("bias", Shape{filters_}, options_.bias_initializer, true, options_.bias_regularizer);
+    bias_ = &add_weight("bias", Shape{filters_}, options_.bias_initializer, true, options_.bias_regularizer, options_.bias_constraint);
 }
 
 void Conv1D::check_input_shape(const Shape& s) const {
@@ -187,9 +187,9 @@ void Conv2D::build(const Shape& s) {
   const std::int64_t in = channels_per_group(*this, s, options_.data_format == "channels_first" ? 1 : 3,
                                              options_.groups);
   kernel_ = &add_weight("kernel", Shape{kernel_size_[0], kernel_size_[1], in, filters_}, options_.kernel_initializer,
-                        true, options_.kernel_regularizer);
+                        true, options_.kernel_regularizer, options_.kernel_constraint);
   if (options_.use_bias)
-    bias_ = &add_weight("bias", Shape{filters_}, options_.bias_initializer, true, options_.bias_regularizer);
+    bias_ = &add_weight("bias", Shape{filters_}, options_.bias_initializer, true, options_.bias_regularizer, options_.bias_constraint);
 }
 
 void Conv2D::check_input_shape(const Shape& s) const {
@@ -231,9 +231,9 @@ void Conv2DTranspose::build(const Shape& s) {
   const std::int64_t in = s[options_.data_format == "channels_first" ? 1 : 3];
   // Keras' layout for the transpose: [kh, kw, filters (out), in].
   kernel_ = &add_weight("kernel", Shape{kernel_size_[0], kernel_size_[1], filters_, in}, options_.kernel_initializer,
-                        true, options_.kernel_regularizer);
+                        true, options_.kernel_regularizer, options_.kernel_constraint);
   if (options_.use_bias)
-    bias_ = &add_weight("bias", Shape{filters_}, options_.bias_initializer, true, options_.bias_regularizer);
+    bias_ = &add_weight("bias", Shape{filters_}, options_.bias_initializer, true, options_.bias_regularizer, options_.bias_constraint);
 }
 
 void Conv2DTranspose::check_input_shape(const Shape& s) const {
@@ -266,10 +266,10 @@ void DepthwiseConv2D::build(const Shape& s) {
   require_rank(*this, s, 4, image_layout(options_.data_format));
   const std::int64_t in = s[options_.data_format == "channels_first" ? 1 : 3];
   kernel_ = &add_weight("depthwise_kernel", Shape{kernel_size_[0], kernel_size_[1], in, options_.depth_multiplier},
-                        options_.depthwise_initializer, true, options_.depthwise_regularizer);
+                        options_.depthwise_initializer, true, options_.depthwise_regularizer, options_.depthwise_constraint);
   if (options_.use_bias)
     bias_ = &add_weight("bias", Shape{in * options_.depth_multiplier}, options_.bias_initializer, true,
-                        options_.bias_regularizer);
+                        options_.bias_regularizer, options_.bias_constraint);
 }
 
 void DepthwiseConv2D::check_input_shape(const Shape& s) const {

@@ -20,9 +20,11 @@ void conv_weight_fields(V&& v, O& o) {
   v("bias_initializer", o.bias_initializer);
   v("bias_regularizer", o.bias_regularizer, Spelling::keras3);
   v("activity_regularizer", o.activity_regularizer, Spelling::keras3);
+  v("bias_constraint", o.bias_constraint);
   if constexpr (requires { o.kernel_initializer; }) {
     v("kernel_initializer", o.kernel_initializer);
     v("kernel_regularizer", o.kernel_regularizer, Spelling::keras3);
+    v("kernel_constraint", o.kernel_constraint);
   }
 }
 
@@ -65,6 +67,7 @@ void fields(V&& v, DepthwiseConv2DOptions& o) {
   v("dilation_rate", o.dilation_rate);
   v("depthwise_initializer", o.depthwise_initializer);
   v("depthwise_regularizer", o.depthwise_regularizer, Spelling::keras3);
+  v("depthwise_constraint", o.depthwise_constraint);
   conv_weight_fields(v, o);
 }
 
@@ -94,8 +97,6 @@ using json = nlohmann::json;
 json conv_config(json c, int filters, json kernel_size) {
   c["filters"] = filters;
   c["kernel_size"] = std::move(kernel_size);
-  c["kernel_constraint"] = nullptr;  // Keras' keys for what keel has not
-  c["bias_constraint"] = nullptr;
   return c;
 }
 
@@ -132,8 +133,6 @@ nlohmann::json DepthwiseConv2D::get_config() const {
   auto c = Layer::get_config();
   c["kernel_size"] = pair_json(kernel_size_);
   write_fields(c, options_);
-  c["depthwise_constraint"] = nullptr;
-  c["bias_constraint"] = nullptr;
   return c;
 }
 

@@ -110,9 +110,9 @@ void Dense::build(const Shape& input_shape) {
     return;
   }
   const std::int64_t in = input_shape[input_shape.rank() - 1];
-  kernel_ = &add_weight("kernel", Shape{in, units_}, options_.kernel_initializer, true, options_.kernel_regularizer);
+  kernel_ = &add_weight("kernel", Shape{in, units_}, options_.kernel_initializer, true, options_.kernel_regularizer, options_.kernel_constraint);
   if (options_.use_bias)
-    bias_ = &add_weight("bias", Shape{units_}, options_.bias_initializer, true, options_.bias_regularizer);
+    bias_ = &add_weight("bias", Shape{units_}, options_.bias_initializer, true, options_.bias_regularizer, options_.bias_constraint);
   // As in Keras, `layer.build(shape)` called by the user marks the layer built, so that the first
   // call does not build it again.
   set_built(input_shape);
@@ -457,7 +457,7 @@ Embedding::Embedding(int input_dim, int output_dim, EmbeddingOptions options)
 void Embedding::build(const Shape& input_shape) {
   if (embeddings_) return;  // built before (see Dense::build)
   embeddings_ = &add_weight("embeddings", Shape{input_dim_, output_dim_}, options_.embeddings_initializer, true,
-                            options_.embeddings_regularizer);
+                            options_.embeddings_regularizer, options_.embeddings_constraint);
   set_built(input_shape);
 }
 

@@ -26,6 +26,8 @@ void fields(V&& v, DenseOptions& o) {
   v("kernel_regularizer", o.kernel_regularizer);
   v("bias_regularizer", o.bias_regularizer);
   v("activity_regularizer", o.activity_regularizer);
+  v("kernel_constraint", o.kernel_constraint);
+  v("bias_constraint", o.bias_constraint);
 }
 
 template <class V>
@@ -71,6 +73,7 @@ void fields(V&& v, EmbeddingOptions& o) {
   v("embeddings_initializer", o.embeddings_initializer);
   v("embeddings_regularizer", o.embeddings_regularizer);
   v("activity_regularizer", o.activity_regularizer);
+  v("embeddings_constraint", o.embeddings_constraint);
   v("mask_zero", o.mask_zero);
   v("input_length", o.input_length);
 }
@@ -92,8 +95,6 @@ nlohmann::json Dense::get_config() const {
   auto c = Layer::get_config();
   c["units"] = units_;
   write_fields(c, options_);
-  c["kernel_constraint"] = nullptr;  // Keras' keys for what keel has not
-  c["bias_constraint"] = nullptr;
   return c;
 }
 
@@ -170,7 +171,6 @@ nlohmann::json Embedding::get_config() const {
   c["input_dim"] = input_dim_;
   c["output_dim"] = output_dim_;
   write_fields(c, options_);
-  c["embeddings_constraint"] = nullptr;
   return c;
 }
 

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "keel/layers/constraints.hpp"
 #include "keel/layers/convolutional.hpp"
 #include "keel/layers/normalization.hpp"
 #include "layers/config_args.hpp"
@@ -62,6 +63,7 @@ struct FieldWriter {
   static nlohmann::json json_of(const regularizers::Regularizer& r, Spelling s) {
     return s == Spelling::keras3 ? regularizer_json(r) : regularizer_config(r);
   }
+  static nlohmann::json json_of(const constraints::Constraint& c, Spelling) { return constraints::serialize(c); }
   static nlohmann::json json_of(const std::array<int, 2>& v, Spelling) { return pair_json(v); }
   static nlohmann::json json_of(const OptionalPair& v, Spelling) { return v ? pair_json(*v) : nlohmann::json(nullptr); }
   static nlohmann::json json_of(const NormalizationAxes& a, Spelling) {
@@ -109,6 +111,13 @@ struct FieldReader {
   }
   regularizers::Regularizer read(const char* key, const regularizers::Regularizer&, Spelling) const {
     return args.regularizer(key);
+  }
+  constraints::Constraint read(const char* key, const constraints::Constraint&, Spelling) const {
+    try {
+      return constraints::get(*args.find(key));
+    } catch (const ValueError& e) {
+      throw ValueError(fmt::format("from_config: '{}': {}", key, e.what()));
+    }
   }
   std::array<int, 2> read(const char* key, const std::array<int, 2>& def, Spelling) const { return args.pair(key, def); }
   OptionalPair read(const char* key, const OptionalPair&, Spelling) const { return args.optional_pair(key); }

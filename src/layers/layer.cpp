@@ -320,7 +320,8 @@ Variable& Layer::add_weight(std::string wname, Shape shape, std::string initiali
 }
 
 Variable& Layer::add_weight(std::string wname, Shape shape, const initializers::Initializer& initializer,
-                            bool trainable, const regularizers::Regularizer& regularizer) {
+                            bool trainable, const regularizers::Regularizer& regularizer,
+                            const constraints::Constraint& constraint) {
   Tensor init;
   try {
     init = initializer(shape, DType::float32);
@@ -340,6 +341,7 @@ Variable& Layer::add_weight(std::string wname, Shape shape, const initializers::
     build_shape_unknown_ = true;
   }
   auto v = std::make_unique<Variable>(init, name() + "/" + wname, trainable);
+  if (constraint.active()) v->set_constraint(constraint.function());  // the optimizer applies it
   Variable& ref = *v;
   weights_.push_back({std::move(v), regularizer});
   return ref;

@@ -63,9 +63,9 @@ void BatchNormalization::build(const Shape& s) {
   const Shape param{s[axis_]};
   // Keras' creation order: gamma, beta, then the two moving statistics (non-trainable).
   if (options_.scale)
-    gamma_ = &add_weight("gamma", param, options_.gamma_initializer, true, options_.gamma_regularizer);
+    gamma_ = &add_weight("gamma", param, options_.gamma_initializer, true, options_.gamma_regularizer, options_.gamma_constraint);
   if (options_.center)
-    beta_ = &add_weight("beta", param, options_.beta_initializer, true, options_.beta_regularizer);
+    beta_ = &add_weight("beta", param, options_.beta_initializer, true, options_.beta_regularizer, options_.beta_constraint);
   moving_mean_ = &add_weight("moving_mean", param, options_.moving_mean_initializer, false);
   moving_variance_ = &add_weight("moving_variance", param, options_.moving_variance_initializer, false);
 }
@@ -183,9 +183,9 @@ void LayerNormalization::build(const Shape& s) {
   for (int a : axes_) dims.push_back(s[a]);
   const Shape param(dims);
   if (options_.scale)
-    gamma_ = &add_weight("gamma", param, options_.gamma_initializer, true, options_.gamma_regularizer);
+    gamma_ = &add_weight("gamma", param, options_.gamma_initializer, true, options_.gamma_regularizer, options_.gamma_constraint);
   if (options_.center)
-    beta_ = &add_weight("beta", param, options_.beta_initializer, true, options_.beta_regularizer);
+    beta_ = &add_weight("beta", param, options_.beta_initializer, true, options_.beta_regularizer, options_.beta_constraint);
 }
 
 void LayerNormalization::check_input_shape(const Shape& s) const {

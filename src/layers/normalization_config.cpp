@@ -23,6 +23,8 @@ void beta_gamma_fields(V&& v, O& o) {
   v("gamma_initializer", o.gamma_initializer);
   v("beta_regularizer", o.beta_regularizer, Spelling::keras3);
   v("gamma_regularizer", o.gamma_regularizer, Spelling::keras3);
+  v("beta_constraint", o.beta_constraint);
+  v("gamma_constraint", o.gamma_constraint);
 }
 
 template <class V>
@@ -62,30 +64,24 @@ namespace {
 using detail::write_fields;
 using json = nlohmann::json;
 
-json with_constraints(json c) {
-  c["beta_constraint"] = nullptr;  // Keras' keys for what keel has not
-  c["gamma_constraint"] = nullptr;
-  return c;
-}
-
 }  // namespace
 
 nlohmann::json BatchNormalization::get_config() const {
-  auto c = with_constraints(Layer::get_config());
+  auto c = Layer::get_config();
   write_fields(c, options_);
   c["synchronized"] = false;
   return c;
 }
 
 nlohmann::json LayerNormalization::get_config() const {
-  auto c = with_constraints(Layer::get_config());
+  auto c = Layer::get_config();
   write_fields(c, options_);
   c["rms_scaling"] = false;
   return c;
 }
 
 nlohmann::json GroupNormalization::get_config() const {
-  auto c = with_constraints(Layer::get_config());
+  auto c = Layer::get_config();
   write_fields(c, options_);
   return c;
 }
@@ -128,7 +124,12 @@ std::vector<double> read_stat(const detail::Args& a, const json& c, const char* 
 
 }  // namespace
 
+namespace detail {
+void register_spectral_normalization(Factories& f);  // spectral_normalization.cpp
+}  // namespace detail
+
 void detail::register_normalization_layers(Factories& f) {
+  detail::register_spectral_normalization(f);
   f["GroupNormalization"] = [](const json& c) {
     return std::make_shared<GroupNormalization>(read_fields<GroupNormalizationOptions>(Args(c, "GroupNormalization")));
   };

@@ -71,9 +71,9 @@ void GroupNormalization::build(const Shape& s) {
                                  who(*this), groups, channels, s.to_string()));
   groups_ = static_cast<int>(groups);
   if (options_.scale)
-    gamma_ = &add_weight("gamma", Shape{channels}, options_.gamma_initializer, true, options_.gamma_regularizer);
+    gamma_ = &add_weight("gamma", Shape{channels}, options_.gamma_initializer, true, options_.gamma_regularizer, options_.gamma_constraint);
   if (options_.center)
-    beta_ = &add_weight("beta", Shape{channels}, options_.beta_initializer, true, options_.beta_regularizer);
+    beta_ = &add_weight("beta", Shape{channels}, options_.beta_initializer, true, options_.beta_regularizer, options_.beta_constraint);
 }
 
 void GroupNormalization::check_input_shape(const Shape& s) const {

@@ -61,9 +61,9 @@ template <class Options>
 void add_cell_kernels(Layer& layer, const Options& options, std::int64_t input_dim, std::int64_t units,
                       std::int64_t width, Variable*& kernel, Variable*& recurrent_kernel) {
   kernel = &layer.add_weight("kernel", Shape{input_dim, width}, options.kernel_initializer, true,
-                             options.kernel_regularizer);
+                             options.kernel_regularizer, options.kernel_constraint);
   recurrent_kernel = &layer.add_weight("recurrent_kernel", Shape{units, width}, options.recurrent_initializer, true,
-                                       options.recurrent_regularizer);
+                                       options.recurrent_regularizer, options.recurrent_constraint);
 }
 
 // The activations the fused LSTM and GRU ops implement.
@@ -266,7 +266,7 @@ void SimpleRNN::build_cell(std::int64_t input_dim) {
   const std::int64_t u = units();
   add_cell_kernels(*this, options_, input_dim, u, u, kernel_, recurrent_kernel_);
   if (options_.use_bias)
-    bias_ = &add_weight("bias", Shape{u}, options_.bias_initializer, true, options_.bias_regularizer);
+    bias_ = &add_weight("bias", Shape{u}, options_.bias_initializer, true, options_.bias_regularizer, options_.bias_constraint);
 }
 
 Recurrent::StepFn SimpleRNN::make_step(DType dtype, const Tensor& recurrent_mask) {
@@ -311,7 +311,7 @@ void LSTM::build_cell(std::int64_t input_dim) {
           },
           base.name());
     }
-    bias_ = &add_weight("bias", Shape{4 * u}, init, true, options_.bias_regularizer);
+    bias_ = &add_weight("bias", Shape{4 * u}, init, true, options_.bias_regularizer, options_.bias_constraint);
   }
 }
 
@@ -366,7 +366,7 @@ void GRU::build_cell(std::int64_t input_dim) {
   add_cell_kernels(*this, options_, input_dim, u, 3 * u, kernel_, recurrent_kernel_);
   if (options_.use_bias)
     bias_ = &add_weight("bias", options_.reset_after ? Shape{2, 3 * u} : Shape{3 * u},
-                        options_.bias_initializer, true, options_.bias_regularizer);
+                        options_.bias_initializer, true, options_.bias_regularizer, options_.bias_constraint);
 }
 
 Recurrent::StepFn GRU::make_step(DType dtype, const Tensor& recurrent_mask) {

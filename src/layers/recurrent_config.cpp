@@ -24,6 +24,9 @@ void rnn_fields(V&& v, O& o) {
   v("recurrent_regularizer", o.recurrent_regularizer);
   v("bias_regularizer", o.bias_regularizer);
   v("activity_regularizer", o.activity_regularizer);
+  v("kernel_constraint", o.kernel_constraint);
+  v("recurrent_constraint", o.recurrent_constraint);
+  v("bias_constraint", o.bias_constraint);
   v("dropout", o.dropout);
   v("recurrent_dropout", o.recurrent_dropout);
   v("seed", o.seed);
@@ -76,9 +79,6 @@ template <class O>
 json rnn_layer_config(json c, int units, const O& options) {
   c["units"] = units;
   write_fields(c, options);
-  c["kernel_constraint"] = nullptr;  // Keras' keys for what keel has not
-  c["recurrent_constraint"] = nullptr;
-  c["bias_constraint"] = nullptr;
   return c;
 }
 

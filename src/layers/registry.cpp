@@ -38,6 +38,7 @@ detail::Factories builtin_factories() {
   detail::register_activation_layers(f);
   detail::register_image_preprocessing_layers(f);
   detail::register_text_preprocessing_layers(f);
+  detail::register_pruning_layers(f);
   models::detail::register_model_layers(f);
   return f;
 }

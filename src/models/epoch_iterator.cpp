@@ -7,6 +7,7 @@
 
 #include <fmt/core.h>
 
+#include "distribute/hooks.hpp"
 #include "keel/core/device.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/shape.hpp"
@@ -74,6 +75,8 @@ EpochIterator::EpochIterator(const std::vector<Tensor>& x, const std::vector<Ten
       // Each epoch draws its order when it starts; the indices are made beside the data.
       DeviceScope beside_data(x[0].device());
       order = permutation(n);
+      // Data-parallel: every replica shards the chief's order (the same global batches).
+      order = distribute::detail::same_on_every_replica(order);
     }
     return data::Dataset<Batch>::Next([=, step = std::int64_t{0}]() mutable -> std::optional<Batch> {
       if (step >= count) return std::nullopt;

@@ -9,10 +9,12 @@
 #include "io/safetensors_file.hpp"
 #include "keel/io/safetensors.hpp"
 #include "keel/models/model.hpp"
+#include "models/keras_files.hpp"
 
 namespace keel::models {
 
 void Model::save_weights(const std::string& path) {
+  if (detail::is_keras_weights_path(path)) return detail::save_keras_weights(*this, path);  // Keras' HDF5 layouts
   std::map<std::string, Tensor> tensors;
   std::string order;
   for (Variable* v : weights()) {
@@ -25,6 +27,7 @@ void Model::save_weights(const std::string& path) {
 }
 
 void Model::load_weights(const std::string& path) {
+  if (detail::is_keras_weights_path(path)) return detail::load_keras_weights(*this, path);
   // Read once: the tensors and the weight order of the same file, even while it is being replaced.
   const io::detail::SafetensorsFile file = io::detail::read_safetensors(path);
   const auto& tensors = file.tensors;

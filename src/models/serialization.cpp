@@ -12,6 +12,7 @@
 // Loading validates each file before using it; every problem is an IOError naming the file (for
 // a .keel, the archive and its member) and the field. A compiled model's optimizer state must
 // hold every variable its optimizer needs, and nothing else.
+#include "distribute/hooks.hpp"
 #include "models/serialization.hpp"
 
 #include <fcntl.h>
@@ -47,6 +48,7 @@
 #include "layers/symbolic.hpp"
 #include "models/compile_config.hpp"
 #include "models/graph.hpp"
+#include "models/keras_files.hpp"
 #include "models/model_files.hpp"
 #include "train/optimizer_state.hpp"
 
@@ -67,6 +69,9 @@ void Model::save(const std::string& path_in) {
   std::string path = path_in;
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   if (path.empty()) throw ValueError(fmt::format("{}.save: empty path", name()));
+  // Data-parallel training: the replicas hold the same weights, and only the chief writes.
+  if (!distribute::detail::is_chief()) return;
+  if (is_keras_model_path(path)) return save_keras_model(*this, path);  // Keras' .keras / .h5
 
   json file = {{"module", "keel.models"}, {"class_name", class_name()}, {"config", get_config()}};
   const std::string cls = class_name();
@@ -329,6 +334,7 @@ void restore_compile(Model& model, const json& cc, const Part& config, const Par
 std::shared_ptr<Model> load_model(const std::string& path_in, bool compile) {
   std::string path = path_in;
   while (path.size() > 1 && path.back() == '/') path.pop_back();
+  if (is_keras_model_path(path) && !fs::is_directory(path)) return load_keras_model(path, compile);  // Keras' files
   std::map<std::string, Part> parts;
   std::error_code ec;
   const auto status = fs::status(path, ec);

@@ -8,6 +8,7 @@
 
 #include "autograd/record.hpp"
 #include "backend/recorder.hpp"
+#include "distribute/hooks.hpp"
 #include "keel/autograd/tape.hpp"
 #include "keel/mixed_precision/policy.hpp"
 #include "keel/models/model.hpp"
@@ -318,6 +319,8 @@ std::map<std::string, double> Model::multi_train_step(const std::vector<Tensor>&
       // dynamic scale, or loss_scale_factor); apply() divides the gradients by it again.
       if (!vars.empty()) grads = tape.gradient(optimizer_->scale_loss(losses_out[0]), vars);
     }
+    // Under a strategy with several replicas: the gradients of the global batch (a no-op otherwise).
+    if (!vars.empty()) distribute::detail::reduce_gradients(grads);
     if (!vars.empty()) optimizer_->apply(grads, vars);
     for (const Tensor& p : y_pred) losses_out.push_back(for_metrics(p));
     return losses_out;

@@ -1,11 +1,13 @@
 // Model::fit / evaluate / predict and the *_on_batch forms: Keras' loops over the batches of an
 // EpochIterator (in-memory tensors or a Dataset), for any number of inputs and outputs.
 #include <iostream>
+#include <tuple>
 
 #include <fmt/core.h>
 
 #include "autograd/record.hpp"
 #include "backend/recorder.hpp"
+#include "distribute/hooks.hpp"
 #include "keel/models/model.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
@@ -102,6 +104,26 @@ void check_sample_weight(const Tensor& sw, const std::vector<Tensor>& x, const c
                                  x[0].shape()[0]));
 }
 
+// Under a strategy with several replicas (distribute/hooks.hpp), this replica's shard of a
+// global batch: its rows of every tensor. A replica left without rows (a last batch smaller
+// than the replicas) runs on the batch's first row with zero sample weights and `empty` set:
+// its gradients get weight 0 and its logs are left out, but it still joins the collectives.
+Batch replica_shard(const Batch& batch, const Tensor& sw, bool& empty) {
+  const std::int64_t n = batch.x.at(0).shape()[0];
+  auto [b, e] = distribute::detail::shard_range(n);
+  empty = e == b;
+  if (empty) {
+    b = 0;
+    e = std::min<std::int64_t>(1, n);
+  }
+  Batch out{rows_of(batch.x, b, e), rows_of(batch.y, b, e), rows(sw, b, e)};
+  if (empty) {
+    DeviceScope beside_data(batch.x[0].device());
+    out.sample_weight = out.sample_weight.defined() ? zeros_like(out.sample_weight) : zeros({e - b});
+  }
+  return out;
+}
+
 }  // namespace
 
 History Model::fit(const ModelData& x_in, const ModelData& y_in, FitOptions o) {
@@ -175,6 +197,7 @@ History Model::fit_loop(const EpochIterator& data, const FitOptions& o,
   for (auto& cb : o.callbacks) cb->on_train_begin({});
   // A callback (BackupAndRestore) may have restored a later epoch to continue from.
   const int first_epoch = resume_epoch_ >= 0 ? resume_epoch_ : o.initial_epoch;
+  bool replicas_synced = false;  // data-parallel: the chief's weights broadcast at the first step
   resume_epoch_ = -1;
   for (int epoch = first_epoch; epoch < o.epochs; ++epoch) {
     reset_metrics();
@@ -182,11 +205,47 @@ History Model::fit_loop(const EpochIterator& data, const FitOptions& o,
     if (o.verbose) std::cout << "Epoch " << epoch + 1 << "/" << o.epochs << std::endl;
     Progbar bar(known_steps, o.verbose, std::cout);
     std::map<std::string, double> logs;
+    double epoch_rows = 0;  // this replica's rows so far (the logs' weight in their reduction)
     const std::int64_t steps = data.run_epoch([&](std::int64_t step, const Batch& batch) {
       const Tensor sw = batch_weights(o.class_weight, batch.y, batch.sample_weight);
       for (auto& cb : o.callbacks) cb->on_train_batch_begin(step, logs);
       const Device d = model_device(*this);
-      logs = run_train_step(placed(batch.x, d), placed(batch.y, d), placed(sw, d));
+      if (!distribute::detail::multi_replica()) {
+        logs = run_train_step(placed(batch.x, d), placed(batch.y, d), placed(sw, d));
+      } else {
+        // Data-parallel (distribute/hooks.hpp): this replica's shard of the global batch; its
+        // gradients weighted by its share of the rows and all-reduced in the step; the logs of
+        // every replica's rows.
+        bool empty = false;
+        const Batch shard = replica_shard(batch, sw, empty);
+        const auto n_global = static_cast<double>(batch.x[0].shape()[0]);
+        const auto n_local = static_cast<double>(shard.x[0].shape()[0]);
+        if (!replicas_synced) {  // the chief's initial weights everywhere (built first if need be)
+          if (weights().empty()) {
+            autograd::NoRecordScope build_only;
+            forward(placed(shard.x, d), false);
+          }
+          distribute::detail::broadcast_weights(weights());
+          replicas_synced = true;
+        }
+        const auto saved = std::make_tuple(loss_sum_, loss_count_, output_loss_sums_);
+        distribute::detail::gradients_reduced_flag() = false;
+        {
+          const distribute::detail::StepWeightScope weight(empty ? 0.0 : n_local, n_global);
+          logs = run_train_step(placed(shard.x, d), placed(shard.y, d), placed(shard.sample_weight, d));
+        }
+        if (!distribute::detail::gradients_reduced_flag() && !trainable_weights().empty())
+          throw ValueError(fmt::format("{}.fit: the train step was traced without the strategy's gradient all-reduce "
+                                       "(trained outside the strategy's scope first); compile the model again inside it",
+                                       name()));
+        if (empty) {  // the dummy row's loss left out again
+          std::tie(loss_sum_, loss_count_, output_loss_sums_) = saved;
+          logs = metrics_results();
+        } else {
+          epoch_rows += n_local;
+        }
+        logs = distribute::detail::reduce_logs(logs, epoch_rows);
+      }
       {
         backend::ProfileRange range("callbacks", "on_train_batch_end");
         for (auto& cb : o.callbacks) cb->on_train_batch_end(step, logs);
@@ -251,10 +310,25 @@ std::map<std::string, double> Model::evaluate_loop(const EpochIterator& data, co
   autograd::NoRecordScope no_record;
   random::GeneratorScope own_stream(seed_generator_);
   bool finalized = false;
+  double epoch_rows = 0;  // this replica's rows (the logs' weight in their reduction)
   const std::int64_t steps = data.run_epoch([&](std::int64_t step, const Batch& batch) {
     for (auto& cb : o.callbacks) cb->on_test_batch_begin(step, logs);
     const Device d = model_device(*this);
-    logs = run_test_step(placed(batch.x, d), placed(batch.y, d), placed(batch.sample_weight, d));
+    if (!distribute::detail::multi_replica()) {
+      logs = run_test_step(placed(batch.x, d), placed(batch.y, d), placed(batch.sample_weight, d));
+    } else {  // this replica's shard; the logs of every replica's rows
+      bool empty = false;
+      const Batch shard = replica_shard(batch, batch.sample_weight, empty);
+      const auto saved = std::make_tuple(loss_sum_, loss_count_, output_loss_sums_);
+      logs = run_test_step(placed(shard.x, d), placed(shard.y, d), placed(shard.sample_weight, d));
+      if (empty) {  // the dummy row's loss left out again
+        std::tie(loss_sum_, loss_count_, output_loss_sums_) = saved;
+        logs = metrics_results();
+      } else {
+        epoch_rows += static_cast<double>(shard.x[0].shape()[0]);
+      }
+      logs = distribute::detail::reduce_logs(logs, epoch_rows);
+    }
     for (auto& cb : o.callbacks) cb->on_test_batch_end(step, logs);
     finalized = step + 1 == data.steps();
     bar.update(step + 1, logs, finalized);

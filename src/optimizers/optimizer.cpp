@@ -472,6 +472,12 @@ void Optimizer::finish_step(const std::vector<Variable*>& variables, std::int64_
       if (overwrite) v.assign(avg.peek());
     }
   }
+  // Keras' BaseOptimizer.apply, after the update (and on the accumulating calls too): every
+  // updated variable with a constraint is projected, variable.assign(variable.constraint(variable)).
+  for (std::size_t k = 0; k < n; ++k) {
+    Variable& v = *variables[s.live[k]];
+    if (v.constraint()) v.assign(v.constraint()(v.peek()));
+  }
   for (auto& g : s.grads) g = Tensor();  // do not keep the gradients alive between steps
   write_scalar(*s.iteration, static_cast<double>(calls + 1));
 }

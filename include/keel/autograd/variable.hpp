@@ -1,5 +1,6 @@
 #pragma once
 // Variable: mutable, trainable state. Reading it inside a GradientTape makes the tape watch it.
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -41,6 +42,12 @@ class Variable {
   std::uint64_t id() const { return value_.id(); }
   // The value without notifying tapes (for optimisers and serialisation).
   const Tensor& peek() const { return value_; }
+  // Keras' variable.constraint: a projection the optimizer applies after each update
+  // (variable.assign(constraint(variable))); empty for none. Layers set it from their
+  // *_constraint options when they create the weight.
+  using Constraint = std::function<Tensor(const Tensor&)>;
+  void set_constraint(Constraint constraint) { constraint_ = std::move(constraint); }
+  const Constraint& constraint() const { return constraint_; }
 
  private:
   enum class WriteMode { assign, add, sub };  // value = v, value += v, value -= v
@@ -48,6 +55,7 @@ class Variable {
   Tensor value_;
   std::string name_;
   bool trainable_ = true;
+  Constraint constraint_;
 };
 
 }  // namespace keel

@@ -127,6 +127,8 @@ bool truthy(const Tensor& t);
 // num_parallel_calls → number of worker threads (1 = run inline); ValueError when invalid.
 int resolve_workers(int num_parallel_calls, const char* op);
 void check_count(std::int64_t n, std::int64_t min, const char* op, const char* what);
+// ValueError unless num_shards >= 1 and 0 <= index < num_shards (Dataset::shard; dataset_shard.cpp).
+void check_shard(std::int64_t num_shards, std::int64_t index);
 
 // ---- background threads (src/data/async_pipe.cpp) -------------------------------------------
 // Elements cross threads type-erased, so the threading code is compiled once, not per T.
@@ -446,6 +448,19 @@ class Dataset {
           if (n < 0) return std::nullopt;
         }
         return up();
+      });
+    });
+  }
+
+  // tf.data's shard: every num_shards-th element starting at index (elements index,
+  // index + num_shards, ...), so the num_shards shards of one pass cover each element once.
+  Dataset shard(std::int64_t num_shards, std::int64_t index) const {
+    detail::check_shard(num_shards, index);
+    return Dataset([src = start_, num_shards, index] {
+      return Next([up = (*src)(), num_shards, index, i = std::int64_t{0}]() mutable -> std::optional<T> {
+        while (auto e = up())
+          if (i++ % num_shards == index) return e;
+        return std::nullopt;
       });
     });
   }

@@ -12,7 +12,7 @@ namespace keel::layers {
 struct PReLUOptions {
   initializers::Initializer alpha_initializer = "zeros";
   regularizers::Regularizer alpha_regularizer{};
-  // Keras' alpha_constraint has no counterpart here (keel has no constraints): written as null.
+  constraints::Constraint alpha_constraint{};
   std::vector<int> shared_axes{};  // 1-based non-batch axes along which alpha is shared
   std::string name{};
 };

@@ -1,6 +1,11 @@
 #pragma once
-// MultiHeadAttention as Keras has it (attention over the time axis of [batch, time, features]),
-// and the single-head Attention (Luong) and AdditiveAttention (Bahdanau) layers.
+// MultiHeadAttention as Keras has it (attention over the time axis of [batch, time, features], or
+// over any attention_axes of [batch, ..., features]), and the single-head Attention (Luong) and
+// AdditiveAttention (Bahdanau) layers.
+//
+// attention_axes = {1, 2} on [B, H, W, C] attends every pixel to every pixel: scores
+// [B, heads, H, W, H', W'], softmax over the last two axes; an attention_mask [B, H, W, H', W']
+// gains the heads axis (Keras' _masked_softmax).
 //
 // Calling it:
 //   layers::MultiHeadAttention mha(4, 16);
@@ -45,12 +50,16 @@ struct MultiHeadAttentionOptions {
   double dropout = 0.0;                       // on the attention probabilities, in training
   bool use_bias = true;
   std::vector<std::int64_t> output_shape;     // empty: the query's last dimension
-  std::vector<int> attention_axes;            // empty (Keras None): the time axis, the only one supported
+  // Keras' attention_axes: the axes of [B, ..., D] attended over (negative: from the end, the
+  // last, feature, axis excluded); empty (Keras None): every axis between batch and features.
+  std::vector<int> attention_axes;
   initializers::Initializer kernel_initializer = "glorot_uniform";
   initializers::Initializer bias_initializer = "zeros";
   regularizers::Regularizer kernel_regularizer;
   regularizers::Regularizer bias_regularizer;
   regularizers::Regularizer activity_regularizer;
+  constraints::Constraint kernel_constraint{};
+  constraints::Constraint bias_constraint{};
   std::optional<std::uint64_t> seed;          // dropout seed: the n-th training call uses (seed, n)
   std::string name;
 };
@@ -103,6 +112,9 @@ class MultiHeadAttention : public Layer {
  private:
   void build_weights(std::int64_t query_dim, std::int64_t key_features, std::int64_t value_features);
   std::vector<std::int64_t> out_dims() const;
+  // Inputs of rank > 3 or attention over other axes than time: Keras' einsum formulation.
+  Tensor call_einsum(const Tensor& query, const Tensor& value, const Tensor& key, Tensor mask,
+                     const Tensor& query_mask, const Tensor& value_mask, const Tensor& key_mask, bool training);
 
   int num_heads_, key_dim_;
   MultiHeadAttentionOptions options_;

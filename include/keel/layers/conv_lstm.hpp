@@ -38,6 +38,9 @@ struct ConvLSTM2DOptions {
   regularizers::Regularizer recurrent_regularizer = {};
   regularizers::Regularizer bias_regularizer = {};
   regularizers::Regularizer activity_regularizer = {};
+  constraints::Constraint kernel_constraint{};
+  constraints::Constraint recurrent_constraint{};
+  constraints::Constraint bias_constraint{};
   double dropout = 0.0;
   double recurrent_dropout = 0.0;
   std::optional<std::uint64_t> seed = std::nullopt;

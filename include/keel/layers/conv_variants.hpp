@@ -57,6 +57,8 @@ struct Conv1DTransposeOptions {
   regularizers::Regularizer kernel_regularizer = {};
   regularizers::Regularizer bias_regularizer = {};
   regularizers::Regularizer activity_regularizer = {};
+  constraints::Constraint kernel_constraint{};
+  constraints::Constraint bias_constraint{};
   std::string name = "";
 };
 
@@ -96,6 +98,8 @@ struct Conv3DOptions {
   regularizers::Regularizer kernel_regularizer = {};
   regularizers::Regularizer bias_regularizer = {};
   regularizers::Regularizer activity_regularizer = {};
+  constraints::Constraint kernel_constraint{};
+  constraints::Constraint bias_constraint{};
   std::string name = "";
 };
 
@@ -136,6 +140,8 @@ struct Conv3DTransposeOptions {
   regularizers::Regularizer kernel_regularizer = {};
   regularizers::Regularizer bias_regularizer = {};
   regularizers::Regularizer activity_regularizer = {};
+  constraints::Constraint kernel_constraint{};
+  constraints::Constraint bias_constraint{};
   std::string name = "";
 };
 
@@ -179,6 +185,9 @@ struct SeparableConv1DOptions {
   regularizers::Regularizer pointwise_regularizer = {};
   regularizers::Regularizer bias_regularizer = {};
   regularizers::Regularizer activity_regularizer = {};
+  constraints::Constraint depthwise_constraint{};
+  constraints::Constraint pointwise_constraint{};
+  constraints::Constraint bias_constraint{};
   std::string name = "";
 };
 
@@ -197,6 +206,9 @@ struct SeparableConv2DOptions {
   regularizers::Regularizer pointwise_regularizer = {};
   regularizers::Regularizer bias_regularizer = {};
   regularizers::Regularizer activity_regularizer = {};
+  constraints::Constraint depthwise_constraint{};
+  constraints::Constraint pointwise_constraint{};
+  constraints::Constraint bias_constraint{};
   std::string name = "";
 };
 
@@ -262,6 +274,8 @@ struct DepthwiseConv1DOptions {
   regularizers::Regularizer depthwise_regularizer = {};
   regularizers::Regularizer bias_regularizer = {};
   regularizers::Regularizer activity_regularizer = {};
+  constraints::Constraint depthwise_constraint{};
+  constraints::Constraint bias_constraint{};
   std::string name = "";
 };
 

@@ -51,6 +51,8 @@ struct Conv1DOptions {
   regularizers::Regularizer kernel_regularizer = {};
   regularizers::Regularizer bias_regularizer = {};
   regularizers::Regularizer activity_regularizer = {};
+  constraints::Constraint kernel_constraint{};
+  constraints::Constraint bias_constraint{};
   std::string name = "";
 };
 
@@ -97,6 +99,8 @@ struct Conv2DOptions {
   regularizers::Regularizer kernel_regularizer = {};
   regularizers::Regularizer bias_regularizer = {};
   regularizers::Regularizer activity_regularizer = {};
+  constraints::Constraint kernel_constraint{};
+  constraints::Constraint bias_constraint{};
   std::string name = "";
 };
 
@@ -146,6 +150,8 @@ struct Conv2DTransposeOptions {
   regularizers::Regularizer kernel_regularizer = {};
   regularizers::Regularizer bias_regularizer = {};
   regularizers::Regularizer activity_regularizer = {};
+  constraints::Constraint kernel_constraint{};
+  constraints::Constraint bias_constraint{};
   std::string name = "";
 };
 
@@ -196,6 +202,8 @@ struct DepthwiseConv2DOptions {
   regularizers::Regularizer depthwise_regularizer = {};
   regularizers::Regularizer bias_regularizer = {};
   regularizers::Regularizer activity_regularizer = {};
+  constraints::Constraint depthwise_constraint{};
+  constraints::Constraint bias_constraint{};
   std::string name = "";
 };
 

@@ -32,6 +32,8 @@ struct DenseOptions {
   regularizers::Regularizer kernel_regularizer{};
   regularizers::Regularizer bias_regularizer{};
   regularizers::Regularizer activity_regularizer{};  // on the output, added to losses() per call
+  constraints::Constraint kernel_constraint{};
+  constraints::Constraint bias_constraint{};
   std::string name{};
   std::string dtype{};  // a dtype policy name ("float32", "mixed_float16", ...); empty: the global one
 };
@@ -356,6 +358,7 @@ struct EmbeddingOptions {
   initializers::Initializer embeddings_initializer = "random_uniform";
   regularizers::Regularizer embeddings_regularizer{};
   regularizers::Regularizer activity_regularizer{};
+  constraints::Constraint embeddings_constraint{};
   bool mask_zero = false;            // id 0 is padding: the output carries the mask ids != 0
   std::optional<int> input_length{};   // when set, inputs must be [batch, input_length]
   std::string name{};

@@ -12,6 +12,7 @@
 
 #include "keel/autograd/variable.hpp"
 #include "keel/core/tensor.hpp"
+#include "keel/layers/constraints.hpp"
 #include "keel/layers/initializers.hpp"
 #include "keel/mixed_precision/policy.hpp"
 
@@ -43,7 +44,8 @@ class Layer : public std::enable_shared_from_this<Layer> {
   Variable& add_weight(std::string name, Shape shape, std::string initializer = "glorot_uniform",
                        bool trainable = true);
   Variable& add_weight(std::string name, Shape shape, const initializers::Initializer& initializer,
-                       bool trainable, const regularizers::Regularizer& regularizer = {});
+                       bool trainable, const regularizers::Regularizer& regularizer = {},
+                       const constraints::Constraint& constraint = {});
   // Registers a nested layer: its weights, training flag, summary and saving follow this one.
   template <class L>
   std::shared_ptr<L> track(std::shared_ptr<L> sublayer) {

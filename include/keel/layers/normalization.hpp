@@ -29,6 +29,8 @@ struct BatchNormalizationOptions {
   initializers::Initializer moving_variance_initializer = "ones";
   regularizers::Regularizer beta_regularizer = {};
   regularizers::Regularizer gamma_regularizer = {};
+  constraints::Constraint beta_constraint{};
+  constraints::Constraint gamma_constraint{};
   std::string name = "";
 };
 
@@ -82,6 +84,8 @@ struct LayerNormalizationOptions {
   initializers::Initializer gamma_initializer = "ones";
   regularizers::Regularizer beta_regularizer = {};
   regularizers::Regularizer gamma_regularizer = {};
+  constraints::Constraint beta_constraint{};
+  constraints::Constraint gamma_constraint{};
   std::string name = "";
 };
 
@@ -124,6 +128,8 @@ struct GroupNormalizationOptions {
   initializers::Initializer gamma_initializer = "ones";
   regularizers::Regularizer beta_regularizer = {};
   regularizers::Regularizer gamma_regularizer = {};
+  constraints::Constraint beta_constraint{};
+  constraints::Constraint gamma_constraint{};
   std::string name = "";
 };
 

@@ -148,6 +148,9 @@ struct SimpleRNNOptions {
   regularizers::Regularizer recurrent_regularizer;
   regularizers::Regularizer bias_regularizer;
   regularizers::Regularizer activity_regularizer;
+  constraints::Constraint kernel_constraint{};
+  constraints::Constraint recurrent_constraint{};
+  constraints::Constraint bias_constraint{};
   double dropout = 0.0;
   double recurrent_dropout = 0.0;
   bool return_sequences = false;
@@ -194,6 +197,9 @@ struct LSTMOptions {
   regularizers::Regularizer recurrent_regularizer;
   regularizers::Regularizer bias_regularizer;
   regularizers::Regularizer activity_regularizer;
+  constraints::Constraint kernel_constraint{};
+  constraints::Constraint recurrent_constraint{};
+  constraints::Constraint bias_constraint{};
   double dropout = 0.0;
   double recurrent_dropout = 0.0;
   std::optional<std::uint64_t> seed;
@@ -245,6 +251,9 @@ struct GRUOptions {
   regularizers::Regularizer recurrent_regularizer;
   regularizers::Regularizer bias_regularizer;
   regularizers::Regularizer activity_regularizer;
+  constraints::Constraint kernel_constraint{};
+  constraints::Constraint recurrent_constraint{};
+  constraints::Constraint bias_constraint{};
   double dropout = 0.0;
   double recurrent_dropout = 0.0;
   std::optional<std::uint64_t> seed;

@@ -135,6 +135,12 @@ struct PredictOptions {
 // A symbolic tensor: the start of a functional model. shape excludes the batch dimension.
 Tensor Input(Shape shape_without_batch, DType dtype = DType::float32, std::string name = "");
 
+// Model::load_pytorch_state_dict: strict = every tensor of the state dict is used and every
+// weight of the model is set (torch's load_state_dict(strict=True)).
+struct LoadStateDictOptions {
+  bool strict = true;
+};
+
 class Model;
 namespace detail {
 class EpochIterator;  // the batches of one epoch (internal)
@@ -266,6 +272,14 @@ class Model : public layers::Layer {
   // Weights as a safetensors file, keyed by weight path ("dense/kernel").
   void save_weights(const std::string& path);
   void load_weights(const std::string& path);
+
+  // PyTorch's layout of the weights, layer by layer in model order ("0.weight", "0.bias", ...
+  // as nn.Sequential names them): Dense <-> Linear (kernel [in, out] <-> weight [out, in]),
+  // Conv2D <-> Conv2d (HWIO <-> OIHW), BatchNormalization <-> BatchNorm2d (running stats and
+  // num_batches_tracked), Embedding, LayerNormalization, LSTM/GRU <-> nn.LSTM/nn.GRU (gate order,
+  // PyTorch's two biases summed). A mismatch is a ValueError naming the first one.
+  std::map<std::string, Tensor> pytorch_state_dict();
+  void load_pytorch_state_dict(const std::map<std::string, Tensor>& state, LoadStateDictOptions options = {});
 
   std::string class_name() const override { return is_functional() ? "Functional" : "Model"; }
   // Keras' model config: name, trainable and, for a Sequential, its "layers" (each

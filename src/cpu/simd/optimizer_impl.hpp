@@ -92,6 +92,7 @@ void optimizer_update(const OptimizerParams& p, std::int64_t n, float* w, const 
     case OptimizerRule::rmsprop: return fused<A, OptimizerRule::rmsprop>(p, n, w, g, slot);
     case OptimizerRule::adagrad: return fused<A, OptimizerRule::adagrad>(p, n, w, g, slot);
     case OptimizerRule::nadam: return fused<A, OptimizerRule::nadam>(p, n, w, g, slot);
+    default: break;  // the other rules have no SIMD loop: cpu::optimizer_update runs them scalar
   }
 }
 

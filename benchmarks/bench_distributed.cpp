@@ -1,0 +1,92 @@
+// keel::distribute under mpirun (run it with -np 1 and -np 2):
+//   mpirun --allow-run-as-root --oversubscribe -np 2 build/benchmarks/bench_distributed
+// * GradientAllReduce/<MB>: the train step's gradient all-reduce (10 gradients fused into 25 MB
+//   buckets, weighted, recorded as kernels) against MPI_Allreduce of the same bytes called
+//   directly in the same run: bus bandwidth 2 (N - 1) / N * bytes / time, and keel / MPI.
+// * CnnFit: fit() of the seed CIFAR-10 CNN (benchmarks/seed_models.hpp) at a global batch of
+//   64, one thread per process: images/s (of the global batch) with N workers; compare the
+//   -np 1 and -np 2 runs for the scaling ratio.
+// Every rank runs the same fixed iteration counts (collectives must match).
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <vector>
+
+#include <keel/keel.hpp>
+
+#include "distribute/hooks.hpp"
+#include "seed_models.hpp"
+
+#if KEEL_BENCH_MPI
+#define OMPI_SKIP_MPICXX 1  // MPI's C interface only
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+
+namespace {
+
+using namespace keel;
+using Clock = std::chrono::steady_clock;
+
+distribute::MultiWorkerMirroredStrategy& world() {
+  static distribute::MultiWorkerMirroredStrategy s;
+  return s;
+}
+
+void GradientAllReduce(benchmark::State& state) {
+  auto& s = world();
+  auto scope = s.scope();
+  const std::int64_t mb = state.range(0);
+  const std::int64_t per = mb * (1 << 20) / 4 / 10;  // 10 float32 gradients
+  std::vector<Tensor> grads;
+  for (int i = 0; i < 10; ++i) grads.push_back(full({per}, 1.0f));
+  const double bytes = static_cast<double>(per) * 4 * 10, n = s.num_workers();
+  double keel_s = 0, mpi_s = 0;
+  std::vector<float> raw(static_cast<std::size_t>(per * 10), 1.0f);
+  for (auto _ : state) {
+    std::vector<Tensor> g = grads;
+    s.barrier();
+    auto t0 = Clock::now();
+    distribute::detail::reduce_gradients(g);
+    keel_s += std::chrono::duration<double>(Clock::now() - t0).count();
+#if KEEL_BENCH_MPI
+    s.barrier();
+    t0 = Clock::now();
+    MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(raw.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    mpi_s += std::chrono::duration<double>(Clock::now() - t0).count();
+#endif
+  }
+  const double it = static_cast<double>(state.iterations()), bus = n > 1 ? 2 * (n - 1) / n : 1;
+  state.counters["keel_GBps"] = bus * bytes * it / keel_s / 1e9;
+  if (mpi_s > 0) {
+    state.counters["mpi_GBps"] = bus * bytes * it / mpi_s / 1e9;
+    state.counters["keel_over_mpi_time"] = keel_s / mpi_s;
+  }
+  state.counters["workers"] = n;
+}
+BENCHMARK(GradientAllReduce)->Arg(1)->Arg(10)->Arg(100)->Iterations(10)->Unit(benchmark::kMillisecond);
+
+void CnnFit(benchmark::State& state) {
+  auto& s = world();
+  config::set_num_threads(1);
+  auto scope = s.scope();
+  auto model = bench::cnn();
+  const auto d = bench::cnn_data(512);  // 8 global batches of 64
+  model->fit(d.x, d.y, {.batch_size = bench::kCnnBatch, .epochs = 1, .verbose = 0, .shuffle = false});
+  double total = 0;
+  for (auto _ : state) {
+    s.barrier();
+    const auto t0 = Clock::now();
+    model->fit(d.x, d.y, {.batch_size = bench::kCnnBatch, .epochs = 1, .verbose = 0, .shuffle = false});
+    total += std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  const double images = static_cast<double>(state.iterations()) * 512;
+  state.counters["global_images_per_s"] = images / total;
+  state.counters["ms_per_step"] = total * 1e3 / (static_cast<double>(state.iterations()) * 8);
+  state.counters["workers"] = s.num_workers();
+}
+BENCHMARK(CnnFit)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

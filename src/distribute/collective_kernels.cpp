@@ -1,0 +1,116 @@
+// Collectives on tensors as recorded kernel calls (see collective_kernels.hpp).
+#include "distribute/collective_kernels.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include <fmt/core.h>
+
+#include "backend/recorder.hpp"
+#include "keel/ops/creation.hpp"
+
+namespace keel::distribute::detail {
+
+namespace {
+
+// Runs `run` on {in, out} now, or records it (and runs it) under a recorder.
+void run_kernel(const char* family, int kind, const Tensor& in, const Tensor& out,
+                const backend::KernelReplay& run) {
+  if (backend::KernelRecorder* r = backend::recorder()) return r->kernel({family, kind}, {&in}, {&out}, run);
+  const Tensor ops[2] = {in, out};
+  run(ops);
+}
+
+template <class T>
+void scale_as(void* buf, std::size_t n, double factor) {
+  auto* p = static_cast<T*>(buf);
+  if constexpr (std::is_floating_point_v<T>) {
+    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] * factor);
+  } else {
+    // Integers: a mean is the sum divided by the replicas, truncated (factor = 1 / replicas).
+    const auto divisor = static_cast<T>(std::llround(1.0 / factor));
+    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] / divisor);
+  }
+}
+
+// Host copies of tensors that may live on a GPU: collectives read and write host memory.
+Tensor on_host(const Tensor& t) { return (t.device().is_cpu() ? t : t.to(Device::cpu())).contiguous(); }
+
+}  // namespace
+
+void scale_buffer(void* buf, std::size_t count, DType dtype, double factor) {
+  if (factor == 1.0) return;
+  switch (dtype) {
+    case DType::float32: return scale_as<float>(buf, count, factor);
+    case DType::float64: return scale_as<double>(buf, count, factor);
+    case DType::int32: return scale_as<std::int32_t>(buf, count, factor);
+    case DType::int64: return scale_as<std::int64_t>(buf, count, factor);
+    case DType::uint8: return scale_as<std::uint8_t>(buf, count, factor);
+    case DType::float16:
+    case DType::bfloat16: {
+      auto* h = static_cast<std::uint16_t*>(buf);
+      for (std::size_t i = 0; i < count; ++i) {
+        if (dtype == DType::float16)
+          h[i] = float_to_half(static_cast<float>(half_to_float(float16_t{h[i]}) * factor)).bits;
+        else
+          h[i] = float_to_bfloat16(static_cast<float>(bfloat16_to_float(bfloat16_t{h[i]}) * factor)).bits;
+      }
+      return;
+    }
+    case DType::bool_: return;  // a mean of bools is their "any"
+  }
+}
+
+void check_same_everywhere(const std::shared_ptr<Communicator>& comm, const Tensor& value, const char* op) {
+  if (comm->size() == 1) return;
+  // {numel, dtype, rank, dims...} as max and as -min in one all-reduce of max.
+  std::vector<std::int64_t> sig{value.size(), static_cast<std::int64_t>(value.dtype()), value.rank()};
+  for (std::int64_t d : value.shape().dims()) sig.push_back(d);
+  sig.resize(3 + 8, -1);  // ranks above 8 are compared by their element count only
+  std::vector<std::int64_t> buf = sig;
+  for (std::int64_t v : sig) buf.push_back(-v);
+  comm->all_reduce(buf.data(), buf.size(), DType::int64, Combine::max);
+  for (std::size_t i = 0; i < sig.size(); ++i)
+    if (buf[i] != -buf[i + sig.size()])
+      throw ShapeError(fmt::format("{}: rank {} passes a {} tensor of shape {}, and another worker a different dtype "
+                                   "or shape (every worker must pass the same)",
+                                   op, comm->rank(), name(value.dtype()), value.shape().to_string()));
+}
+
+Tensor all_reduce_tensor(const std::shared_ptr<Communicator>& comm, const Tensor& value, ReduceOp op,
+                         std::function<double()> pre_scale) {
+  const Tensor in = on_host(value);
+  Tensor out;
+  {
+    DeviceScope host(Device::cpu());
+    out = empty(in.shape(), in.dtype());
+  }
+  const Combine c = op == ReduceOp::max ? Combine::max : op == ReduceOp::min ? Combine::min : Combine::sum;
+  run_kernel("all_reduce", static_cast<int>(op), in, out, [comm, op, c, pre_scale](const Tensor* t) {
+    const auto n = static_cast<std::size_t>(t[0].size());
+    const DType dt = t[0].dtype();
+    std::memcpy(t[1].raw_data(), t[0].raw_data(), n * itemsize(dt));
+    if (pre_scale && is_floating(dt)) scale_buffer(t[1].raw_data(), n, dt, pre_scale());
+    comm->all_reduce(t[1].raw_data(), n, dt, c);
+    if (op == ReduceOp::mean) scale_buffer(t[1].raw_data(), n, dt, 1.0 / comm->size());
+  });
+  return value.device().is_cpu() ? out : out.to(value.device());
+}
+
+Tensor broadcast_tensor(const std::shared_ptr<Communicator>& comm, const Tensor& value, int root) {
+  const Tensor in = on_host(value);
+  Tensor out;
+  {
+    DeviceScope host(Device::cpu());
+    out = empty(in.shape(), in.dtype());
+  }
+  run_kernel("broadcast", root, in, out, [comm, root](const Tensor* t) {
+    const std::size_t bytes = static_cast<std::size_t>(t[0].size()) * itemsize(t[0].dtype());
+    std::memcpy(t[1].raw_data(), t[0].raw_data(), bytes);
+    comm->broadcast(t[1].raw_data(), bytes, root);
+  });
+  return value.device().is_cpu() ? out : out.to(value.device());
+}
+
+}  // namespace keel::distribute::detail

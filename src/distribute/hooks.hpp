@@ -1,0 +1,57 @@
+#pragma once
+// What fit / evaluate, the train step, the callbacks and Model::save ask of the strategy in
+// scope (src/models/, src/callbacks/). Internal to keel. With one replica every hook is a no-op.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "keel/autograd/variable.hpp"
+#include "keel/core/tensor.hpp"
+
+namespace keel::distribute::detail {
+
+// Whether the strategy in scope has more than one replica (fit then runs data-parallel).
+bool multi_replica();
+// Whether this process may write files: the chief, or any process of a one-replica strategy.
+bool is_chief();
+
+// The rows [begin, end) of a global batch of n rows that this replica takes: the batch split as
+// evenly as it goes, the first n % N replicas taking one row more (tf.distribute's rebatching).
+std::pair<std::int64_t, std::int64_t> shard_range(std::int64_t n);
+
+// The weight of this replica's gradients in the steps run while it lives: local_rows /
+// global_rows, so that the sum over replicas is the gradient of the mean loss over the global
+// batch (1 / N when no scope is active, e.g. train_on_batch with a batch per worker).
+class StepWeightScope {
+ public:
+  StepWeightScope(double local_rows, double global_rows);
+  ~StepWeightScope();
+  StepWeightScope(const StepWeightScope&) = delete;
+  StepWeightScope& operator=(const StepWeightScope&) = delete;
+
+ private:
+  double previous_;
+};
+
+// The train step's hook (before optimizer.apply): each gradient becomes sum over replicas of
+// weight_r * gradient_r, all-reduced in buckets of at most the strategy's bucket_bytes (one
+// per dtype run). Recorded as kernels, so a traced step replays it. No-op with one replica.
+void reduce_gradients(std::vector<Tensor>& grads);
+// Set each time reduce_gradients' all-reduce runs (eagerly or replayed): fit checks that a
+// step traced earlier (outside the strategy's scope) did not leave it out.
+bool& gradients_reduced_flag();
+
+// The chief's value of t on every replica (fit's shuffled order: every replica must shard the
+// same global batches); t itself with one replica.
+Tensor same_on_every_replica(const Tensor& t);
+
+// Every weight set to the chief's values (fit, before the first step).
+void broadcast_weights(const std::vector<Variable*>& weights);
+
+// The logs of every replica combined: each value weighted by the rows the replica has seen
+// (exact for the loss and the mean metrics, whose value is a mean over rows).
+std::map<std::string, double> reduce_logs(const std::map<std::string, double>& logs, double rows);
+
+}  // namespace keel::distribute::detail

@@ -1,0 +1,118 @@
+// Strategy and its collectives on tensors, the scopes, MirroredStrategy and
+// MultiWorkerMirroredStrategy. The transports are in communicator.hpp / mpi_communicator.cpp.
+#include "keel/distribute/strategy.hpp"
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+
+#include <fmt/core.h>
+
+#include "backend/recorder.hpp"
+#include "distribute/collective_kernels.hpp"
+#include "distribute/communicator.hpp"
+#include "keel/ops/creation.hpp"
+
+namespace keel::distribute {
+
+namespace {
+
+std::atomic<Strategy*> current_strategy{nullptr};
+
+class DefaultStrategy final : public Strategy {
+ public:
+  DefaultStrategy() : Strategy(std::make_shared<detail::LocalCommunicator>(), MultiWorkerOptions{}) {}
+};
+
+void check_options(const MultiWorkerOptions& o, const char* who) {
+  if (!(o.timeout_s > 0) || !std::isfinite(o.timeout_s))
+    throw ValueError(fmt::format("{}: timeout_s must be a positive number of seconds, got {}", who, o.timeout_s));
+  if (o.bucket_bytes == 0) throw ValueError(fmt::format("{}: bucket_bytes must be positive", who));
+}
+
+std::shared_ptr<detail::Communicator> multi_worker_communicator(const MultiWorkerOptions& o) {
+  check_options(o, "MultiWorkerMirroredStrategy");
+  if (o.communication == "nccl")
+    throw ValueError("MultiWorkerMirroredStrategy: communication \"nccl\" needs keel's NCCL path, which this build "
+                     "does not have; use \"auto\" or \"mpi\"");
+  if (o.communication != "auto" && o.communication != "mpi")
+    throw ValueError(fmt::format(
+        "MultiWorkerMirroredStrategy: communication must be \"auto\", \"mpi\" or \"nccl\", got \"{}\"", o.communication));
+  if (detail::mpi_built()) return detail::make_mpi_communicator(o.timeout_s);
+  // Without MPI a process started alone is a cluster of one; one started by a launcher with
+  // others would train alone without knowing it.
+  if (o.communication == "mpi" || detail::launcher_world_size() > 1) return detail::make_mpi_communicator(o.timeout_s);
+  return std::make_shared<detail::LocalCommunicator>();
+}
+
+}  // namespace
+
+StrategyScope::StrategyScope(Strategy* s) : previous_(current_strategy.exchange(s)) {
+  if (s && s->replica_device()) device_.emplace(*s->replica_device());
+}
+StrategyScope::~StrategyScope() { current_strategy.store(previous_); }
+
+Strategy::Strategy(std::shared_ptr<detail::Communicator> comm, MultiWorkerOptions options)
+    : comm_(std::move(comm)), options_(std::move(options)) {}
+
+Strategy::~Strategy() {
+  // A strategy destroyed while in scope must not stay reachable.
+  Strategy* self = this;
+  current_strategy.compare_exchange_strong(self, nullptr);
+}
+
+int Strategy::num_replicas_in_sync() const { return comm_->size(); }
+int Strategy::worker_index() const { return comm_->rank(); }
+int Strategy::num_workers() const { return comm_->size(); }
+
+Tensor Strategy::reduce(ReduceOp op, const Tensor& per_replica_value) { return all_reduce(per_replica_value, op); }
+
+Tensor Strategy::all_reduce(const Tensor& value, ReduceOp op) {
+  if (!value.defined()) throw ValueError("Strategy.all_reduce: the tensor is undefined");
+  detail::check_same_everywhere(comm_, value, "Strategy.all_reduce");
+  return detail::all_reduce_tensor(comm_, value, op);
+}
+
+Tensor Strategy::broadcast(const Tensor& value, int root) {
+  if (!value.defined()) throw ValueError("Strategy.broadcast: the tensor is undefined");
+  if (root < 0 || root >= comm_->size())
+    throw ValueError(fmt::format("Strategy.broadcast: root {} is not a worker (there are {})", root, comm_->size()));
+  detail::check_same_everywhere(comm_, value, "Strategy.broadcast");
+  return detail::broadcast_tensor(comm_, value, root);
+}
+
+void Strategy::barrier() { comm_->barrier(); }
+
+MirroredStrategy::MirroredStrategy(std::vector<Device> devices)
+    : Strategy(std::make_shared<detail::LocalCommunicator>(), MultiWorkerOptions{}) {
+  const int gpus = cuda_device_count();
+  if (devices.empty()) {
+    if (gpus > 1)
+      throw ValueError(fmt::format(
+          "MirroredStrategy: this machine has {} GPUs, and keel runs one replica per process; start one process per "
+          "GPU with MultiWorkerMirroredStrategy (mpirun -np {}), or pass one device",
+          gpus, gpus));
+    devices.push_back(gpus == 1 ? Device::cuda(0) : Device::cpu());
+  }
+  if (devices.size() > 1)
+    throw ValueError(fmt::format("MirroredStrategy: {} devices given; keel runs one replica per process (use "
+                                 "MultiWorkerMirroredStrategy with one process per device)",
+                                 devices.size()));
+  const Device d = devices[0];
+  if (d.is_cuda() && (d.index() < 0 || d.index() >= gpus))
+    throw DeviceError(fmt::format("MirroredStrategy: device {} does not exist (this machine has {} GPU(s))",
+                                  d.to_string(), gpus));
+  devices_ = devices;
+  device_ = d;
+}
+
+MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(MultiWorkerOptions options)
+    : Strategy(multi_worker_communicator(options), options) {}
+
+Strategy& get_strategy() {
+  if (Strategy* s = current_strategy.load()) return *s;
+  static DefaultStrategy fallback;
+  return fallback;
+}
+
+}  // namespace keel::distribute

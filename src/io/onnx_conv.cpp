@@ -1,0 +1,180 @@
+// ONNX forms of keel's convolutions and poolings. ONNX's Conv, ConvTranspose, MaxPool and
+// AveragePool are channels-first: the input is moved to Layout::first (a Transpose only when it
+// is not there yet) and the output stays there, so consecutive convolutions need no Transposes.
+#include <fmt/core.h>
+
+#include <algorithm>
+
+#include "io/onnx_builder.hpp"
+
+namespace keel::io::onnx_detail {
+namespace {
+
+// Keras' padding as explicit ONNX pads [begin_1..begin_k, end_1..end_k] for spatial sizes `in`:
+//   valid: none;  causal (Conv1D): (k - 1) d at the start;
+//   same: total = max((ceil(in / s) - 1) s + (k - 1) d + 1 - in, 0), begin = total / 2 (TensorFlow's
+//   rule: the odd extra element goes at the end).
+std::vector<std::int64_t> pads_for(const std::string& padding, const std::vector<std::int64_t>& in,
+                                   const std::vector<std::int64_t>& k, const std::vector<std::int64_t>& s,
+                                   const std::vector<std::int64_t>& d, const layers::Layer& layer) {
+  const std::size_t n = in.size();
+  std::vector<std::int64_t> pads(2 * n, 0);
+  if (padding == "valid") return pads;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t eff = (k[i] - 1) * d[i] + 1;
+    if (padding == "causal") {
+      pads[i] = eff - 1;
+    } else if (padding == "same") {
+      const std::int64_t out = (in[i] + s[i] - 1) / s[i];
+      const std::int64_t total = std::max<std::int64_t>((out - 1) * s[i] + eff - in[i], 0);
+      pads[i] = total / 2;
+      pads[n + i] = total - total / 2;
+    } else {
+      throw ValueError(fmt::format("export_onnx: {}: unknown padding '{}'", who(layer), padding));
+    }
+  }
+  return pads;
+}
+
+std::vector<std::int64_t> spatial(const Value& v) { return {v.shape.begin() + 1, v.shape.end() - 1}; }
+
+void channels_last_only(const nlohmann::json& c, const layers::Layer& layer) {
+  if (cfg_str(c, "data_format", layer, "channels_last") != "channels_last")
+    throw ValueError(fmt::format("export_onnx: {}: data_format channels_first is not exported", who(layer)));
+}
+
+// Conv1D / Conv2D / DepthwiseConv2D / Conv2DTranspose.
+Value conv(GraphBuilder& g, layers::Layer& layer, const Value& x0, const std::string& cls) {
+  const nlohmann::json c = layer.get_config();
+  channels_last_only(c, layer);
+  const std::size_t n = cls == "Conv1D" ? 1 : 2;
+  if (x0.rank() != static_cast<std::int64_t>(n) + 2)
+    throw ValueError(fmt::format("export_onnx: {}: expected a rank-{} input, got rank {}", who(layer), n + 2, x0.rank()));
+  const auto k = cfg_ints(c, "kernel_size", layer, n), s = cfg_ints(c, "strides", layer, n),
+             d = cfg_ints(c, "dilation_rate", layer, n);
+  const std::string padding = cfg_str(c, "padding", layer, "valid");
+  const std::string base = layer.name();
+  const std::vector<std::int64_t> out_shape = output_shape_of(layer, {x0});
+  const Value x = g.to_first(x0);
+  const std::int64_t cin = x0.shape.back();
+  std::vector<Attr> attrs{attr("kernel_shape", k), attr("strides", s), attr("dilations", d)};
+  std::string type = "Conv", wname;
+  if (cls == "DepthwiseConv2D") {
+    // kernel [kh, kw, in, m] -> W [in * m, 1, kh, kw] with output channel c * m + j (Keras' order),
+    // one group per input channel.
+    const WeightData w = layer_weight(layer, "depthwise_kernel");
+    const std::int64_t m = w.shape[3];
+    const auto p = permute(w.data, w.shape, {2, 3, 0, 1});
+    wname = g.weight(base + "/depthwise_kernel", p, {cin * m, 1, k[0], k[1]});
+    attrs.push_back(attr("group", cin));
+  } else if (cls == "Conv2DTranspose") {
+    // kernel [kh, kw, filters, in] -> W [in, filters, kh, kw] (ConvTranspose's [C_in, C_out / group, ...]).
+    const WeightData w = layer_weight(layer, "kernel");
+    wname = g.weight(base + "/kernel", permute(w.data, w.shape, {3, 2, 0, 1}), {w.shape[3], w.shape[2], k[0], k[1]});
+    type = "ConvTranspose";
+  } else {
+    // kernel [k..., in / groups, out] -> W [out, in / groups, k...].
+    const WeightData w = layer_weight(layer, "kernel");
+    std::vector<std::int64_t> perm{static_cast<std::int64_t>(n) + 1, static_cast<std::int64_t>(n)};
+    std::vector<std::int64_t> dims{w.shape[n + 1], w.shape[n]};
+    for (std::size_t i = 0; i < n; ++i) {
+      perm.push_back(static_cast<std::int64_t>(i));
+      dims.push_back(w.shape[i]);
+    }
+    wname = g.weight(base + "/kernel", permute(w.data, w.shape, perm), dims);
+    const auto gi = c.find("groups");
+    attrs.push_back(attr("group", gi == c.end() || gi->is_null() ? std::int64_t{1} : gi->get<std::int64_t>()));
+  }
+  if (type == "ConvTranspose") {
+    // keel's output length L (Keras' deconv_output_length) from ONNX's
+    //   L = s (in - 1) + output_padding + (k - 1) d + 1 - pad_begin - pad_end,
+    // with the pads of the forward "same" convolution from L to in, and output_padding the rest.
+    std::vector<std::int64_t> pads(2 * n, 0), opad(n, 0);
+    const auto in = spatial(x0);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::int64_t eff = (k[i] - 1) * d[i] + 1, len = out_shape[i + 1];
+      if (padding == "same") {
+        const std::int64_t total = std::max<std::int64_t>((in[i] - 1) * s[i] + eff - len, 0);
+        pads[i] = total / 2;
+        pads[n + i] = total - total / 2;
+      }
+      opad[i] = len - (s[i] * (in[i] - 1) + eff - pads[i] - pads[n + i]);
+      if (opad[i] < 0 || (opad[i] >= s[i] && opad[i] >= d[i]))
+        throw ValueError(fmt::format("export_onnx: {}: output length {} cannot be expressed by ConvTranspose", who(layer), len));
+    }
+    attrs.push_back(attr("pads", pads));
+    attrs.push_back(attr("output_padding", opad));
+  } else {
+    attrs.push_back(attr("pads", pads_for(padding, spatial(x0), k, s, d, layer)));
+  }
+  std::vector<std::string> inputs{x.name, wname};
+  const WeightData b = layer_weight(layer, "bias", false);
+  if (b.present) inputs.push_back(g.weight(base + "/bias", b.data, b.shape));
+  Value out = x;
+  out.shape = out_shape;
+  out.name = g.op(type, inputs, base, attrs);
+  return apply_activation(g, out, activation_name(c, layer), layer);
+}
+
+Value pool(GraphBuilder& g, layers::Layer& layer, const Value& x0, const std::string& cls) {
+  const nlohmann::json c = layer.get_config();
+  channels_last_only(c, layer);
+  const std::size_t n = cls.find("1D") != std::string::npos ? 1 : 2;
+  if (x0.rank() != static_cast<std::int64_t>(n) + 2)
+    throw ValueError(fmt::format("export_onnx: {}: expected a rank-{} input, got rank {}", who(layer), n + 2, x0.rank()));
+  const auto k = cfg_ints(c, "pool_size", layer, n);
+  const auto& sj = cfg(c, "strides", layer);
+  const auto s = sj.is_null() ? k : cfg_ints(c, "strides", layer, n);
+  const std::vector<std::int64_t> ones(n, 1);
+  const Value x = g.to_first(x0);
+  Value out = x;
+  out.shape = output_shape_of(layer, {x0});
+  // Keras' "same" average excludes the padding (ONNX count_include_pad = 0, the default); the
+  // max ignores it.
+  out.name = g.op(cls.rfind("Max", 0) == 0 ? "MaxPool" : "AveragePool", {x.name}, layer.name(),
+                  {attr("kernel_shape", k), attr("strides", s),
+                   attr("pads", pads_for(cfg_str(c, "padding", layer, "valid"), spatial(x0), k, s, ones, layer))});
+  return out;
+}
+
+// GlobalAveragePooling / GlobalMaxPooling 1D/2D: a reduction over the spatial axes of whichever
+// layout the input is in (no Transpose needed).
+Value global_pool(GraphBuilder& g, layers::Layer& layer, const Value& x, const std::string& cls) {
+  const nlohmann::json c = layer.get_config();
+  channels_last_only(c, layer);
+  const std::size_t n = cls.find("1D") != std::string::npos ? 1 : 2;
+  if (x.rank() != static_cast<std::int64_t>(n) + 2)
+    throw ValueError(fmt::format("export_onnx: {}: expected a rank-{} input, got rank {}", who(layer), n + 2, x.rank()));
+  const bool keepdims = c.value("keepdims", false);
+  std::vector<std::int64_t> axes;
+  for (std::size_t i = 1; i <= n; ++i) axes.push_back(g.physical_axis(x, static_cast<std::int64_t>(i)));
+  Value out = x;
+  out.name = g.reduce(cls.find("Max") != std::string::npos ? "ReduceMax" : "ReduceMean", x.name, axes, keepdims,
+                      layer.name());
+  if (keepdims) {
+    for (std::size_t i = 1; i <= n; ++i) out.shape[i] = 1;
+  } else {
+    out.shape = {-1, x.shape.back()};
+    out.layout = Layout::last;
+  }
+  return out;
+}
+
+}  // namespace
+
+bool convert_conv(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in, Value& out) {
+  const std::string cls = layer.class_name();
+  const bool is_conv = cls == "Conv1D" || cls == "Conv2D" || cls == "DepthwiseConv2D" || cls == "Conv2DTranspose";
+  const bool is_pool = cls == "MaxPooling1D" || cls == "MaxPooling2D" || cls == "AveragePooling1D" ||
+                       cls == "AveragePooling2D";
+  const bool is_global = cls == "GlobalAveragePooling1D" || cls == "GlobalAveragePooling2D" ||
+                         cls == "GlobalMaxPooling1D" || cls == "GlobalMaxPooling2D";
+  if (!is_conv && !is_pool && !is_global) return false;
+  if (in.size() != 1) throw ValueError(fmt::format("export_onnx: {}: expected one input, got {}", who(layer), in.size()));
+  if (is_conv) out = conv(g, layer, in[0], cls);
+  else if (is_pool) out = pool(g, layer, in[0], cls);
+  else out = global_pool(g, layer, in[0], cls);
+  return true;
+}
+
+}  // namespace keel::io::onnx_detail

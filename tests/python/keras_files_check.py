@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""An independent check of keel's Keras files with h5py, numpy and json (no Keras needed).
+
+(a) Writes files in the layouts Keras writes them -- a Keras 3 .keras zip (config.json as
+    serialize_keras_object gives it, model.weights.h5 in H5IOStore's "layers/<name>/vars/<i>"
+    layout, keras/src/saving/saving_lib.py) and a tf.keras 2 legacy .h5 (model_config,
+    model_weights/layer_names/weight_names, tf_keras/src/saving/legacy/hdf5_format.py) -- with
+    weights from numpy, has keel predict on them and compares with the forward pass computed here
+    (to 1e-5).
+(b) Has keel save a model as .keras, .h5, .weights.h5 and weights .h5 and reads them back here:
+    the groups, attributes and weight values must be Keras'.
+
+usage: keras_files_check.py <keras_files_tool>
+Exits 77 when h5py or numpy is missing (the test is then skipped), 1 on a mismatch.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+try:
+    import h5py
+    import numpy as np
+except ImportError as e:  # pragma: no cover
+    print("skipped:", e)
+    sys.exit(77)
+
+TOOL = sys.argv[1]
+rng = np.random.default_rng(7)
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def policy(name="float32"):
+    return {"module": "keras", "class_name": "DTypePolicy", "config": {"name": name}, "registered_name": None}
+
+
+def init(cls, config=None):
+    return {"module": "keras.initializers", "class_name": cls,
+            "config": config if config is not None else {"seed": None}, "registered_name": None}
+
+
+def dense3(name, units, activation, input_dim):
+    # keras/src/layers/core/dense.py get_config, as serialize_keras_object wraps it
+    return {"module": "keras.layers", "class_name": "Dense", "registered_name": None,
+            "build_config": {"input_shape": [None, input_dim]},
+            "config": {"name": name, "trainable": True, "dtype": policy(), "units": units,
+                       "activation": activation, "use_bias": True,
+                       "kernel_initializer": init("GlorotUniform"), "bias_initializer": init("Zeros", {}),
+                       "kernel_regularizer": None, "bias_regularizer": None, "kernel_constraint": None,
+                       "bias_constraint": None}}
+
+
+def input3(name, shape):
+    return {"module": "keras.layers", "class_name": "InputLayer", "registered_name": None,
+            "config": {"batch_shape": [None] + shape, "dtype": "float32", "sparse": False, "name": name}}
+
+
+def write_keras(path, model_config, build_shape, weights):
+    """weights: {"layers/dense": [arrays]} -> H5IOStore groups."""
+    tmp = path + ".weights.h5"
+    with h5py.File(tmp, "w") as f:
+        f.create_group("vars")
+        f.create_group("layers")
+        for p, arrays in weights.items():
+            g = f.create_group(p).create_group("vars") if p else f["vars"]
+            for i, a in enumerate(arrays):
+                g[str(i)] = a
+        f.create_group("optimizer").create_group("vars")
+    top = {"module": "keras", "class_name": model_config["class_name"], "config": model_config["config"],
+           "registered_name": None, "build_config": {"input_shape": build_shape}, "compile_config": None}
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("metadata.json", json.dumps({"keras_version": "3.3.3", "date_saved": "2024-05-01@12:00:00"}))
+        z.writestr("config.json", json.dumps(top))
+        with open(tmp, "rb") as w:
+            z.writestr("model.weights.h5", w.read())
+    os.remove(tmp)
+
+
+def predict(model_path, x, work):
+    xp, yp = os.path.join(work, "x.npy"), os.path.join(work, "y.npy")
+    np.save(xp, x)
+    r = subprocess.run([TOOL, "predict", model_path, xp, yp], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        failures.append(f"keel could not load {os.path.basename(model_path)}: {r.stderr.strip()}")
+        print("FAIL:", r.stderr.strip())
+        return None
+    return np.load(yp)
+
+
+def relu(v):
+    return np.maximum(v, 0)
+
+
+def sigmoid(v):
+    return 1 / (1 + np.exp(-v))
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+with tempfile.TemporaryDirectory() as work:
+    # ---- (a1) a Keras 3 Sequential MLP ----------------------------------------------------------
+    w1, b1, w2, b2 = f32(4, 3), f32(3), f32(3, 2), f32(2)
+    seq = {"class_name": "Sequential",
+           "config": {"name": "sequential", "trainable": True, "dtype": policy(),
+                      "layers": [input3("input_layer", [4]), dense3("dense", 3, "relu", 4),
+                                 dense3("dense_1", 2, "linear", 3)]}}
+    p = os.path.join(work, "mlp.keras")
+    write_keras(p, seq, [None, 4], {"": [], "layers/dense": [w1, b1], "layers/dense_1": [w2, b2]})
+    x = f32(5, 4)
+    got = predict(p, x, work)
+    want = relu(x @ w1 + b1) @ w2 + b2
+    if got is not None:
+        check(got.shape == want.shape and np.allclose(got, want, atol=1e-5), f"mlp.keras predicts {got} != {want}")
+
+    # ---- (a2) a Keras 3 functional LSTM: the variables live in layers/lstm/cell/vars -------------
+    units, steps, feat = 3, 5, 2
+    k, rk, bias, wd, bd = f32(feat, 4 * units), f32(units, 4 * units), f32(4 * units), f32(units, 1), f32(1)
+    lstm_cfg = {"module": "keras.layers", "class_name": "LSTM", "registered_name": None,
+                "build_config": {"input_shape": [None, steps, feat]},
+                "config": {"name": "lstm", "trainable": True, "dtype": policy(), "return_sequences": False,
+                           "return_state": False, "go_backwards": False, "stateful": False, "unroll": False,
+                           "zero_output_for_mask": False, "units": units, "activation": "tanh",
+                           "recurrent_activation": "sigmoid", "use_bias": True,
+                           "kernel_initializer": init("GlorotUniform"),
+                           "recurrent_initializer": init("Orthogonal", {"gain": 1.0, "seed": None}),
+                           "bias_initializer": init("Zeros", {}), "unit_forget_bias": True,
+                           "kernel_regularizer": None, "recurrent_regularizer": None, "bias_regularizer": None,
+                           "activity_regularizer": None, "kernel_constraint": None, "recurrent_constraint": None,
+                           "bias_constraint": None, "dropout": 0.0, "recurrent_dropout": 0.0, "seed": None}}
+
+    def ref(layer, shape):
+        return {"class_name": "__keras_tensor__",
+                "config": {"shape": shape, "dtype": "float32", "keras_history": [layer, 0, 0]}}
+
+    inp = input3("input_layer", [steps, feat])
+    inp.update({"name": "input_layer", "inbound_nodes": []})
+    lstm_cfg.update({"name": "lstm", "inbound_nodes": [{"args": [ref("input_layer", [None, steps, feat])], "kwargs": {"training": False, "mask": None}}]})
+    out = dense3("dense", 1, "linear", units)
+    out.update({"name": "dense", "inbound_nodes": [{"args": [ref("lstm", [None, units])], "kwargs": {}}]})
+    fn = {"class_name": "Functional",
+          "config": {"name": "functional", "trainable": True, "layers": [inp, lstm_cfg, out],
+                     "input_layers": [["input_layer", 0, 0]], "output_layers": [["dense", 0, 0]]}}
+    p = os.path.join(work, "lstm.keras")
+    write_keras(p, fn, [None, steps, feat],
+                {"": [], "layers/input_layer": [], "layers/lstm": [], "layers/lstm/cell": [k, rk, bias],
+                 "layers/dense": [wd, bd]})
+    x = f32(2, steps, feat)
+    # Keras' LSTMCell: z = x k + h rk + b, gates i, f, c, o in that order.
+    h = np.zeros((2, units), np.float32)
+    c = np.zeros((2, units), np.float32)
+    for t in range(steps):
+        z = x[:, t] @ k + h @ rk + bias
+        i, fg, cc, o = (z[:, j * units:(j + 1) * units] for j in range(4))
+        c = sigmoid(fg) * c + sigmoid(i) * np.tanh(cc)
+        h = sigmoid(o) * np.tanh(c)
+    want = h @ wd + bd
+    got = predict(p, x, work)
+    if got is not None:
+        check(np.allclose(got, want, atol=1e-5), f"lstm.keras predicts {got} != {want}")
+
+    # ---- (a3) a tf.keras 2 legacy functional .h5 with BatchNormalization ------------------------
+    gamma, beta, mean, var = f32(3), f32(3), f32(3), np.abs(f32(3)) + 0.5
+
+    def dense2(name, units, activation, inbound):
+        return {"class_name": "Dense", "name": name, "inbound_nodes": [[[inbound, 0, 0, {}]]],
+                "config": {"name": name, "trainable": True, "dtype": "float32", "units": units,
+                           "activation": activation, "use_bias": True,
+                           "kernel_initializer": {"class_name": "GlorotUniform", "config": {"seed": None}},
+                           "bias_initializer": {"class_name": "Zeros", "config": {}},
+                           "kernel_regularizer": None, "bias_regularizer": None, "activity_regularizer": None,
+                           "kernel_constraint": None, "bias_constraint": None}}
+
+    legacy = {"class_name": "Functional", "config": {"name": "model", "layers": [
+        {"class_name": "InputLayer", "name": "input_1", "inbound_nodes": [],
+         "config": {"batch_input_shape": [None, 4], "dtype": "float32", "sparse": False, "ragged": False,
+                    "name": "input_1"}},
+        dense2("d1", 3, "relu", "input_1"),
+        {"class_name": "BatchNormalization", "name": "bn", "inbound_nodes": [[["d1", 0, 0, {}]]],
+         "config": {"name": "bn", "trainable": True, "dtype": "float32", "axis": [1], "momentum": 0.99,
+                    "epsilon": 0.001, "center": True, "scale": True,
+                    "beta_initializer": {"class_name": "Zeros", "config": {}},
+                    "gamma_initializer": {"class_name": "Ones", "config": {}},
+                    "moving_mean_initializer": {"class_name": "Zeros", "config": {}},
+                    "moving_variance_initializer": {"class_name": "Ones", "config": {}},
+                    "beta_regularizer": None, "gamma_regularizer": None, "beta_constraint": None,
+                    "gamma_constraint": None}},
+        dense2("d2", 2, "linear", "bn")],
+        "input_layers": [["input_1", 0, 0]], "output_layers": [["d2", 0, 0]]}}
+    p = os.path.join(work, "legacy.h5")
+    with h5py.File(p, "w") as f:
+        f.attrs["model_config"] = json.dumps(legacy).encode("utf8")
+        f.attrs["keras_version"] = b"2.15.0"
+        f.attrs["backend"] = b"tensorflow"
+        mw = f.create_group("model_weights")
+        mw.attrs["layer_names"] = np.array([b"input_1", b"d1", b"bn", b"d2"])
+        mw.attrs["backend"] = b"tensorflow"
+        mw.attrs["keras_version"] = b"2.15.0"
+        layers = {"input_1": [], "d1": [("d1/kernel:0", w1), ("d1/bias:0", b1)],
+                  "bn": [("bn/gamma:0", gamma), ("bn/beta:0", beta), ("bn/moving_mean:0", mean),
+                         ("bn/moving_variance:0", var)],
+                  "d2": [("d2/kernel:0", w2), ("d2/bias:0", b2)]}
+        for name, ws in layers.items():
+            g = mw.create_group(name)
+            g.attrs["weight_names"] = np.array([n.encode("utf8") for n, _ in ws])  # [] -> float64, as Keras
+            for n, a in ws:
+                g.create_dataset(n, data=a)
+    x = f32(6, 4)
+    hid = relu(x @ w1 + b1)
+    want = ((hid - mean) / np.sqrt(var + 0.001) * gamma + beta) @ w2 + b2  # inference-mode BN
+    got = predict(p, x, work)
+    if got is not None:
+        check(np.allclose(got, want, atol=1e-5), f"legacy.h5 predicts {got} != {want}")
+
+    # ---- (b) keel's files read here -------------------------------------------------------------
+    r = subprocess.run([TOOL, "save", work], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, f"keel could not save: {r.stderr.strip()}")
+    if r.returncode == 0:
+        w = [np.load(os.path.join(work, f"w{i}.npy")) for i in range(4)]
+        with zipfile.ZipFile(os.path.join(work, "m.keras")) as z:
+            names = set(z.namelist())
+            check({"config.json", "metadata.json", "model.weights.h5"} <= names, f"m.keras members {names}")
+            cfg = json.loads(z.read("config.json"))
+            meta = json.loads(z.read("metadata.json"))
+            check(cfg["module"] == "keras" and cfg["class_name"] == "Sequential", "m.keras config.json class")
+            check(cfg["build_config"]["input_shape"] == [None, 4], "m.keras build_config")
+            d = cfg["config"]["layers"][1]
+            check(d["class_name"] == "Dense" and d["module"] == "keras.layers", "m.keras Dense entry")
+            check(d["config"]["dtype"] == policy(), f"m.keras Dense dtype {d['config']['dtype']}")
+            check(d["config"]["kernel_initializer"] == init("GlorotUniform"), "m.keras kernel_initializer")
+            check(meta["keras_version"].startswith("3."), "m.keras metadata keras_version")
+            with open(os.path.join(work, "inner.h5"), "wb") as out:
+                out.write(z.read("model.weights.h5"))
+        for path in (os.path.join(work, "inner.h5"), os.path.join(work, "w.weights.h5")):
+            with h5py.File(path, "r") as f:
+                check("vars" in f, f"{path}: no root vars group")
+                for j, layer in enumerate(["dense", "dense_1"]):
+                    g = f[f"layers/{layer}/vars"]
+                    check(sorted(g.keys()) == ["0", "1"], f"{path}: layers/{layer}/vars holds {list(g.keys())}")
+                    check(np.array_equal(g["0"][()], w[2 * j]) and np.array_equal(g["1"][()], w[2 * j + 1]),
+                          f"{path}: layers/{layer} values")
+        with h5py.File(os.path.join(work, "m.h5"), "r") as f:
+            mc = json.loads(f.attrs["model_config"])
+            check(mc["class_name"] == "Sequential", "m.h5 model_config class")
+            check(mc["config"]["layers"][0]["config"]["batch_input_shape"] == [None, 4], "m.h5 batch_input_shape")
+            check(f.attrs["backend"] == b"tensorflow" and f.attrs["keras_version"].startswith(b"2."), "m.h5 attrs")
+            mw = f["model_weights"]
+            lnames = [n.decode() for n in mw.attrs["layer_names"]]
+            check(len(lnames) == 2, f"m.h5 layer_names {lnames}")
+            for j, ln in enumerate(lnames):
+                wn = [n.decode() for n in mw[ln].attrs["weight_names"]]
+                check(wn == [f"{ln}/kernel:0", f"{ln}/bias:0"], f"m.h5 {ln} weight_names {wn}")
+                check(np.array_equal(mw[ln][wn[0]][()], w[2 * j]) and np.array_equal(mw[ln][wn[1]][()], w[2 * j + 1]),
+                      f"m.h5 {ln} values")
+        with h5py.File(os.path.join(work, "w.h5"), "r") as f:
+            lnames = [n.decode() for n in f.attrs["layer_names"]]
+            check(len(lnames) == 2 and all(ln in f for ln in lnames), f"w.h5 layer_names {lnames}")
+            wn = [n.decode() for n in f[lnames[1]].attrs["weight_names"]]
+            check(np.array_equal(f[lnames[1]][wn[0]][()], w[2]), "w.h5 values")
+
+if failures:
+    print(f"{len(failures)} check(s) failed")
+    sys.exit(1)
+print("keel's Keras files agree with h5py/numpy")
