@@ -69,6 +69,16 @@ asan_options() {
 }
 
 # 1. setup -------------------------------------------------------------------------------------
+# Open MPI, which test_distributed's in-process cases initialise, leaks at exit: those cases run
+# without leak checks (its mpirun entries set the same themselves), everything else with them.
+asan_ctest() {
+  local rc=0
+  ctest --test-dir build-asan --output-on-failure -j2 --no-tests=error -E '^test_distributed:' || rc=1
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+    ctest --test-dir build-asan --output-on-failure -j2 -R '^test_distributed:' || rc=1
+  return "$rc"
+}
+
 if ! stage "setup: Debian packages (scripts/setup.sh)" bash scripts/setup.sh; then
   summary
   exit 1
@@ -110,7 +120,7 @@ if wanted asan; then
     if stage "build build-asan/ (-j${JOBS})" cmake --build build-asan -j"${JOBS}"; then
       ASAN_OPTIONS="${ASAN_OPTIONS:-$(asan_options)}" \
         UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
-        stage "ctest build-asan/" ctest --test-dir build-asan --output-on-failure -j2 --no-tests=error
+        stage "ctest build-asan/" asan_ctest
     else
       not_run "ctest build-asan/" "build failed"
     fi
