@@ -10,5 +10,6 @@ add_custom_command(OUTPUT ${KEEL_ONNX_PROTO_OUT}/onnx/onnx.pb.cc ${KEEL_ONNX_PRO
                    DEPENDS ${KEEL_ONNX_PROTO} protobuf::protoc
                    COMMENT "protoc onnx.proto" VERBATIM)
 target_sources(keel PRIVATE ${KEEL_ONNX_PROTO_OUT}/onnx/onnx.pb.cc)
+set_source_files_properties(${KEEL_ONNX_PROTO_OUT}/onnx/onnx.pb.cc PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
 target_include_directories(keel SYSTEM PRIVATE ${KEEL_ONNX_PROTO_OUT})
 target_link_libraries(keel PRIVATE protobuf::libprotobuf)

@@ -33,7 +33,7 @@ void on_cpu(const char* op, const Tensor& t, F&& f) {
 }
 
 template <class T>
-const T* in(const Tensor& t) {
+const T* typed_or_null(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
 template <class T>
@@ -86,8 +86,8 @@ void batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
                      });
   KernelClock clock;
   on_cpu("batch_norm", x, [&]<class T>() {
-    cpu::batch_norm_train<T>(x.data<T>(), leading(x), channels(x), in<T>(gamma), in<T>(beta), in<T>(moving_mean),
-                             in<T>(moving_variance), momentum, epsilon, out<T>(y), out<T>(mean), out<T>(rstd),
+    cpu::batch_norm_train<T>(x.data<T>(), leading(x), channels(x), typed_or_null<T>(gamma), typed_or_null<T>(beta), typed_or_null<T>(moving_mean),
+                             typed_or_null<T>(moving_variance), momentum, epsilon, out<T>(y), out<T>(mean), out<T>(rstd),
                              out<T>(new_moving_mean), out<T>(new_moving_variance));
   });
 }
@@ -99,8 +99,8 @@ void batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& be
                      [=](const Tensor* t) { batch_norm_inference(t[0], t[1], t[2], t[3], t[4], epsilon, t[5]); });
   KernelClock clock;
   on_cpu("batch_norm", x, [&]<class T>() {
-    cpu::batch_norm_inference<T>(x.data<T>(), leading(x), channels(x), in<T>(gamma), in<T>(beta),
-                                 in<T>(moving_mean), in<T>(moving_variance), epsilon, out<T>(y));
+    cpu::batch_norm_inference<T>(x.data<T>(), leading(x), channels(x), typed_or_null<T>(gamma), typed_or_null<T>(beta),
+                                 typed_or_null<T>(moving_mean), typed_or_null<T>(moving_variance), epsilon, out<T>(y));
   });
 }
 
@@ -111,7 +111,7 @@ void batch_norm_train_backward(const Tensor& x, const Tensor& dy, const Tensor& 
                      [](const Tensor* t) { batch_norm_train_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]); });
   KernelClock clock;
   on_cpu("batch_norm", x, [&]<class T>() {
-    cpu::batch_norm_train_backward<T>(x.data<T>(), dy.data<T>(), leading(x), channels(x), in<T>(gamma),
+    cpu::batch_norm_train_backward<T>(x.data<T>(), dy.data<T>(), leading(x), channels(x), typed_or_null<T>(gamma),
                                       mean.data<T>(), rstd.data<T>(), out<T>(dx), out<T>(dgamma), out<T>(dbeta));
   });
 }
@@ -124,7 +124,7 @@ void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double
   KernelClock clock;
   const std::int64_t rows = mean.size(), cols = normalised(x, mean);
   on_cpu("layer_norm", x, [&]<class T>() {
-    cpu::layer_norm<T>(x.data<T>(), rows, cols, in<T>(gamma), in<T>(beta), epsilon, out<T>(y), out<T>(mean),
+    cpu::layer_norm<T>(x.data<T>(), rows, cols, typed_or_null<T>(gamma), typed_or_null<T>(beta), epsilon, out<T>(y), out<T>(mean),
                        out<T>(rstd));
   });
 }
@@ -137,7 +137,7 @@ void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
   KernelClock clock;
   const std::int64_t rows = mean.size(), cols = normalised(x, mean);
   on_cpu("layer_norm", x, [&]<class T>() {
-    cpu::layer_norm_backward<T>(x.data<T>(), dy.data<T>(), rows, cols, in<T>(gamma), mean.data<T>(),
+    cpu::layer_norm_backward<T>(x.data<T>(), dy.data<T>(), rows, cols, typed_or_null<T>(gamma), mean.data<T>(),
                                 rstd.data<T>(), out<T>(dx), out<T>(dgamma), out<T>(dbeta));
   });
 }
@@ -155,7 +155,7 @@ void lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& 
   KernelClock clock;
   on_cpu("lstm_cell", h, [&]<class T>() {
     cpu::lstm_cell<T>(h.shape()[0], h.shape()[1], cell_input<T>(x, kernel, x_proj), h.data<T>(),
-                      recurrent_kernel.data<T>(), in<T>(bias), rows<T>(c), out<T>(act), out<T>(g_buf),
+                      recurrent_kernel.data<T>(), typed_or_null<T>(bias), rows<T>(c), out<T>(act), out<T>(g_buf),
                       out<T>(c_new), out<T>(tanh_c), out<T>(h_new));
   });
 }
@@ -183,7 +183,7 @@ void gru_cell(const Tensor& x, const Tensor& h, const Tensor& kernel, const Tens
   KernelClock clock;
   on_cpu("gru_cell", h, [&]<class T>() {
     cpu::gru_cell<T>(h.shape()[0], h.shape()[1], cell_input<T>(x, kernel, x_proj), h.data<T>(),
-                     recurrent_kernel.data<T>(), in<T>(b_in), in<T>(b_rec), out<T>(zr), out<T>(rec_h),
+                     recurrent_kernel.data<T>(), typed_or_null<T>(b_in), typed_or_null<T>(b_rec), out<T>(zr), out<T>(rec_h),
                      out<T>(cand), out<T>(h_new), out<T>(inner));
   });
 }
@@ -206,7 +206,7 @@ void recurrent_input_projection(const Tensor& x, const Tensor& kernel, const Ten
                      [](const Tensor* t) { recurrent_input_projection(t[0], t[1], t[2], t[3]); });
   KernelClock clock;
   on_cpu("recurrent_input_projection", x, [&]<class T>() {
-    cpu::linear<T>(x.shape()[0], x.shape()[1], kernel.shape()[1], x.data<T>(), kernel.data<T>(), in<T>(bias),
+    cpu::linear<T>(x.shape()[0], x.shape()[1], kernel.shape()[1], x.data<T>(), kernel.data<T>(), typed_or_null<T>(bias),
                    out<T>(y));
   });
 }

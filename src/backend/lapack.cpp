@@ -34,7 +34,7 @@ std::int64_t batch_of(const Tensor& t) {
 // kernels for these families yet): inputs are copied to the host, the kernel writes host
 // outputs, and those are copied into the device outputs.
 template <class K>
-std::int64_t on_host(const Tensors& in, const Tensors& out, K&& kernel) {
+std::int64_t lapack_on_host(const Tensors& in, const Tensors& out, K&& kernel) {
   bool cuda_operand = false;
   for (const Tensor& t : in) cuda_operand = cuda_operand || (t.defined() && on_cuda(t));
   if (!cuda_operand) return kernel(in, out);
@@ -78,7 +78,7 @@ std::int64_t inverse(const Tensor& a, const Tensor& out) {
     return status.value();
   }
   KernelClock clock;
-  return on_host({a}, {out}, [](const Tensors& in, const Tensors& o) {
+  return lapack_on_host({a}, {out}, [](const Tensors& in, const Tensors& o) {
     copy(in[0], o[0], "inv");  // getri inverts in place
     return cpu::lapack::inverse(o[0].dtype(), batch_of(o[0]), dim(o[0], 1), o[0].raw_data());
   });
@@ -92,7 +92,7 @@ std::int64_t solve(const Tensor& a, const Tensor& b, bool adjoint, const Tensor&
     return status.value();
   }
   KernelClock clock;
-  return on_host({a, b}, {out}, [adjoint](const Tensors& in, const Tensors& o) {
+  return lapack_on_host({a, b}, {out}, [adjoint](const Tensors& in, const Tensors& o) {
     const Tensor ac = contiguous(in[0]), bc = contiguous(in[1]);
     return cpu::lapack::solve(ac.dtype(), batch_of(ac), dim(ac, 1), dim(bc, 1), ac.raw_data(), bc.raw_data(),
                               adjoint, o[0].raw_data());
@@ -108,7 +108,7 @@ std::int64_t cholesky(const Tensor& a, const Tensor& out) {
     return status.value();
   }
   KernelClock clock;
-  return on_host({a}, {out}, [](const Tensors& in, const Tensors& o) {
+  return lapack_on_host({a}, {out}, [](const Tensors& in, const Tensors& o) {
     copy(in[0], o[0], "cholesky");  // potrf factors in place
     return cpu::lapack::cholesky(o[0].dtype(), batch_of(o[0]), dim(o[0], 1), o[0].raw_data());
   });
@@ -124,7 +124,7 @@ std::int64_t triangular_solve(const Tensor& a, const Tensor& b, bool lower, bool
     return status.value();
   }
   KernelClock clock;
-  return on_host({a, b}, {out}, [lower, adjoint](const Tensors& in, const Tensors& o) {
+  return lapack_on_host({a, b}, {out}, [lower, adjoint](const Tensors& in, const Tensors& o) {
     const Tensor ac = contiguous(in[0]);
     copy(in[1], o[0], "triangular_solve");  // trsm solves in place
     return cpu::lapack::triangular_solve(ac.dtype(), batch_of(ac), dim(ac, 1), dim(o[0], 1), ac.raw_data(), lower,
@@ -136,7 +136,7 @@ void qr(const Tensor& a, bool full, const Tensor& q, const Tensor& r) {
   if (KernelRecorder* rec = recorder())
     return rec->kernel({"qr", int(full)}, {&a}, {&q, &r}, [=](const Tensor* t) { qr(t[0], full, t[1], t[2]); });
   KernelClock clock;
-  on_host({a}, {q, r}, [full](const Tensors& in, const Tensors& o) {
+  lapack_on_host({a}, {q, r}, [full](const Tensors& in, const Tensors& o) {
     const Tensor ac = contiguous(in[0]);
     cpu::lapack::qr(ac.dtype(), batch_of(ac), dim(ac, 2), dim(ac, 1), full, ac.raw_data(), o[0].raw_data(),
                     o[1].raw_data());
@@ -153,7 +153,7 @@ std::int64_t svd(const Tensor& a, bool full, const Tensor& s, const Tensor& u, c
     return status.value();
   }
   KernelClock clock;
-  return on_host({a}, {s, u, vt}, [full](const Tensors& in, const Tensors& o) {
+  return lapack_on_host({a}, {s, u, vt}, [full](const Tensors& in, const Tensors& o) {
     const Tensor ac = contiguous(in[0]);
     return cpu::lapack::svd(ac.dtype(), batch_of(ac), dim(ac, 2), dim(ac, 1), full, o[1].defined(), ac.raw_data(),
                             o[0].raw_data(), data_or_null(o[1]), data_or_null(o[2]));
@@ -168,7 +168,7 @@ std::int64_t eigh(const Tensor& a, const Tensor& e, const Tensor& vt) {
     return status.value();
   }
   KernelClock clock;
-  return on_host({a}, {e, vt}, [](const Tensors& in, const Tensors& o) {
+  return lapack_on_host({a}, {e, vt}, [](const Tensors& in, const Tensors& o) {
     const Tensor ac = contiguous(in[0]);
     return cpu::lapack::eigh(ac.dtype(), batch_of(ac), dim(ac, 1), ac.raw_data(), o[0].raw_data(), o[1].raw_data());
   });
@@ -179,7 +179,7 @@ void determinant(const Tensor& a, const Tensor& det, const Tensor& sign, const T
     return r->kernel({"determinant", int(det.defined())}, {&a}, {&det, &sign, &log_abs},
                      [=](const Tensor* t) { determinant(t[0], t[1], t[2], t[3]); });
   KernelClock clock;
-  on_host({a}, {det, sign, log_abs}, [](const Tensors& in, const Tensors& o) {
+  lapack_on_host({a}, {det, sign, log_abs}, [](const Tensors& in, const Tensors& o) {
     const Tensor ac = contiguous(in[0]);
     cpu::lapack::determinant(ac.dtype(), batch_of(ac), dim(ac, 1), ac.raw_data(), data_or_null(o[0]),
                              data_or_null(o[1]), data_or_null(o[2]));

@@ -23,7 +23,7 @@ namespace {
 // to float32 and half outputs computed in float32 and rounded once (exact for sorts, which only
 // move values). Undefined tensors stay undefined.
 template <class K>
-void on_host(std::initializer_list<const Tensor*> inputs, std::initializer_list<const Tensor*> outputs, K&& kernel) {
+void sort_on_host(std::initializer_list<const Tensor*> inputs, std::initializer_list<const Tensor*> outputs, K&& kernel) {
   std::vector<Tensor> in, out, wide_out;
   for (const Tensor* t : inputs) in.push_back(t->defined() ? widened(to_device(*t, Device::cpu())) : Tensor());
   for (const Tensor* t : outputs) {
@@ -51,7 +51,7 @@ void scan(ScanOp op, const Tensor& x, int axis, bool exclusive, bool reverse, co
     return r->kernel({"scan", int(op)}, {&x}, {&out},
                      [=](const Tensor* t) { scan(op, t[0], axis, exclusive, reverse, t[1]); });
   KernelClock clock;
-  on_host({&x}, {&out}, [&](const std::vector<Tensor>& in, const std::vector<Tensor>& o) {
+  sort_on_host({&x}, {&out}, [&](const std::vector<Tensor>& in, const std::vector<Tensor>& o) {
     cpu::scan(op, in[0], axis, exclusive, reverse, o[0]);
   });
 }
@@ -61,7 +61,7 @@ void sort(const Tensor& x, int axis, bool descending, const Tensor& values, cons
     return r->kernel({"sort", descending ? 1 : 0}, {&x}, {&values, &indices},
                      [=](const Tensor* t) { sort(t[0], axis, descending, t[1], t[2]); });
   KernelClock clock;
-  on_host({&x}, {&values, &indices}, [&](const std::vector<Tensor>& in, const std::vector<Tensor>& o) {
+  sort_on_host({&x}, {&values, &indices}, [&](const std::vector<Tensor>& in, const std::vector<Tensor>& o) {
     cpu::sort(in[0], axis, descending, o[0], o[1]);
   });
 }
@@ -71,7 +71,7 @@ void top_k(const Tensor& x, std::int64_t k, bool sorted, const Tensor& values, c
     return r->kernel({"top_k"}, {&x}, {&values, &indices},
                      [=](const Tensor* t) { top_k(t[0], k, sorted, t[1], t[2]); });
   KernelClock clock;
-  on_host({&x}, {&values, &indices}, [&](const std::vector<Tensor>& in, const std::vector<Tensor>& o) {
+  sort_on_host({&x}, {&values, &indices}, [&](const std::vector<Tensor>& in, const std::vector<Tensor>& o) {
     cpu::top_k(in[0], k, sorted, o[0], o[1]);
   });
 }
@@ -81,7 +81,7 @@ void search_sorted(const Tensor& sorted, const Tensor& values, bool right, const
     return r->kernel({"search_sorted", right ? 1 : 0}, {&sorted, &values}, {&out},
                      [=](const Tensor* t) { search_sorted(t[0], t[1], right, t[2]); });
   KernelClock clock;
-  on_host({&sorted, &values}, {&out}, [&](const std::vector<Tensor>& in, const std::vector<Tensor>& o) {
+  sort_on_host({&sorted, &values}, {&out}, [&](const std::vector<Tensor>& in, const std::vector<Tensor>& o) {
     cpu::search_sorted(in[0], in[1], right, o[0]);
   });
 }
@@ -90,7 +90,7 @@ void bincount(const Tensor& x, const Tensor& weights, const Tensor& out) {
   if (KernelRecorder* r = recorder())
     return r->kernel({"bincount"}, {&x, &weights}, {&out}, [](const Tensor* t) { bincount(t[0], t[1], t[2]); });
   KernelClock clock;
-  on_host({&x, &weights}, {&out}, [&](const std::vector<Tensor>& in, const std::vector<Tensor>& o) {
+  sort_on_host({&x, &weights}, {&out}, [&](const std::vector<Tensor>& in, const std::vector<Tensor>& o) {
     cpu::bincount(in[0], in[1], o[0]);
   });
 }
@@ -100,7 +100,7 @@ Tensor unique(const Tensor& x, const Tensor& idx) {
   if (KernelRecorder* r = recorder()) r->host_read("unique (its output size depends on the values)");
   KernelClock clock;
   Tensor y;
-  on_host({&x}, {&idx}, [&](const std::vector<Tensor>& in, const std::vector<Tensor>& o) {
+  sort_on_host({&x}, {&idx}, [&](const std::vector<Tensor>& in, const std::vector<Tensor>& o) {
     y = cpu::unique(in[0], o[0]);
   });
   if (is_half(x.dtype())) {  // computed on float32 copies: back to x's dtype (exact)

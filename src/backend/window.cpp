@@ -11,11 +11,11 @@ namespace keel::backend {
 
 namespace {
 
-const void* in(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
+const void* input_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 
 void conv_native(ConvKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, const Tensor& out) {
   const DType dt = out.dtype();
-  const void *pa = in(a), *pb = in(b);
+  const void *pa = input_or_null(a), *pb = input_or_null(b);
   void* po = out.raw_data();
   if (on_cuda(out)) {
     const int d = out.device().index();
@@ -41,7 +41,7 @@ void conv_native(ConvKernel k, const WindowGeom& g, const Tensor& a, const Tenso
 
 void pool_native(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, const Tensor& out) {
   const DType dt = out.dtype();
-  const void *pa = in(a), *pb = in(b);
+  const void *pa = input_or_null(a), *pb = input_or_null(b);
   void* po = out.raw_data();
   if (on_cuda(out)) {
     const int d = out.device().index();

@@ -110,4 +110,7 @@ U convert(T v) {
 }
 
 
+// t contiguous, or undefined when t is (an optional operand of a kernel).
+inline Tensor contiguous_or_none(const Tensor& t) { return t.defined() ? t.contiguous() : Tensor(); }
+
 }  // namespace keel::detail

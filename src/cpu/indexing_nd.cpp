@@ -48,7 +48,7 @@ std::int64_t total_rows(const NdLayout& l) {
 }
 
 template <class T>
-void combine(ScatterMode mode, T* o, const T* u, std::int64_t n) {
+void scatter_combine(ScatterMode mode, T* o, const T* u, std::int64_t n) {
   switch (mode) {
     case ScatterMode::add:
       for (std::int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(o[i] + u[i]);
@@ -107,7 +107,7 @@ NdBadIndex scatter_nd(ScatterMode mode, DType dtype, const NdLayout& l, const vo
   detail::dispatch_numeric(dtype, "tensor_scatter_nd", [&]<class T>() {
     const auto per_row = static_cast<std::int64_t>(l.row_bytes / sizeof(T));
     for (std::int64_t j = 0; j < l.n; ++j)
-      combine(mode, reinterpret_cast<T*>(o + rows[static_cast<std::size_t>(j)] * row),
+      scatter_combine(mode, reinterpret_cast<T*>(o + rows[static_cast<std::size_t>(j)] * row),
               reinterpret_cast<const T*>(u + j * row), per_row);
   });
   return {};

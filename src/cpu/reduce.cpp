@@ -37,7 +37,7 @@ bool is_nan(T v) {
 // Max and min keep a NaN of either side, as the SIMD kernels do (tf.reduce_max of a tensor with
 // a NaN is NaN); sum and prod carry NaN by arithmetic.
 template <class T>
-T combine(ReduceOp op, T a, T b) {
+T reduce_combine(ReduceOp op, T a, T b) {
   switch (op) {
     case ReduceOp::sum: return static_cast<T>(a + b);
     case ReduceOp::prod: return static_cast<T>(a * b);
@@ -53,7 +53,7 @@ T reduce_run(ReduceOp op, const T* x, std::int64_t n) {
     return typed_kernels<T>().reduce(op, x, n);
   } else {
     T acc = identity<T>(op);
-    for (std::int64_t i = 0; i < n; ++i) acc = combine(op, acc, x[i]);
+    for (std::int64_t i = 0; i < n; ++i) acc = reduce_combine(op, acc, x[i]);
     return acc;
   }
 }
@@ -63,7 +63,7 @@ void accumulate_run(ReduceOp op, T* acc, const T* x, std::int64_t n) {
   if constexpr (std::is_floating_point_v<T>) {
     typed_kernels<T>().accumulate(op, acc, x, n);
   } else {
-    for (std::int64_t i = 0; i < n; ++i) acc[i] = combine(op, acc[i], x[i]);
+    for (std::int64_t i = 0; i < n; ++i) acc[i] = reduce_combine(op, acc[i], x[i]);
   }
 }
 
@@ -116,7 +116,7 @@ void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, const Te
               reduce_run<T>(op, xp + inner * t / threads, inner * (t + 1) / threads - inner * t / threads);
       });
       T acc = identity<T>(op);
-      for (T v : partial) acc = combine(op, acc, v);
+      for (T v : partial) acc = reduce_combine(op, acc, v);
       y[0] = acc;
       return;
     }

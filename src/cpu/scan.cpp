@@ -30,7 +30,7 @@ template <class T>
 using Acc = typename AccOf<T>::type;
 
 template <class T>
-T combine(ScanOp kind, T a, T b) {
+T scan_combine(ScanOp kind, T a, T b) {
   const Acc<T> x = static_cast<Acc<T>>(a), y = static_cast<Acc<T>>(b);
   return static_cast<T>(kind == ScanOp::sum ? static_cast<Acc<T>>(x + y) : static_cast<Acc<T>>(x * y));
 }
@@ -52,9 +52,9 @@ void scan_block(ScanOp kind, const T* x, T* y, std::int64_t n, std::int64_t inne
     const T* yp = y + prev;
     T* yo = y + at;
     if (kind == ScanOp::sum) {
-      for (std::int64_t c = c0; c < c1; ++c) yo[c] = combine(ScanOp::sum, yp[c], xs[c]);
+      for (std::int64_t c = c0; c < c1; ++c) yo[c] = scan_combine(ScanOp::sum, yp[c], xs[c]);
     } else {
-      for (std::int64_t c = c0; c < c1; ++c) yo[c] = combine(ScanOp::prod, yp[c], xs[c]);
+      for (std::int64_t c = c0; c < c1; ++c) yo[c] = scan_combine(ScanOp::prod, yp[c], xs[c]);
     }
   }
 }

@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kOp = "image_dataset_from_directory";
+constexpr const char* kImageOp = "image_dataset_from_directory";
 
 // The decodable formats of Keras' allow list (.bmp and .gif are not decoded by keel).
 bool is_image_file(const std::string& lower) {
@@ -38,24 +38,24 @@ int channels_of(const std::string& color_mode) {
   if (color_mode == "grayscale") return 1;
   if (color_mode == "rgb") return 3;
   if (color_mode == "rgba") return 4;
-  throw ValueError(fmt::format("{}: color_mode must be \"grayscale\", \"rgb\" or \"rgba\", got \"{}\"", kOp, color_mode));
+  throw ValueError(fmt::format("{}: color_mode must be \"grayscale\", \"rgb\" or \"rgba\", got \"{}\"", kImageOp, color_mode));
 }
 
-void check_options(const ImageDatasetOptions& o) {
+void check_image_options(const ImageDatasetOptions& o) {
   if (o.labels.mode != "inferred" && o.labels.mode != "explicit")
-    throw ValueError(fmt::format("{}: labels must be \"inferred\" or a list of integer labels, got \"{}\"", kOp,
+    throw ValueError(fmt::format("{}: labels must be \"inferred\" or a list of integer labels, got \"{}\"", kImageOp,
                                  o.labels.mode));
   if (o.label_mode != "int" && o.label_mode != "categorical" && o.label_mode != "binary")
-    throw ValueError(fmt::format("{}: label_mode must be \"int\", \"categorical\" or \"binary\", got \"{}\"", kOp,
+    throw ValueError(fmt::format("{}: label_mode must be \"int\", \"categorical\" or \"binary\", got \"{}\"", kImageOp,
                                  o.label_mode));
   if (o.labels.mode == "explicit" && !o.class_names.empty())
-    throw ValueError(fmt::format("{}: class_names can only be given with labels = \"inferred\"", kOp));
-  if (o.batch_size < 0) throw ValueError(fmt::format("{}: batch_size must be positive (or 0 for none), got {}", kOp, o.batch_size));
+    throw ValueError(fmt::format("{}: class_names can only be given with labels = \"inferred\"", kImageOp));
+  if (o.batch_size < 0) throw ValueError(fmt::format("{}: batch_size must be positive (or 0 for none), got {}", kImageOp, o.batch_size));
   if (o.image_size[0] <= 0 || o.image_size[1] <= 0)
-    throw ValueError(fmt::format("{}: image_size must be positive, got [{}, {}]", kOp, o.image_size[0], o.image_size[1]));
+    throw ValueError(fmt::format("{}: image_size must be positive, got [{}, {}]", kImageOp, o.image_size[0], o.image_size[1]));
   if (o.interpolation != "bilinear" && o.interpolation != "nearest")
-    throw ValueError(fmt::format("{}: interpolation must be \"bilinear\" or \"nearest\", got \"{}\"", kOp, o.interpolation));
-  detail::check_split_options(kOp, o.validation_split, o.subset, o.shuffle, o.seed);
+    throw ValueError(fmt::format("{}: interpolation must be \"bilinear\" or \"nearest\", got \"{}\"", kImageOp, o.interpolation));
+  detail::check_split_options(kImageOp, o.validation_split, o.subset, o.shuffle, o.seed);
 }
 
 struct Loader {
@@ -80,7 +80,7 @@ struct Loader {
   }
 };
 
-Dataset<std::pair<Tensor, Tensor>> make_dataset(std::vector<std::string> paths, const std::vector<std::int64_t>& labels,
+Dataset<std::pair<Tensor, Tensor>> make_image_dataset(std::vector<std::string> paths, const std::vector<std::int64_t>& labels,
                                                 const ImageDatasetOptions& o, std::int64_t classes) {
   const auto n = static_cast<std::int64_t>(paths.size());
   std::vector<std::int64_t> index(paths.size());
@@ -101,18 +101,18 @@ Dataset<std::pair<Tensor, Tensor>> make_dataset(std::vector<std::string> paths, 
 }  // namespace
 
 ImageDirectoryDataset image_dataset_from_directory(const std::string& directory, const ImageDatasetOptions& o) {
-  check_options(o);
+  check_image_options(o);
   channels_of(o.color_mode);
   ImageDirectoryDataset result;
   detail::DirectoryIndex index = detail::index_directory(
-      directory, {kOp, "image", "allowed formats: .jpeg, .jpg, .png", is_image_file, o.labels, o.class_names,
+      directory, {kImageOp, "image", "allowed formats: .jpeg, .jpg, .png", is_image_file, o.labels, o.class_names,
                   o.label_mode, o.follow_links});
   if (o.shuffle) detail::shuffle_index(index, o.seed, 0x696d6773u /* "imgs" */);
   const auto classes = static_cast<std::int64_t>(index.class_names.size());
   result.class_names = index.class_names;
-  detail::split_subsets(kOp, index, o.validation_split, o.subset, result,
+  detail::split_subsets(kImageOp, index, o.validation_split, o.subset, result,
                         [&](const std::vector<std::string>& files, const std::vector<std::int64_t>& labels) {
-                          return make_dataset(files, labels, o, classes);
+                          return make_image_dataset(files, labels, o, classes);
                         });
   return result;
 }

@@ -35,7 +35,7 @@ struct Where {
   std::uint64_t base = 0;
 };
 
-[[noreturn]] void fail(const char* op, const Where& w, std::uint64_t at, const std::string& what) {
+[[noreturn]] void fail_at(const char* op, const Where& w, std::uint64_t at, const std::string& what) {
   throw IOError(fmt::format("{}: {}: byte offset {}: {}", op, w.label, w.base + at, what));
 }
 
@@ -136,7 +136,7 @@ class HeaderParser {
     return out;
   }
 
-  [[noreturn]] void error(std::size_t at, const std::string& what) const { fail(op_, w_, base_ + at, what); }
+  [[noreturn]] void error(std::size_t at, const std::string& what) const { fail_at(op_, w_, base_ + at, what); }
 
  private:
   char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
@@ -252,17 +252,17 @@ bool parse_descr(const std::string& d, DType& dt, bool& swap) {
 
 Tensor parse_npy(std::string_view b, const char* op, const Where& w) {
   if (b.size() < kMagicLen + 4)
-    fail(op, w, 0, fmt::format("{} bytes is too short for a .npy preamble", b.size()));
-  if (b.substr(0, kMagicLen) != std::string_view(kMagic, kMagicLen)) fail(op, w, 0, "not a .npy file (bad magic)");
+    fail_at(op, w, 0, fmt::format("{} bytes is too short for a .npy preamble", b.size()));
+  if (b.substr(0, kMagicLen) != std::string_view(kMagic, kMagicLen)) fail_at(op, w, 0, "not a .npy file (bad magic)");
   const int major = static_cast<unsigned char>(b[6]), minor = static_cast<unsigned char>(b[7]);
   if ((major != 1 && major != 2 && major != 3) || minor != 0)
-    fail(op, w, 6, fmt::format("unsupported .npy format version {}.{}", major, minor));
+    fail_at(op, w, 6, fmt::format("unsupported .npy format version {}.{}", major, minor));
   const std::size_t len_size = major == 1 ? 2 : 4;
-  if (b.size() < 8 + len_size) fail(op, w, 8, "the file ends inside the header length");
+  if (b.size() < 8 + len_size) fail_at(op, w, 8, "the file ends inside the header length");
   const std::uint64_t hlen = le(b, 8, static_cast<int>(len_size));
   const std::size_t hstart = 8 + len_size;
   if (hlen > b.size() - hstart)
-    fail(op, w, 8, fmt::format("header length {} runs past the end of the file ({} bytes)", hlen, b.size()));
+    fail_at(op, w, 8, fmt::format("header length {} runs past the end of the file ({} bytes)", hlen, b.size()));
   const std::size_t data_start = hstart + static_cast<std::size_t>(hlen);
   HeaderParser parser(b.substr(hstart, static_cast<std::size_t>(hlen)), hstart, op, w);
   const auto entries = parser.dict();
@@ -275,7 +275,7 @@ Tensor parse_npy(std::string_view b, const char* op, const Where& w) {
     *slot = &v;
   }
   if (!descr || !fortran || !shape)
-    fail(op, w, hstart, "the header dict must have the keys 'descr', 'fortran_order' and 'shape'");
+    fail_at(op, w, hstart, "the header dict must have the keys 'descr', 'fortran_order' and 'shape'");
   if (descr->kind != PyValue::string) parser.error(descr->at, "'descr' must be a string");
   if (fortran->kind != PyValue::boolean) parser.error(fortran->at, "'fortran_order' must be True or False");
   if (shape->kind != PyValue::tuple) parser.error(shape->at, "'shape' must be a tuple of integers");
@@ -286,12 +286,12 @@ Tensor parse_npy(std::string_view b, const char* op, const Where& w) {
   const std::uint64_t count = element_count(shape->items, [&](const std::string& what) { parser.error(shape->at, what); });
   const std::uint64_t item = itemsize(dt), have = b.size() - data_start;
   if (count > have / item)  // compared as elements: count * item may not fit 64 bits
-    fail(op, w, b.size(), fmt::format("truncated: shape {} of {} needs {} elements of {} bytes from offset {}, the file "
+    fail_at(op, w, b.size(), fmt::format("truncated: shape {} of {} needs {} elements of {} bytes from offset {}, the file "
                                       "has {} data bytes", Shape(shape->items).to_string(), name(dt), count, item,
                                       w.base + data_start, have));
   const std::uint64_t need = count * item;
   if (have > need)
-    fail(op, w, data_start + need, fmt::format("{} unexpected bytes after the data", have - need));
+    fail_at(op, w, data_start + need, fmt::format("{} unexpected bytes after the data", have - need));
 
   // Fortran order is C order of the reversed shape; transposing it back gives the array.
   std::vector<std::int64_t> dims = shape->items;

@@ -23,35 +23,35 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kOp = "text_dataset_from_directory";
+constexpr const char* kTextOp = "text_dataset_from_directory";
 
 bool is_text_file(const std::string& lower) { return lower.size() >= 4 && lower.compare(lower.size() - 4, 4, ".txt") == 0; }
 
-void check_options(const TextDatasetOptions& o) {
+void check_text_options(const TextDatasetOptions& o) {
   const std::string& l = o.labels.mode;
   if (l != "inferred" && l != "explicit" && !l.empty())
-    throw ValueError(fmt::format("{}: labels must be \"inferred\", \"\" (None) or a list of integer labels, got \"{}\"", kOp, l));
+    throw ValueError(fmt::format("{}: labels must be \"inferred\", \"\" (None) or a list of integer labels, got \"{}\"", kTextOp, l));
   if (o.label_mode != "int" && o.label_mode != "categorical" && o.label_mode != "binary" && !o.label_mode.empty())
     throw ValueError(fmt::format("{}: label_mode must be \"int\", \"categorical\", \"binary\" or \"\" (None), got \"{}\"",
-                                 kOp, o.label_mode));
+                                 kTextOp, o.label_mode));
   if (l != "inferred" && !o.class_names.empty())
-    throw ValueError(fmt::format("{}: class_names can only be given with labels = \"inferred\"", kOp));
-  if (o.batch_size < 0) throw ValueError(fmt::format("{}: batch_size must be positive (or 0 for none), got {}", kOp, o.batch_size));
-  if (o.max_length && *o.max_length < 0) throw ValueError(fmt::format("{}: max_length must be >= 0, got {}", kOp, *o.max_length));
-  detail::check_split_options(kOp, o.validation_split, o.subset, o.shuffle, o.seed);
+    throw ValueError(fmt::format("{}: class_names can only be given with labels = \"inferred\"", kTextOp));
+  if (o.batch_size < 0) throw ValueError(fmt::format("{}: batch_size must be positive (or 0 for none), got {}", kTextOp, o.batch_size));
+  if (o.max_length && *o.max_length < 0) throw ValueError(fmt::format("{}: max_length must be >= 0, got {}", kTextOp, *o.max_length));
+  detail::check_split_options(kTextOp, o.validation_split, o.subset, o.shuffle, o.seed);
 }
 
 std::string read_text(const std::string& path, std::optional<std::int64_t> max_length) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw IOError(fmt::format("{}: cannot open {}", kOp, path));
+  if (!in) throw IOError(fmt::format("{}: cannot open {}", kTextOp, path));
   std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw IOError(fmt::format("{}: cannot read {}", kOp, path));
+  if (in.bad()) throw IOError(fmt::format("{}: cannot read {}", kTextOp, path));
   // Keras: tf.strings.substr(text, 0, max_length), in bytes.
   if (max_length && static_cast<std::int64_t>(s.size()) > *max_length) s.resize(static_cast<std::size_t>(*max_length));
   return s;
 }
 
-Dataset<TextBatch> make_dataset(std::vector<std::string> paths, const std::vector<std::int64_t>& labels,
+Dataset<TextBatch> make_text_dataset(std::vector<std::string> paths, const std::vector<std::int64_t>& labels,
                                 const TextDatasetOptions& o, std::int64_t classes) {
   const auto n = static_cast<std::int64_t>(paths.size());
   std::vector<std::int64_t> index(paths.size());
@@ -74,7 +74,7 @@ Dataset<TextBatch> make_dataset(std::vector<std::string> paths, const std::vecto
 }  // namespace
 
 TextDirectoryDataset text_dataset_from_directory(const std::string& directory, const TextDatasetOptions& o) {
-  check_options(o);
+  check_text_options(o);
   // Keras: labels None or label_mode None makes both None (texts only, every .txt file below).
   TextDatasetOptions unlabelled = o;
   if (o.labels.mode.empty() || o.label_mode.empty()) {
@@ -85,14 +85,14 @@ TextDirectoryDataset text_dataset_from_directory(const std::string& directory, c
   const TextDatasetOptions& opts = unlabelled;
   TextDirectoryDataset result;
   detail::DirectoryIndex index = detail::index_directory(
-      directory, {kOp, "text", "allowed format: .txt", is_text_file, opts.labels, opts.class_names, opts.label_mode,
+      directory, {kTextOp, "text", "allowed format: .txt", is_text_file, opts.labels, opts.class_names, opts.label_mode,
                   opts.follow_links});
   if (opts.shuffle) detail::shuffle_index(index, opts.seed, 0x74657874u /* "text" */);
   const auto classes = static_cast<std::int64_t>(index.class_names.size());
   result.class_names = index.class_names;
-  detail::split_subsets(kOp, index, opts.validation_split, opts.subset, result,
+  detail::split_subsets(kTextOp, index, opts.validation_split, opts.subset, result,
                         [&](const std::vector<std::string>& files, const std::vector<std::int64_t>& labels) {
-                          return make_dataset(files, labels, opts, classes);
+                          return make_text_dataset(files, labels, opts, classes);
                         });
   return result;
 }

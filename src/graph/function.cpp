@@ -12,8 +12,8 @@
 
 namespace keel::graph::detail {
 
-namespace {
-
+// A call's signature: what a trace is cached by. In the named namespace (not an anonymous one)
+// because FunctionCore::State, a class with external linkage, holds it.
 struct ArgSig {
   std::vector<std::int64_t> dims;
   DType dtype;
@@ -21,6 +21,8 @@ struct ArgSig {
   bool operator==(const ArgSig&) const = default;
 };
 using Signature = std::vector<ArgSig>;
+
+namespace {
 
 std::string spec_str(const TensorSpec& s) {
   std::string dims = "[";

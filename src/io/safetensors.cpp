@@ -45,7 +45,7 @@ bool parse_dtype(const std::string& s, DType& dt) {
   return false;
 }
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
+[[noreturn]] void fail_file(const std::string& path, const std::string& what) {
   throw IOError(fmt::format("load_safetensors: {}: {}", path, what));
 }
 
@@ -57,19 +57,19 @@ struct Parsed {
 };
 
 Parsed parse_header(const std::string& path, std::string_view bytes) {
-  if (bytes.size() < 8) fail(path, fmt::format("file of {} bytes is too short for the 8-byte header length", bytes.size()));
+  if (bytes.size() < 8) fail_file(path, fmt::format("file of {} bytes is too short for the 8-byte header length", bytes.size()));
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
   if (n > bytes.size() - 8)
-    fail(path, fmt::format("header length {} at offset 0 runs past the end of the file ({} bytes)", n, bytes.size()));
+    fail_file(path, fmt::format("header length {} at offset 0 runs past the end of the file ({} bytes)", n, bytes.size()));
   Parsed p;
   p.data_start = 8 + static_cast<std::size_t>(n);
   try {
     p.header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + static_cast<std::ptrdiff_t>(p.data_start));
   } catch (const nlohmann::json::exception& e) {
-    fail(path, fmt::format("the JSON header (bytes 8..{}) does not parse: {}", p.data_start, e.what()));
+    fail_file(path, fmt::format("the JSON header (bytes 8..{}) does not parse: {}", p.data_start, e.what()));
   }
-  if (!p.header.is_object()) fail(path, "the JSON header is not an object");
+  if (!p.header.is_object()) fail_file(path, "the JSON header is not an object");
   return p;
 }
 
@@ -77,9 +77,9 @@ std::map<std::string, std::string> metadata_of(const Parsed& p, const std::strin
   std::map<std::string, std::string> out;
   auto m = p.header.find("__metadata__");
   if (m == p.header.end()) return out;
-  if (!m->is_object()) fail(path, "__metadata__ is not an object");
+  if (!m->is_object()) fail_file(path, "__metadata__ is not an object");
   for (const auto& [k, v] : m->items()) {
-    if (!v.is_string()) fail(path, fmt::format("__metadata__ value '{}' is not a string", k));
+    if (!v.is_string()) fail_file(path, fmt::format("__metadata__ value '{}' is not a string", k));
     out[k] = v.get<std::string>();
   }
   return out;
@@ -102,12 +102,12 @@ std::uint64_t checked_count(const nlohmann::json& shape, const std::string& path
   for (std::size_t i = 0; i < shape.size(); ++i) {
     const auto& d = shape[i];
     if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<std::int64_t>() >= 0))
-      fail(path, fmt::format("tensor '{}': shape[{}]: shape entries must be non-negative integers, got {}", name, i,
+      fail_file(path, fmt::format("tensor '{}': shape[{}]: shape entries must be non-negative integers, got {}", name, i,
                              d.dump()));
     const auto v = d.get<std::uint64_t>();
-    if (v > kMax) fail(path, fmt::format("tensor '{}': shape[{}]: dimension {} does not fit int64", name, i, v));
+    if (v > kMax) fail_file(path, fmt::format("tensor '{}': shape[{}]: dimension {} does not fit int64", name, i, v));
     if (v > 1 && span > kMax / v)
-      fail(path, fmt::format("tensor '{}': shape {}: the product of the dimensions overflows int64", name, shape.dump()));
+      fail_file(path, fmt::format("tensor '{}': shape {}: the product of the dimensions overflows int64", name, shape.dump()));
     span *= std::max<std::uint64_t>(v, 1);
     count = v == 0 ? 0 : count * v;  // count <= span: cannot overflow
     dims.push_back(static_cast<std::int64_t>(v));
@@ -116,29 +116,29 @@ std::uint64_t checked_count(const nlohmann::json& shape, const std::string& path
 }
 
 Entry parse_entry(const std::string& name, const nlohmann::json& info, std::uint64_t data_size, const std::string& path) {
-  if (!info.is_object()) fail(path, fmt::format("tensor '{}': entry is not an object", name));
-  if (!info.contains("dtype") || !info["dtype"].is_string()) fail(path, fmt::format("tensor '{}': missing dtype", name));
+  if (!info.is_object()) fail_file(path, fmt::format("tensor '{}': entry is not an object", name));
+  if (!info.contains("dtype") || !info["dtype"].is_string()) fail_file(path, fmt::format("tensor '{}': missing dtype", name));
   Entry e;
   e.name = name;
   if (!parse_dtype(info["dtype"].get<std::string>(), e.dtype))
-    fail(path, fmt::format("tensor '{}': unsupported dtype '{}'", name, info["dtype"].get<std::string>()));
-  if (!info.contains("shape") || !info["shape"].is_array()) fail(path, fmt::format("tensor '{}': missing shape", name));
+    fail_file(path, fmt::format("tensor '{}': unsupported dtype '{}'", name, info["dtype"].get<std::string>()));
+  if (!info.contains("shape") || !info["shape"].is_array()) fail_file(path, fmt::format("tensor '{}': missing shape", name));
   std::vector<std::int64_t> dims;
   const std::uint64_t count = checked_count(info["shape"], path, name, dims);
   e.shape = Shape(dims);
   const auto& off = info.contains("data_offsets") ? info["data_offsets"] : nlohmann::json();
   if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-    fail(path, fmt::format("tensor '{}': data_offsets must be two non-negative integers", name));
+    fail_file(path, fmt::format("tensor '{}': data_offsets must be two non-negative integers", name));
   e.begin = off[0].get<std::uint64_t>();
   e.end = off[1].get<std::uint64_t>();
   if (e.begin > e.end || e.end > data_size)
-    fail(path, fmt::format("tensor '{}': data_offsets [{}, {}] outside the {} data bytes", name, e.begin, e.end, data_size));
+    fail_file(path, fmt::format("tensor '{}': data_offsets [{}, {}] outside the {} data bytes", name, e.begin, e.end, data_size));
   const std::uint64_t item = itemsize(e.dtype);
   if (count > std::numeric_limits<std::uint64_t>::max() / item)
-    fail(path, fmt::format("tensor '{}': shape {} of {} needs more bytes than 64 bits count", name, e.shape.to_string(),
+    fail_file(path, fmt::format("tensor '{}': shape {} of {} needs more bytes than 64 bits count", name, e.shape.to_string(),
                            keel::name(e.dtype)));
   if (e.end - e.begin != count * item)
-    fail(path, fmt::format("tensor '{}': {} bytes in data_offsets, but dtype {} and shape {} need {}", name,
+    fail_file(path, fmt::format("tensor '{}': {} bytes in data_offsets, but dtype {} and shape {} need {}", name,
                            e.end - e.begin, keel::name(e.dtype), e.shape.to_string(), count * item));
   return e;
 }
@@ -153,11 +153,11 @@ void check_tiling(const std::vector<Entry>& entries, std::uint64_t data_size, co
   std::uint64_t expect = 0;
   for (const Entry* e : sorted) {
     if (e->begin != expect)
-      fail(path, fmt::format("tensor '{}': data_offsets start at {} but the previous tensor ended at {} ({})", e->name,
+      fail_file(path, fmt::format("tensor '{}': data_offsets start at {} but the previous tensor ended at {} ({})", e->name,
                              e->begin, expect, e->begin < expect ? "overlap" : "gap"));
     expect = e->end;
   }
-  if (expect != data_size) fail(path, fmt::format("the tensors cover {} of the {} data bytes", expect, data_size));
+  if (expect != data_size) fail_file(path, fmt::format("the tensors cover {} of the {} data bytes", expect, data_size));
 }
 
 Tensor tensor_of(const Entry& e, const char* data) {

@@ -41,7 +41,7 @@ float half_to_float(std::uint16_t h) {
   return sign ? -v : v;
 }
 
-std::string show(const json& v) {
+std::string json_excerpt(const json& v) {
   std::string s = v.dump();
   return s.size() > 80 ? s.substr(0, 77) + "..." : s;
 }
@@ -138,7 +138,7 @@ std::vector<TfjsWeight> decode_tfjs_weights(const json& manifest, const std::str
   const auto fail = [&](const std::string& field, const std::string& what) -> void {
     throw IOError(fmt::format("load_tfjs: {}: {}: {}", file, field, what));
   };
-  if (!manifest.is_array()) fail("weightsManifest", "must be a list of groups, got " + show(manifest));
+  if (!manifest.is_array()) fail("weightsManifest", "must be a list of groups, got " + json_excerpt(manifest));
   std::vector<TfjsWeight> out;
   std::set<std::string> names;
   for (std::size_t g = 0; g < manifest.size(); ++g) {
@@ -152,7 +152,7 @@ std::vector<TfjsWeight> decode_tfjs_weights(const json& manifest, const std::str
     std::string data;
     for (std::size_t p = 0; p < paths->size(); ++p) {
       const json& path = (*paths)[p];
-      if (!path.is_string()) fail(fmt::format("{}.paths[{}]", gw, p), "must be a string, got " + show(path));
+      if (!path.is_string()) fail(fmt::format("{}.paths[{}]", gw, p), "must be a string, got " + json_excerpt(path));
       data += read_shard(path.get<std::string>());
     }
     std::uint64_t offset = 0;
@@ -173,13 +173,13 @@ std::vector<TfjsWeight> decode_tfjs_weights(const json& manifest, const std::str
       std::uint64_t numel = 1;
       for (const json& d : *shape) {
         if (!d.is_number_integer() || d.get<std::int64_t>() < 0)
-          fail(wl + ".shape", "dimensions must be non-negative integers, got " + show(*shape));
+          fail(wl + ".shape", "dimensions must be non-negative integers, got " + json_excerpt(*shape));
         const auto u = static_cast<std::uint64_t>(d.get<std::int64_t>());
-        if (u != 0 && numel > kMaxElements / u) fail(wl + ".shape", show(*shape) + " is implausibly large");
+        if (u != 0 && numel > kMaxElements / u) fail(wl + ".shape", json_excerpt(*shape) + " is implausibly large");
         numel *= u;
         dims.push_back(d.get<std::int64_t>());
       }
-      if (numel > kMaxElements) fail(wl + ".shape", show(*shape) + " is implausibly large");
+      if (numel > kMaxElements) fail(wl + ".shape", json_excerpt(*shape) + " is implausibly large");
       if (dtype == spec.end() || !dtype->is_string()) fail(wl + ".dtype", "missing or not a string");
       const std::string dt = dtype->get<std::string>();
       if (dt != "float32" && dt != "int32") fail(wl + ".dtype", fmt::format("'{}' (keel reads float32 and int32)", dt));
@@ -188,7 +188,7 @@ std::vector<TfjsWeight> decode_tfjs_weights(const json& manifest, const std::str
       double qmin = 0, qscale = 1;
       if (auto q = spec.find("quantization"); q != spec.end() && !q->is_null()) {
         if (!q->is_object() || !q->contains("dtype") || !(*q)["dtype"].is_string())
-          fail(wl + ".quantization", "must be an object with a \"dtype\" string, got " + show(*q));
+          fail(wl + ".quantization", "must be an object with a \"dtype\" string, got " + json_excerpt(*q));
         stored = (*q)["dtype"].get<std::string>();
         if (stored == "uint8" || stored == "uint16") {
           auto mn = q->find("min");

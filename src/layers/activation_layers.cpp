@@ -14,18 +14,12 @@
 
 namespace keel::layers {
 
+using detail::ctor_label;
+using detail::pass_mask;
+
 using detail::who;
 
 namespace {
-
-std::string ctor_label(const char* cls, const std::string& name) {
-  return name.empty() ? std::string(cls) : fmt::format("{} '{}'", cls, name);
-}
-
-Tensor pass_mask(const Tensor& input, Tensor output) {
-  const Tensor mask = get_mask(input);
-  return mask.defined() ? detail::attach_mask(std::move(output), mask) : output;
-}
 
 }  // namespace
 

@@ -28,15 +28,10 @@
 
 namespace keel::layers {
 
+using detail::and_masks;
+using detail::as_bool;
+
 namespace {
-
-Tensor as_bool(const Tensor& t) { return detail::as_dtype(t, DType::bool_); }
-
-Tensor and_masks(const Tensor& a, const Tensor& b) {
-  if (!a.defined()) return b;
-  if (!b.defined()) return a;
-  return logical_and(a, b);
-}
 
 // Masked scores get this rather than -inf (as Keras' masked softmax and the op do): a row masked
 // everywhere stays finite.

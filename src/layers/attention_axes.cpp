@@ -91,7 +91,7 @@ EinsumAttentionOutputs einsum_attention(const EinsumAttentionInputs& in) {
   const auto shapes = [&] {
     return fmt::format("query {}, value {}, key {}", qs.to_string(), vs.to_string(), ks.to_string());
   };
-  if (vs.rank() != in_rank || ks.rank() != in_rank)
+  if (vs.rank() != qs.rank() || ks.rank() != qs.rank())
     throw ShapeError(fmt::format("{} (MultiHeadAttention): query, value and key must have the same rank: {}",
                                  in.layer_name, shapes()));
   // Batch-like axes are shared letters: they must agree; the attended ones of key and value too.

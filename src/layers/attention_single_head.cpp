@@ -22,17 +22,12 @@
 
 namespace keel::layers {
 
+using detail::and_masks;
+using detail::as_bool;
+
 using detail::who;
 
 namespace {
-
-Tensor as_bool(const Tensor& t) { return detail::as_dtype(t, DType::bool_); }
-
-Tensor and_masks(const Tensor& a, const Tensor& b) {
-  if (!a.defined()) return b;
-  if (!b.defined()) return a;
-  return logical_and(a, b);
-}
 
 // Sets the per-call state of a keyword call and clears it when the call ends (also by an exception).
 template <class T>

@@ -26,6 +26,18 @@ inline std::string conv_padding(const Layer& layer, const std::string& padding, 
                                allow_causal ? "\"valid\", \"same\" or \"causal\"" : "\"valid\" or \"same\"", padding));
 }
 
+// Grouped convolution: each group of input channels (x's last axis) has its own slice of the
+// filters (the kernel's last axis).
+template <class Conv>
+Tensor grouped(int groups, const Tensor& x, const Tensor& k, Conv&& conv) {
+  if (groups == 1) return conv(x, k);
+  const int axis = static_cast<int>(x.rank()) - 1;
+  const auto xs = split(x, groups, axis), ks = split(k, groups, axis);
+  std::vector<Tensor> ys;
+  for (std::size_t i = 0; i < xs.size(); ++i) ys.push_back(conv(xs[i], ks[i]));
+  return concat(ys, axis);
+}
+
 inline void positive(const Layer& layer, const char* what, int v) {
   if (v <= 0) throw ValueError(fmt::format("{}: {} must be a positive integer, got {}", who(layer), what, v));
 }
@@ -87,6 +99,11 @@ template <class Op>
 Tensor in_channels_last(const Layer& layer, const Tensor& x, bool cf, Op&& op) {
   Tensor y = in_layer(layer, [&] { return op(cf ? channels_last(x) : x); });
   return cf && y.rank() >= 3 ? channels_first(y) : y;
+}
+
+// build()'s rank check of a pooling or resampling layer, naming the data_format's layout.
+inline void build_rank(const Layer& layer, const Shape& s, std::int64_t rank, const std::string& data_format) {
+  rank_is(layer, s, rank, layout_of(rank, data_format == "channels_first"));
 }
 
 }  // namespace keel::layers::detail

@@ -21,7 +21,7 @@ using detail::who;
 
 namespace {
 
-void check_rate(const Layer& layer, const char* what, double rate) {
+void check_dropout_rate(const Layer& layer, const char* what, double rate) {
   if (!(rate >= 0.0 && rate < 1.0))
     throw ValueError(fmt::format("{}: {} must be in [0, 1), got {}", who(layer), what, rate));
 }
@@ -36,8 +36,8 @@ ConvLSTM2D::ConvLSTM2D(int filters, std::array<int, 2> kernel_size, ConvLSTM2DOp
   positive(*this, "dilation_rate", options_.dilation_rate);
   options_.padding = detail::conv_padding(*this, options_.padding);
   options_.data_format = checked_data_format(*this, options_.data_format);
-  check_rate(*this, "dropout", options_.dropout);
-  check_rate(*this, "recurrent_dropout", options_.recurrent_dropout);
+  check_dropout_rate(*this, "dropout", options_.dropout);
+  check_dropout_rate(*this, "recurrent_dropout", options_.recurrent_dropout);
 }
 
 void ConvLSTM2D::build(const Shape& s) {

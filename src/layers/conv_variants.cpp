@@ -45,17 +45,6 @@ Tensor conv_variant_call(Layer& layer, const Tensor& inputs, const Variable* bia
   return y;
 }
 
-// Grouped convolution: each group of input channels meets its own slice of the filters.
-template <class Conv>
-Tensor grouped(int groups, const Tensor& x, const Tensor& k, Conv&& conv) {
-  if (groups == 1) return conv(x, k);
-  const int axis = static_cast<int>(x.rank()) - 1;
-  const auto xs = split(x, groups, axis), ks = split(k, groups, axis);
-  std::vector<Tensor> ys;
-  for (int i = 0; i < groups; ++i) ys.push_back(conv(xs[static_cast<std::size_t>(i)], ks[static_cast<std::size_t>(i)]));
-  return concat(ys, axis);
-}
-
 Variable* add_bias(Layer& layer, bool use_bias, std::int64_t n, const initializers::Initializer& init,
                    const regularizers::Regularizer& reg, const constraints::Constraint& constraint) {
   return use_bias ? &layer.add_weight("bias", Shape{n}, init, true, reg, constraint) : nullptr;
@@ -134,7 +123,7 @@ void Conv3D::check_input_shape(const Shape& s) const {
 
 Tensor Conv3D::call(const Tensor& inputs, bool) {
   return conv_variant_call(*this, inputs, bias_, options_, [&](const Tensor& x) {
-    return grouped(options_.groups, x, like(kernel_->value(), x), [&](const Tensor& xg, const Tensor& kg) {
+    return detail::grouped(options_.groups, x, like(kernel_->value(), x), [&](const Tensor& xg, const Tensor& kg) {
       return conv3d(xg, kg, options_.strides, options_.padding, options_.dilation_rate);
     });
   });

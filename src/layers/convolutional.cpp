@@ -15,6 +15,7 @@
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/nn.hpp"
 #include "keel/ops/shape.hpp"
+#include "layers/conv_layer_util.hpp"
 #include "layers/layer_util.hpp"
 
 namespace keel::layers {
@@ -128,18 +129,6 @@ Tensor conv_call(Layer& layer, const Tensor& inputs, const Variable* kernel, con
   return y;
 }
 
-// Grouped convolution: each group of input channels (x's last axis) has its own slice of the
-// filters (the kernel's last axis).
-template <class Conv>
-Tensor grouped(int groups, const Tensor& x, const Tensor& k, Conv&& conv) {
-  if (groups == 1) return conv(x, k);
-  const int axis = static_cast<int>(x.rank()) - 1;
-  const auto xs = split(x, groups, axis), ks = split(k, groups, axis);
-  std::vector<Tensor> ys;
-  for (int i = 0; i < groups; ++i) ys.push_back(conv(xs[i], ks[i]));
-  return concat(ys, axis);
-}
-
 }  // namespace
 
 // ---- Conv1D ----------------------------------------------------------------------------------
@@ -166,7 +155,7 @@ void Conv1D::check_input_shape(const Shape& s) const {
 
 Tensor Conv1D::call(const Tensor& inputs, bool) {
   return conv_call(*this, inputs, kernel_, bias_, options_, [&](const Tensor& x, const Tensor& k) {
-    return grouped(options_.groups, x, k, [&](const Tensor& xg, const Tensor& kg) {
+    return detail::grouped(options_.groups, x, k, [&](const Tensor& xg, const Tensor& kg) {
       return conv1d(xg, kg, options_.strides, options_.padding, options_.dilation_rate);
     });
   });
@@ -198,7 +187,7 @@ void Conv2D::check_input_shape(const Shape& s) const {
 
 Tensor Conv2D::call(const Tensor& inputs, bool) {
   return conv_call(*this, inputs, kernel_, bias_, options_, [&](const Tensor& x, const Tensor& k) {
-    return grouped(options_.groups, x, k, [&](const Tensor& xg, const Tensor& kg) {
+    return detail::grouped(options_.groups, x, k, [&](const Tensor& xg, const Tensor& kg) {
       return conv2d(xg, kg, options_.strides, options_.padding, options_.dilation_rate);
     });
   });

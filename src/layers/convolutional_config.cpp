@@ -102,7 +102,7 @@ json conv_config(json c, int filters, json kernel_size) {
 
 // Keras writes the strides a pooling resolved (the pool size when none were given).
 template <class O>
-json pooling_config(json c, std::array<int, 2> pool_size, const O& options) {
+json pooling_2d_config(json c, std::array<int, 2> pool_size, const O& options) {
   write_fields(c, options);
   c["pool_size"] = pair_json(pool_size);
   c["strides"] = pair_json(options.strides.value_or(pool_size));
@@ -136,10 +136,10 @@ nlohmann::json DepthwiseConv2D::get_config() const {
   return c;
 }
 
-nlohmann::json MaxPooling2D::get_config() const { return pooling_config(Layer::get_config(), pool_size_, options_); }
+nlohmann::json MaxPooling2D::get_config() const { return pooling_2d_config(Layer::get_config(), pool_size_, options_); }
 
 nlohmann::json AveragePooling2D::get_config() const {
-  return pooling_config(Layer::get_config(), pool_size_, options_);
+  return pooling_2d_config(Layer::get_config(), pool_size_, options_);
 }
 
 nlohmann::json GlobalAveragePooling2D::get_config() const {
@@ -179,7 +179,7 @@ std::shared_ptr<Layer> pooling(const json& c, const char* cls) {
 }
 
 template <class L, class O>
-std::shared_ptr<Layer> global_pooling(const json& c, const char* cls) {
+std::shared_ptr<Layer> global_pooling_2d(const json& c, const char* cls) {
   return std::make_shared<L>(read_fields<O>(Args(c, cls)));
 }
 
@@ -202,10 +202,10 @@ void detail::register_convolutional_layers(Factories& f) {
     return pooling<AveragePooling2D, AveragePooling2DOptions>(c, "AveragePooling2D");
   };
   f["GlobalAveragePooling2D"] = [](const json& c) {
-    return global_pooling<GlobalAveragePooling2D, GlobalAveragePooling2DOptions>(c, "GlobalAveragePooling2D");
+    return global_pooling_2d<GlobalAveragePooling2D, GlobalAveragePooling2DOptions>(c, "GlobalAveragePooling2D");
   };
   f["GlobalMaxPooling2D"] = [](const json& c) {
-    return global_pooling<GlobalMaxPooling2D, GlobalMaxPooling2DOptions>(c, "GlobalMaxPooling2D");
+    return global_pooling_2d<GlobalMaxPooling2D, GlobalMaxPooling2DOptions>(c, "GlobalMaxPooling2D");
   };
 }
 

@@ -21,41 +21,27 @@
 
 namespace keel::layers {
 
+using detail::ctor_label;
+using detail::merged_mask;
+using detail::needs_list;
+using detail::shapes_of;
+using detail::shapes_text;
+
 using detail::who;
 
 namespace {
 
 // How a layer is named in errors thrown from its constructor. Calling name() there would take
 // a unique name ("dropout") from the pool for a layer that never comes to exist.
-std::string ctor_label(const char* cls, const std::string& name) {
-  return name.empty() ? std::string(cls) : fmt::format("{} '{}'", cls, name);
-}
-
 // Keras passes a mask through every layer that supports masking; here the mask rides on the
 // tensor, so a layer that computes a new tensor hands its input's mask on explicitly.
-Tensor pass_mask(const Tensor& input, const Tensor& output) {
+Tensor mask_view(const Tensor& input, const Tensor& output) {
   const Tensor mask = get_mask(input);
   if (!mask.defined() || output.impl() == input.impl()) return output;  // identity keeps it
   return with_mask(output, mask);
 }
 
 // Keras' merge layers: the output is masked where any input is (the logical and of the masks).
-Tensor merged_mask(const std::vector<Tensor>& inputs) {
-  Tensor mask;
-  for (const auto& x : inputs) {
-    const Tensor m = get_mask(x);
-    if (!m.defined()) continue;
-    mask = mask.defined() ? logical_and(mask, m) : m;
-  }
-  return mask;
-}
-
-std::string shapes_text(const std::vector<Shape>& shapes) {
-  std::string out;
-  for (const auto& s : shapes) out += (out.empty() ? "" : ", ") + s.to_string();
-  return out;
-}
-
 // Add and Multiply: at least one input, all of the same rank and batch size, the other
 // dimensions equal or 1 (Keras' elementwise-merge rule: size-1 dimensions broadcast).
 void check_elementwise_merge(const Layer& layer, const std::vector<Shape>& shapes) {
@@ -74,13 +60,6 @@ void check_elementwise_merge(const Layer& layer, const std::vector<Shape>& shape
       running[d] = s[d];
     }
   }
-}
-
-std::vector<Shape> shapes_of(const std::vector<Tensor>& xs) {
-  std::vector<Shape> out;
-  out.reserve(xs.size());
-  for (const auto& x : xs) out.push_back(x.shape());
-  return out;
 }
 
 // A new 64-bit seed for each training call of a seeded Dropout (output call + 1 of a SplitMix64
@@ -144,7 +123,7 @@ Tensor Dense::call(const Tensor& inputs, bool) {
   if (bias_) y = add(y, detail::like(bias_->value(), y));
   y = options_.activation(y);
   if (options_.activity_regularizer.active()) add_loss(options_.activity_regularizer(y));
-  return pass_mask(inputs, y);
+  return mask_view(inputs, y);
 }
 
 Variable& Dense::kernel() {
@@ -165,7 +144,7 @@ Activation::Activation(activations::ActivationFn activation, ActivationOptions o
   if (!options.dtype.empty()) set_dtype_policy(options.dtype);
 }
 
-Tensor Activation::call(const Tensor& inputs, bool) { return pass_mask(inputs, activation_(inputs)); }
+Tensor Activation::call(const Tensor& inputs, bool) { return mask_view(inputs, activation_(inputs)); }
 
 ReLU::ReLU(ReLUOptions options) : Layer(options.name), options_(std::move(options)) {
   const std::string who = ctor_label("ReLU", options_.name);
@@ -194,7 +173,7 @@ Tensor ReLU::call(const Tensor& x, bool) {
     y = pos;
     if (o.negative_slope != 0) y = sub(pos, mul(scalar_like(x, o.negative_slope), relu(sub(scalar_like(x, o.threshold), x))));
   }
-  return pass_mask(x, y);
+  return mask_view(x, y);
 }
 
 LeakyReLU::LeakyReLU(LeakyReLUOptions options) : Layer(options.name), options_(std::move(options)) {
@@ -203,7 +182,7 @@ LeakyReLU::LeakyReLU(LeakyReLUOptions options) : Layer(options.name), options_(s
                                  options_.negative_slope));
 }
 
-Tensor LeakyReLU::call(const Tensor& x, bool) { return pass_mask(x, leaky_relu(x, options_.negative_slope)); }
+Tensor LeakyReLU::call(const Tensor& x, bool) { return mask_view(x, leaky_relu(x, options_.negative_slope)); }
 
 Softmax::Softmax(SoftmaxOptions options) : Layer(options.name), options_(std::move(options)) {
   if (!options_.dtype.empty()) set_dtype_policy(options_.dtype);
@@ -222,7 +201,7 @@ Tensor Softmax::call(const Tensor& inputs, bool) {
     const double large_negative = x.dtype() == DType::float16 ? -3e4 : -1e9;
     x = add(x, mul(sub(scalar_like(x, 1.0), cast(mask, x.dtype())), scalar_like(x, large_negative)));
   }
-  return pass_mask(inputs, softmax(x, options_.axis));
+  return mask_view(inputs, softmax(x, options_.axis));
 }
 
 // ---- Flatten, Reshape, Permute ---------------------------------------------------------------
@@ -350,7 +329,7 @@ Tensor Dropout::call(const Tensor& inputs, bool training) {
     const Tensor mask = dropout(ones(Shape(dims), inputs.dtype()), rate_, seed);
     y = mul(inputs, mask);
   }
-  return pass_mask(inputs, y);
+  return mask_view(inputs, y);
 }
 
 // ---- Masking ---------------------------------------------------------------------------------
@@ -371,10 +350,6 @@ Tensor Masking::call(const Tensor& inputs, bool) {
 // ---- Add, Multiply, Concatenate --------------------------------------------------------------
 
 namespace {
-[[noreturn]] void needs_list(const Layer& layer) {
-  throw ValueError(fmt::format("{}: a merge layer should be called on a list of inputs, e.g. layer({{x, y}})",
-                               who(layer)));
-}
 }  // namespace
 
 Add::Add(AddOptions options) : Layer(std::move(options.name)) {}
@@ -439,7 +414,7 @@ Tensor Rescaling::call(const Tensor& inputs, bool) {
   const Tensor& x = inputs;
   Tensor y = mul(x, scalar_like(x, scale_));
   if (options_.offset != 0) y = add(y, scalar_like(x, options_.offset));
-  return pass_mask(inputs, y);
+  return mask_view(inputs, y);
 }
 
 // ---- Embedding -------------------------------------------------------------------------------

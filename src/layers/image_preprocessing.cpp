@@ -21,39 +21,22 @@
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/reduce.hpp"
 #include "keel/ops/shape.hpp"
+#include "layers/image_batch.hpp"
 #include "layers/layer_util.hpp"
 
 namespace keel::layers {
+
+using detail::Fill;
+using detail::from_batch;
+using detail::ImageBatch;
+using detail::parse_fill;
+using detail::require_image_rank;
+using detail::to_batch;
 
 using detail::checked_data_format;
 using detail::who;
 
 namespace {
-
-void require_image_rank(const Layer& layer, const Shape& s) {
-  if (s.rank() != 3 && s.rank() != 4)
-    throw ShapeError(fmt::format("{}: expected an image (rank 3) or a batch of images (rank 4), got shape {}",
-                                 who(layer), s.to_string()));
-}
-
-struct Batch {
-  Tensor x;  // NHWC
-  bool single = false, channels_first = false;
-};
-
-Batch to_batch(const Tensor& in, const std::string& data_format) {
-  Batch b;
-  b.single = in.rank() == 3;
-  b.channels_first = data_format == "channels_first";
-  b.x = b.single ? expand_dims(in, 0) : in;
-  if (b.channels_first) b.x = transpose(b.x, {0, 2, 3, 1});
-  return b;
-}
-
-Tensor from_batch(const Batch& b, Tensor y) {
-  if (b.channels_first) y = transpose(y, {0, 3, 1, 2});
-  return b.single ? squeeze(y, {0}) : y;
-}
 
 // ---- taps ------------------------------------------------------------------------------------
 
@@ -163,17 +146,6 @@ Tensor crop_to_aspect(const Tensor& x, std::int64_t height, std::int64_t width) 
       static_cast<std::int64_t>(static_cast<float>(h * width) / static_cast<float>(height)), 1, w);
   if (crop_h == h && crop_w == w) return x;
   return slice(x, {0, (h - crop_h) / 2, (w - crop_w) / 2, 0}, {-1, crop_h, crop_w, -1});
-}
-
-enum class Fill { reflect, wrap, constant, nearest };
-
-Fill parse_fill(const Layer& layer, const std::string& mode) {
-  if (mode == "reflect") return Fill::reflect;
-  if (mode == "wrap") return Fill::wrap;
-  if (mode == "constant") return Fill::constant;
-  if (mode == "nearest") return Fill::nearest;
-  throw ValueError(fmt::format("{}: fill_mode must be \"reflect\", \"wrap\", \"constant\" or \"nearest\", got \"{}\"",
-                               who(layer), mode));
 }
 
 void check_interpolation(const Layer& layer, const std::string& interpolation) {
@@ -308,7 +280,7 @@ void Resizing::build(const Shape& s) { require_image_rank(*this, s); }
 void Resizing::check_input_shape(const Shape& s) const { require_image_rank(*this, s); }
 
 Tensor Resizing::call(const Tensor& inputs, bool) {
-  Batch b = to_batch(inputs, options_.data_format);
+  ImageBatch b = to_batch(inputs, options_.data_format);
   const bool bilinear = options_.interpolation == "bilinear";
   const std::int64_t h = b.x.shape()[1], w = b.x.shape()[2];
   if ((h == 0 || w == 0) && b.x.shape()[0] * b.x.shape()[3] > 0)
@@ -342,7 +314,7 @@ void CenterCrop::build(const Shape& s) { require_image_rank(*this, s); }
 void CenterCrop::check_input_shape(const Shape& s) const { require_image_rank(*this, s); }
 
 Tensor CenterCrop::call(const Tensor& inputs, bool) {
-  Batch b = to_batch(inputs, options_.data_format);
+  ImageBatch b = to_batch(inputs, options_.data_format);
   const std::int64_t h = b.x.shape()[1], w = b.x.shape()[2];
   if (h >= height_ && w >= width_)
     return from_batch(b, slice(b.x, {0, (h - height_) / 2, (w - width_) / 2, 0}, {-1, height_, width_, -1}));
@@ -368,7 +340,7 @@ void RandomRotation::check_input_shape(const Shape& s) const { require_image_ran
 
 Tensor RandomRotation::call(const Tensor& inputs, bool training) {
   if (!training) return inputs;
-  Batch b = to_batch(inputs, options_.data_format);
+  ImageBatch b = to_batch(inputs, options_.data_format);
   const std::int64_t n = b.x.shape()[0], h = b.x.shape()[1], w = b.x.shape()[2];
   const std::vector<double> u = random_.uniform(n);
   std::vector<std::array<double, 6>> m(static_cast<std::size_t>(n));
@@ -413,7 +385,7 @@ void RandomZoom::check_input_shape(const Shape& s) const { require_image_rank(*t
 
 Tensor RandomZoom::call(const Tensor& inputs, bool training) {
   if (!training) return inputs;
-  Batch b = to_batch(inputs, options_.data_format);
+  ImageBatch b = to_batch(inputs, options_.data_format);
   const std::int64_t n = b.x.shape()[0], h = b.x.shape()[1], w = b.x.shape()[2];
   // Every image's height zoom, then every image's width zoom.
   const std::vector<double> u = random_.uniform(2 * n);

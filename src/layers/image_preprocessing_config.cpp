@@ -52,7 +52,7 @@ using detail::write_fields;
 using json = nlohmann::json;
 
 // A factor as it was given: one number, or a pair.
-json factor_json(const ImageFactor& f) { return f.pair ? json::array({f.lower, f.upper}) : json(f.upper); }
+json image_factor_json(const ImageFactor& f) { return f.pair ? json::array({f.lower, f.upper}) : json(f.upper); }
 
 ImageFactor read_factor(const detail::Args& a, const json& c, const char* key, const char* cls) {
   const json* v = a.find(key);
@@ -92,22 +92,22 @@ nlohmann::json CenterCrop::get_config() const {
 
 nlohmann::json RandomRotation::get_config() const {
   auto c = Layer::get_config();
-  c["factor"] = factor_json(factor_);
+  c["factor"] = image_factor_json(factor_);
   write_fields(c, options_);
   return c;
 }
 
 nlohmann::json RandomZoom::get_config() const {
   auto c = Layer::get_config();
-  c["height_factor"] = factor_json(height_factor_);
-  c["width_factor"] = width_factor_ ? factor_json(*width_factor_) : json(nullptr);
+  c["height_factor"] = image_factor_json(height_factor_);
+  c["width_factor"] = width_factor_ ? image_factor_json(*width_factor_) : json(nullptr);
   write_fields(c, options_);
   return c;
 }
 
 nlohmann::json RandomContrast::get_config() const {
   auto c = Layer::get_config();
-  c["factor"] = factor_json(factor_);
+  c["factor"] = image_factor_json(factor_);
   c["value_range"] = json::array({options_.value_range[0], options_.value_range[1]});
   write_fields(c, options_);
   return c;
@@ -115,7 +115,7 @@ nlohmann::json RandomContrast::get_config() const {
 
 nlohmann::json RandomBrightness::get_config() const {
   auto c = Layer::get_config();
-  c["factor"] = factor_json(factor_);
+  c["factor"] = image_factor_json(factor_);
   c["value_range"] = json::array({options_.value_range[0], options_.value_range[1]});
   write_fields(c, options_);
   return c;

@@ -36,6 +36,59 @@ Tensor as_dtype(const Tensor& t, DType dtype) { return !t.defined() || t.dtype()
 
 Tensor like(const Tensor& w, const Tensor& x) { return as_dtype(w, x.dtype()); }
 
+Tensor as_bool(const Tensor& t) { return as_dtype(t, DType::bool_); }
+
+std::string ctor_label(const char* cls, const std::string& name) {
+  return name.empty() ? std::string(cls) : fmt::format("{} '{}'", cls, name);
+}
+
+Tensor pass_mask(const Tensor& input, Tensor output) {
+  const Tensor mask = get_mask(input);
+  return mask.defined() ? attach_mask(std::move(output), mask) : output;
+}
+
+Tensor merged_mask(const std::vector<Tensor>& inputs) {
+  Tensor mask;
+  for (const auto& x : inputs) {
+    const Tensor m = get_mask(x);
+    if (!m.defined()) continue;
+    mask = mask.defined() ? logical_and(mask, m) : m;
+  }
+  return mask;
+}
+
+std::vector<Shape> shapes_of(const std::vector<Tensor>& xs) {
+  std::vector<Shape> out;
+  out.reserve(xs.size());
+  for (const auto& x : xs) out.push_back(x.shape());
+  return out;
+}
+
+std::string shapes_text(const std::vector<Shape>& shapes) {
+  std::string out;
+  for (const auto& s : shapes) out += (out.empty() ? "" : ", ") + s.to_string();
+  return out;
+}
+
+[[noreturn]] void needs_list(const Layer& layer) {
+  throw ValueError(fmt::format("{}: a merge layer should be called on a list of inputs, e.g. layer({{x, y}})",
+                               who(layer)));
+}
+
+Tensor and_masks(const Tensor& a, const Tensor& b) {
+  if (!a.defined()) return b;
+  if (!b.defined()) return a;
+  return logical_and(a, b);
+}
+
+int normalized_axis(const Layer& layer, int axis, const Shape& s) {
+  const auto rank = static_cast<int>(s.rank());
+  if (axis < -rank || axis >= rank)
+    throw ValueError(fmt::format("{}: axis {} is out of range for an input of shape {} (rank {})", who(layer), axis,
+                                 s.to_string(), rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
 Tensor attach_mask(Tensor y, const Tensor& mask) {
   y.impl()->keras_mask = mask.defined() ? mask.impl_ptr() : nullptr;
   return y;

@@ -34,12 +34,31 @@ auto in_layer(const Layer& layer, F&& f) {
 // turned it off.
 Variable& required(const Layer& layer, Variable* v, const char* what, const char* flag);
 
+// `axis` (negative counts from the end) as an index into the dimensions of `s`; ValueError naming
+// the layer when it is out of range.
+int normalized_axis(const Layer& layer, int axis, const Shape& s);
+
 std::string lowercase(std::string s);
 // Keras lower-cases data_format before checking it; so do we. ValueError naming the layer.
 std::string checked_data_format(const Layer& layer, const std::string& data_format);
 
 // t in `dtype`; an undefined t (an optional weight) stays undefined.
 Tensor as_dtype(const Tensor& t, DType dtype);
+// "Dense" or "Dense 'head'": how a layer's constructor names it in errors (before a name exists).
+std::string ctor_label(const char* cls, const std::string& name);
+// The output carries the input's mask (Keras' supports_masking layers); attach_mask below.
+Tensor pass_mask(const Tensor& input, Tensor output);
+// Keras' merge layers: the output is masked where any input is (the logical and of the masks).
+Tensor merged_mask(const std::vector<Tensor>& inputs);
+std::vector<Shape> shapes_of(const std::vector<Tensor>& xs);
+// "[2,3], [2,4]": shapes for an error message.
+std::string shapes_text(const std::vector<Shape>& shapes);
+// The ValueError of a merge layer called on one tensor.
+[[noreturn]] void needs_list(const Layer& layer);
+// A mask (any dtype) as bool.
+Tensor as_bool(const Tensor& t);
+// Both masks (logical and); an undefined mask is all true, so the other one is returned.
+Tensor and_masks(const Tensor& a, const Tensor& b);
 // A weight (float32) in the dtype of the input it meets.
 Tensor like(const Tensor& w, const Tensor& x);
 

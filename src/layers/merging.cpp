@@ -18,39 +18,16 @@
 
 namespace keel::layers {
 
+using detail::merged_mask;
+using detail::needs_list;
+using detail::shapes_of;
+using detail::shapes_text;
+
 using detail::who;
 
 namespace {
 
-std::string shapes_text(const std::vector<Shape>& shapes) {
-  std::string out;
-  for (const auto& s : shapes) out += (out.empty() ? "" : ", ") + s.to_string();
-  return out;
-}
-
-std::vector<Shape> shapes_of(const std::vector<Tensor>& xs) {
-  std::vector<Shape> out;
-  out.reserve(xs.size());
-  for (const auto& x : xs) out.push_back(x.shape());
-  return out;
-}
-
-[[noreturn]] void needs_list(const Layer& layer) {
-  throw ValueError(fmt::format("{}: a merge layer should be called on a list of inputs, e.g. layer({{x, y}})",
-                               who(layer)));
-}
-
 // Keras' Merge.compute_mask: an output step is kept where every input's mask keeps it.
-Tensor merged_mask(const std::vector<Tensor>& inputs) {
-  Tensor mask;
-  for (const auto& x : inputs) {
-    const Tensor m = get_mask(x);
-    if (!m.defined()) continue;
-    mask = mask.defined() ? logical_and(mask, m) : m;
-  }
-  return mask;
-}
-
 }  // namespace
 
 // ---- elementwise merges ----------------------------------------------------------------------

@@ -26,18 +26,11 @@ namespace keel::layers {
 
 using detail::in_layer;
 using detail::like;
+using detail::normalized_axis;
 using detail::required;
 using detail::who;
 
 namespace {
-
-int normalized_axis(const Layer& layer, int axis, const Shape& s) {
-  const auto rank = static_cast<int>(s.rank());
-  if (axis < -rank || axis >= rank)
-    throw ValueError(fmt::format("{}: axis {} is out of range for an input of shape {} (rank {})", who(layer), axis,
-                                 s.to_string(), rank));
-  return axis < 0 ? axis + rank : axis;
-}
 
 void check_epsilon(const Layer& layer, double epsilon) {
   if (!(epsilon > 0) || !std::isfinite(epsilon))

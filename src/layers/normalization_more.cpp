@@ -15,6 +15,7 @@
 #include "keel/layers/normalization.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
+#include "keel/ops/nn.hpp"
 #include "keel/ops/reduce.hpp"
 #include "keel/ops/shape.hpp"
 #include "layers/layer_util.hpp"
@@ -22,27 +23,9 @@
 namespace keel::layers {
 
 using detail::like;
+using detail::normalized_axis;
 using detail::required;
 using detail::who;
-
-namespace {
-
-int normalized_axis(const Layer& layer, int axis, const Shape& s) {
-  const auto rank = static_cast<int>(s.rank());
-  if (axis < -rank || axis >= rank)
-    throw ValueError(fmt::format("{}: axis {} is out of range for an input of shape {} (rank {})", who(layer), axis,
-                                 s.to_string(), rank));
-  return axis < 0 ? axis + rank : axis;
-}
-
-// The mean and the biased variance of x over `axes`, kept as size-1 dimensions (ops.moments).
-std::pair<Tensor, Tensor> moments(const Tensor& x, const std::vector<int>& axes) {
-  const Tensor mean = reduce_mean(x, axes, true);
-  const Tensor var = reduce_mean(square(sub(x, mean)), axes, true);
-  return {mean, var};
-}
-
-}  // namespace
 
 // ---- GroupNormalization ----------------------------------------------------------------------
 
@@ -97,7 +80,7 @@ Tensor GroupNormalization::call(const Tensor& inputs, bool) {
   std::vector<int> axes;
   for (int d = 1; d < static_cast<int>(grouped.size()); ++d)
     if (d != axis_) axes.push_back(d);
-  auto [mean, var] = moments(g, axes);
+  auto [mean, var] = keel::moments(g, axes, true);  // biased variance, kept dims (ops.moments)
   Tensor y = reshape(mul(sub(g, mean), rsqrt(add(var, scalar_like(var, options_.epsilon)))), s);
   // gamma and beta per channel, broadcast over the other axes.
   std::vector<std::int64_t> bshape(static_cast<std::size_t>(s.rank()), 1);

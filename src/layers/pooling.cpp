@@ -25,10 +25,6 @@ void validate_window(const Layer& layer, Size pool, Options& o) {
   o.data_format = checked_data_format(layer, o.data_format);
 }
 
-void build_rank(const Layer& layer, const Shape& s, std::int64_t rank, const std::string& data_format) {
-  detail::rank_is(layer, s, rank, detail::layout_of(rank, data_format == "channels_first"));
-}
-
 // The spatial axes of a rank-r input: 1 .. r-2 (channels_last) or 2 .. r-1 (channels_first).
 std::vector<int> spatial_axes(std::int64_t rank, const std::string& data_format) {
   const int first = data_format == "channels_first" ? 2 : 1;
@@ -46,7 +42,7 @@ using Triple = std::array<int, 3>;
       : Layer(options.name), pool_size_(pool_size), options_(std::move(options)) {                        \
     validate_window(*this, pool_size_, options_);                                                         \
   }                                                                                                       \
-  void Class::build(const Shape& s) { build_rank(*this, s, rank, options_.data_format); }                 \
+  void Class::build(const Shape& s) { detail::build_rank(*this, s, rank, options_.data_format); }                 \
   void Class::check_input_shape(const Shape& s) const { detail::same_rank(*this, s, built_shape()); }     \
   Tensor Class::call(const Tensor& inputs, bool) {                                                        \
     return detail::in_channels_last(*this, inputs, options_.data_format == "channels_first",              \
@@ -63,7 +59,7 @@ KEEL_WINDOW_POOLING(AveragePooling3D, Triple, Pooling3DOptions, 5, avg_pool3d)
   Class::Class(GlobalPoolingOptions options) : Layer(options.name), options_(std::move(options)) {    \
     options_.data_format = checked_data_format(*this, options_.data_format);                          \
   }                                                                                                    \
-  void Class::build(const Shape& s) { build_rank(*this, s, rank, options_.data_format); }              \
+  void Class::build(const Shape& s) { detail::build_rank(*this, s, rank, options_.data_format); }              \
   void Class::check_input_shape(const Shape& s) const { detail::same_rank(*this, s, built_shape()); }  \
   Tensor Class::call(const Tensor& inputs, bool) {                                                     \
     return detail::in_layer(*this, [&] {                                                               \

@@ -25,10 +25,18 @@
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/shape.hpp"
+#include "layers/image_batch.hpp"
 #include "layers/layer_util.hpp"
 #include "ops/philox.hpp"
 
 namespace keel::layers {
+
+using detail::Fill;
+using detail::from_batch;
+using detail::ImageBatch;
+using detail::parse_fill;
+using detail::require_image_rank;
+using detail::to_batch;
 
 using detail::checked_data_format;
 using detail::who;
@@ -66,32 +74,6 @@ std::vector<double> detail::AugmentationRandom::uniform(std::int64_t count) {
 }
 
 namespace {
-
-void require_image_rank(const Layer& layer, const Shape& s) {
-  if (s.rank() != 3 && s.rank() != 4)
-    throw ShapeError(fmt::format("{}: expected an image (rank 3) or a batch of images (rank 4), got shape {}",
-                                 who(layer), s.to_string()));
-}
-
-// The input as an NHWC batch, and the way back to its own layout.
-struct Batch {
-  Tensor x;
-  bool single = false, channels_first = false;
-};
-
-Batch to_batch(const Tensor& in, const std::string& data_format) {
-  Batch b;
-  b.single = in.rank() == 3;
-  b.channels_first = data_format == "channels_first";
-  b.x = b.single ? expand_dims(in, 0) : in;
-  if (b.channels_first) b.x = transpose(b.x, {0, 2, 3, 1});
-  return b;
-}
-
-Tensor from_batch(const Batch& b, Tensor y) {
-  if (b.channels_first) y = transpose(y, {0, 3, 1, 2});
-  return b.single ? squeeze(y, {0}) : y;
-}
 
 // One resampled axis: for image n and output position i (entry n * out + i), source positions
 // index[k] with weights weight[k] (k = 0, 1), plus fill_weight times the fill value.
@@ -178,7 +160,7 @@ void RandomFlip::check_input_shape(const Shape& s) const { require_image_rank(*t
 Tensor RandomFlip::call(const Tensor& inputs, bool training) {
   const Tensor& x = inputs;  // in the compute dtype (Layer::operator())
   if (!training) return x;
-  Batch b = to_batch(x, options_.data_format);
+  ImageBatch b = to_batch(x, options_.data_format);
   const std::int64_t n = b.x.shape()[0];
   std::vector<int> axes;  // NHWC: width is axis 2, height axis 1
   if (mode_ != "vertical") axes.push_back(2);
@@ -222,7 +204,7 @@ void RandomCrop::build(const Shape& s) { require_image_rank(*this, s); }
 void RandomCrop::check_input_shape(const Shape& s) const { require_image_rank(*this, s); }
 
 Tensor RandomCrop::call(const Tensor& inputs, bool training) {
-  Batch b = to_batch(inputs, options_.data_format);
+  ImageBatch b = to_batch(inputs, options_.data_format);
   const std::int64_t h = b.x.shape()[1], w = b.x.shape()[2];
   Tensor y;
   if (training && h >= height_ && w >= width_) {
@@ -248,17 +230,6 @@ Tensor RandomCrop::call(const Tensor& inputs, bool training) {
 // ---- RandomTranslation -----------------------------------------------------------------------
 
 namespace {
-
-enum class Fill { reflect, wrap, constant, nearest };
-
-Fill parse_fill(const Layer& layer, const std::string& mode) {
-  if (mode == "reflect") return Fill::reflect;
-  if (mode == "wrap") return Fill::wrap;
-  if (mode == "constant") return Fill::constant;
-  if (mode == "nearest") return Fill::nearest;
-  throw ValueError(fmt::format("{}: fill_mode must be \"reflect\", \"wrap\", \"constant\" or \"nearest\", got \"{}\"",
-                               who(layer), mode));
-}
 
 // Where source position p (possibly outside [0, len)) reads from; -1 for the fill value.
 std::int64_t map_position(std::int64_t p, std::int64_t len, Fill fill) {
@@ -350,7 +321,7 @@ void RandomTranslation::check_input_shape(const Shape& s) const { require_image_
 Tensor RandomTranslation::call(const Tensor& inputs, bool training) {
   const Tensor& x = inputs;  // in the compute dtype (Layer::operator())
   if (!training) return x;
-  Batch b = to_batch(x, options_.data_format);
+  ImageBatch b = to_batch(x, options_.data_format);
   const std::int64_t n = b.x.shape()[0], h = b.x.shape()[1], w = b.x.shape()[2];
   // Keras' order: every image's height shift, then every image's width shift.
   const std::vector<double> u = random_.uniform(2 * n);

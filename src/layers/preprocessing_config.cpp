@@ -36,7 +36,7 @@ using detail::write_fields;
 using json = nlohmann::json;
 
 // A factor as it was given: one number, or a pair.
-json factor_json(const TranslationFactor& f) { return f.pair ? json::array({f.lower, f.upper}) : json(f.upper); }
+json translation_factor_json(const TranslationFactor& f) { return f.pair ? json::array({f.lower, f.upper}) : json(f.upper); }
 
 TranslationFactor translation_factor(const detail::Args& a, const json& c, const char* key) {
   auto it = c.find(key);
@@ -67,8 +67,8 @@ nlohmann::json RandomCrop::get_config() const {
 
 nlohmann::json RandomTranslation::get_config() const {
   auto c = Layer::get_config();
-  c["height_factor"] = factor_json(height_factor_);
-  c["width_factor"] = factor_json(width_factor_);
+  c["height_factor"] = translation_factor_json(height_factor_);
+  c["width_factor"] = translation_factor_json(width_factor_);
   write_fields(c, options_);
   return c;
 }

@@ -20,13 +20,12 @@
 
 namespace keel::layers {
 
+using detail::ctor_label;
+using detail::pass_mask;
+
 using detail::who;
 
 namespace {
-
-std::string ctor_label(const char* cls, const std::string& name) {
-  return name.empty() ? std::string(cls) : fmt::format("{} '{}'", cls, name);
-}
 
 // Keras' check for a drop rate; 1 is refused too, as the kept values would be scaled by 1 / 0.
 void check_rate(const char* cls, const std::string& name, double rate) {
@@ -49,11 +48,6 @@ Tensor draw(const std::optional<std::uint64_t>& seed, std::uint64_t& calls, cons
   random::SeedGenerator gen(call_seed(*seed, calls++));
   random::GeneratorScope scope(gen);
   return f();
-}
-
-Tensor pass_mask(const Tensor& input, Tensor output) {
-  const Tensor mask = get_mask(input);
-  return mask.defined() ? detail::attach_mask(std::move(output), mask) : output;
 }
 
 bool training_now(bool training) { return training || in_training_call(); }

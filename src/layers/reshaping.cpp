@@ -21,10 +21,6 @@ namespace {
 
 int first_spatial(const std::string& data_format) { return data_format == "channels_first" ? 2 : 1; }
 
-void build_rank(const Layer& layer, const Shape& s, std::int64_t rank, const std::string& data_format) {
-  detail::rank_is(layer, s, rank, detail::layout_of(rank, data_format == "channels_first"));
-}
-
 // Each spatial axis a repeated size[a] times (nearest-neighbour upsampling).
 template <std::size_t R>
 Tensor repeat_axes(const Tensor& x, const std::array<int, R>& size, int first) {
@@ -74,7 +70,7 @@ UpSampling1D::UpSampling1D(int size, UpSampling1DOptions options)
     : Layer(options.name), size_(size), options_(std::move(options)) {
   positive(*this, "size", size_);
 }
-void UpSampling1D::build(const Shape& s) { build_rank(*this, s, 3, "channels_last"); }
+void UpSampling1D::build(const Shape& s) { detail::build_rank(*this, s, 3, "channels_last"); }
 void UpSampling1D::check_input_shape(const Shape& s) const { detail::same_rank(*this, s, built_shape()); }
 Tensor UpSampling1D::call(const Tensor& x, bool) {
   return detail::in_layer(*this, [&] { return repeat(x, size_, 1); });
@@ -89,7 +85,7 @@ UpSampling2D::UpSampling2D(std::array<int, 2> size, UpSampling2DOptions options)
     throw ValueError(fmt::format("{}: interpolation must be \"nearest\" or \"bilinear\", got \"{}\"", who(*this),
                                  options_.interpolation));
 }
-void UpSampling2D::build(const Shape& s) { build_rank(*this, s, 4, options_.data_format); }
+void UpSampling2D::build(const Shape& s) { detail::build_rank(*this, s, 4, options_.data_format); }
 void UpSampling2D::check_input_shape(const Shape& s) const { detail::same_rank(*this, s, built_shape()); }
 Tensor UpSampling2D::call(const Tensor& inputs, bool) {
   if (options_.interpolation == "nearest")
@@ -104,7 +100,7 @@ UpSampling3D::UpSampling3D(std::array<int, 3> size, UpSampling3DOptions options)
   positive(*this, "size", size_);
   options_.data_format = checked_data_format(*this, options_.data_format);
 }
-void UpSampling3D::build(const Shape& s) { build_rank(*this, s, 5, options_.data_format); }
+void UpSampling3D::build(const Shape& s) { detail::build_rank(*this, s, 5, options_.data_format); }
 void UpSampling3D::check_input_shape(const Shape& s) const { detail::same_rank(*this, s, built_shape()); }
 Tensor UpSampling3D::call(const Tensor& x, bool) {
   return detail::in_layer(*this, [&] { return repeat_axes(x, size_, first_spatial(options_.data_format)); });
@@ -133,7 +129,7 @@ std::string data_format_of(const Layer& layer, Options& o) {
     check_margins(*this, margins_, what);                                                                   \
     data_format_of(*this, options_);                                                                        \
   }                                                                                                         \
-  void Class::build(const Shape& s) { build_rank(*this, s, rank, data_format_of(*this, options_)); }        \
+  void Class::build(const Shape& s) { detail::build_rank(*this, s, rank, data_format_of(*this, options_)); }        \
   void Class::check_input_shape(const Shape& s) const { detail::same_rank(*this, s, built_shape()); }       \
   Tensor Class::call(const Tensor& x, bool) {                                                               \
     const int first = first_spatial(data_format_of(*this, options_));                                       \

@@ -24,9 +24,7 @@ namespace keel::losses {
 
 namespace {
 
-constexpr double kEpsilon = 1e-7;  // keras.backend.epsilon()
-
-Tensor c(const Tensor& like, double v) { return scalar_like(like, v); }
+constexpr double kBackendEpsilon = 1e-7;  // keras.backend.epsilon()
 
 // y_true as y_pred's dtype, both brought to the same rank (squeeze_or_expand_to_same_rank), and
 // then required to have the same shape: Keras would broadcast [N, 1] against [N], which turns
@@ -53,8 +51,8 @@ int one_axis(const Tensor& x, int axis, const char* op) {
 Tensor hinge_labels(const Tensor& t) {
   if (t.size() == 0) return t;
   const bool binary =
-      reduce_all(logical_or(equal(t, c(t, 0)), equal(t, c(t, 1)))).item<bool>();
-  return binary ? sub(mul(t, c(t, 2)), c(t, 1)) : t;
+      reduce_all(logical_or(equal(t, scalar_like(t, 0)), equal(t, scalar_like(t, 1)))).item<bool>();
+  return binary ? sub(mul(t, scalar_like(t, 2)), scalar_like(t, 1)) : t;
 }
 
 void check_range(double v, double lo, double hi, const char* op, const char* what) {
@@ -69,7 +67,7 @@ Tensor hinge(const Tensor& y_true, const Tensor& y_pred) {
     auto [t, p] = prepare(y_true, y_pred, "hinge");
     one_axis(p, -1, "hinge");
     // mean(maximum(1 - y p, 0), axis=-1)
-    return reduce_mean(maximum(sub(c(p, 1), mul(hinge_labels(t), p)), 0.0), {-1});
+    return reduce_mean(maximum(sub(scalar_like(p, 1), mul(hinge_labels(t), p)), 0.0), {-1});
   });
 }
 
@@ -78,7 +76,7 @@ Tensor squared_hinge(const Tensor& y_true, const Tensor& y_pred) {
     auto [t, p] = prepare(y_true, y_pred, "squared_hinge");
     one_axis(p, -1, "squared_hinge");
     // mean(square(maximum(1 - y p, 0)), axis=-1)
-    return reduce_mean(square(maximum(sub(c(p, 1), mul(hinge_labels(t), p)), 0.0)), {-1});
+    return reduce_mean(square(maximum(sub(scalar_like(p, 1), mul(hinge_labels(t), p)), 0.0)), {-1});
   });
 }
 
@@ -91,8 +89,8 @@ Tensor categorical_hinge(const Tensor& y_true, const Tensor& y_pred) {
                                    p.shape().to_string()));
     // pos = sum(y p, -1); neg = max((1 - y) p, -1); max(neg - pos + 1, 0)
     const Tensor pos = reduce_sum(mul(t, p), {-1});
-    const Tensor neg = reduce_max(mul(sub(c(t, 1), t), p), {-1});
-    return maximum(add(sub(neg, pos), c(pos, 1)), 0.0);
+    const Tensor neg = reduce_max(mul(sub(scalar_like(t, 1), t), p), {-1});
+    return maximum(add(sub(neg, pos), scalar_like(pos, 1)), 0.0);
   });
 }
 
@@ -102,7 +100,7 @@ Tensor log_cosh(const Tensor& y_true, const Tensor& y_pred) {
     one_axis(p, -1, "log_cosh");
     // log(cosh(x)) = x + softplus(-2x) - log(2), x = p - y: finite where cosh overflows.
     const Tensor x = sub(p, t);
-    return reduce_mean(sub(add(x, softplus(mul(x, c(x, -2)))), c(x, std::log(2.0))), {-1});
+    return reduce_mean(sub(add(x, softplus(mul(x, scalar_like(x, -2)))), scalar_like(x, std::log(2.0))), {-1});
   });
 }
 
@@ -111,7 +109,7 @@ Tensor poisson(const Tensor& y_true, const Tensor& y_pred) {
     auto [t, p] = prepare(y_true, y_pred, "poisson");
     one_axis(p, -1, "poisson");
     // mean(p - y log(p + epsilon), axis=-1)
-    return reduce_mean(sub(p, mul(t, log(add(p, c(p, kEpsilon))))), {-1});
+    return reduce_mean(sub(p, mul(t, log(add(p, scalar_like(p, kBackendEpsilon))))), {-1});
   });
 }
 
@@ -121,8 +119,8 @@ Tensor cosine_similarity(const Tensor& y_true, const Tensor& y_pred, int axis) {
     const int a = one_axis(p, axis, "cosine_similarity");
     // Keras' normalize: x * rsqrt(max(sum(x^2), epsilon^2)), i.e. tf.math.l2_normalize with
     // epsilon^2, so a zero vector gives 0 (and a finite gradient).
-    const Tensor pn = l2_normalize(p, {a}, kEpsilon * kEpsilon);
-    const Tensor tn = l2_normalize(t, {a}, kEpsilon * kEpsilon);
+    const Tensor pn = l2_normalize(p, {a}, kBackendEpsilon * kBackendEpsilon);
+    const Tensor tn = l2_normalize(t, {a}, kBackendEpsilon * kBackendEpsilon);
     return neg(reduce_sum(mul(tn, pn), {a}));
   });
 }
@@ -132,8 +130,8 @@ Tensor mean_squared_logarithmic_error(const Tensor& y_true, const Tensor& y_pred
     auto [t, p] = prepare(y_true, y_pred, "mean_squared_logarithmic_error");
     one_axis(p, -1, "mean_squared_logarithmic_error");
     // mean(square(log(max(p, eps) + 1) - log(max(y, eps) + 1)), axis=-1)
-    const Tensor first = log(add(maximum(p, kEpsilon), c(p, 1)));
-    const Tensor second = log(add(maximum(t, kEpsilon), c(t, 1)));
+    const Tensor first = log(add(maximum(p, kBackendEpsilon), scalar_like(p, 1)));
+    const Tensor second = log(add(maximum(t, kBackendEpsilon), scalar_like(t, 1)));
     return reduce_mean(square(sub(first, second)), {-1});
   });
 }
@@ -143,8 +141,8 @@ Tensor mean_absolute_percentage_error(const Tensor& y_true, const Tensor& y_pred
     auto [t, p] = prepare(y_true, y_pred, "mean_absolute_percentage_error");
     one_axis(p, -1, "mean_absolute_percentage_error");
     // 100 * mean(abs((y - p) / max(abs(y), eps)), axis=-1)
-    const Tensor diff = abs(div(sub(t, p), maximum(abs(t), kEpsilon)));
-    return mul(reduce_mean(diff, {-1}), c(p, 100));
+    const Tensor diff = abs(div(sub(t, p), maximum(abs(t), kBackendEpsilon)));
+    return mul(reduce_mean(diff, {-1}), scalar_like(p, 100));
   });
 }
 
@@ -156,18 +154,18 @@ Tensor binary_focal_crossentropy(const Tensor& y_true, const Tensor& y_pred, boo
     auto [t, p] = prepare(y_true, y_pred, op);
     const int a = one_axis(p, axis, op);
     if (label_smoothing != 0)  // y (1 - s) + 0.5 s
-      t = add(mul(t, c(t, 1 - label_smoothing)), c(t, 0.5 * label_smoothing));
+      t = add(mul(t, scalar_like(t, 1 - label_smoothing)), scalar_like(t, 0.5 * label_smoothing));
     if (from_logits) p = sigmoid(p);
     // bce = ops.binary_crossentropy(y, p, from_logits=False): p clipped to [eps, 1 - eps],
     // -(y log p + (1 - y) log(1 - p)).
-    const Tensor pc = clip_by_value(p, kEpsilon, 1 - kEpsilon);
-    const Tensor one = c(t, 1);
+    const Tensor pc = clip_by_value(p, kBackendEpsilon, 1 - kBackendEpsilon);
+    const Tensor one = scalar_like(t, 1);
     const Tensor bce = neg(add(mul(t, log(pc)), mul(sub(one, t), log(sub(one, pc)))));
     // p_t = y p + (1 - y)(1 - p) (the unclipped p, as Keras); focal factor (1 - p_t)^gamma.
     const Tensor p_t = add(mul(t, p), mul(sub(one, t), sub(one, p)));
     Tensor focal = mul(pow(sub(one, p_t), gamma), bce);
     if (apply_class_balancing)  // y alpha + (1 - y)(1 - alpha)
-      focal = mul(add(mul(t, c(t, alpha)), mul(sub(one, t), c(t, 1 - alpha))), focal);
+      focal = mul(add(mul(t, scalar_like(t, alpha)), mul(sub(one, t), scalar_like(t, 1 - alpha))), focal);
     return reduce_mean(focal, {a});
   });
 }
@@ -181,13 +179,13 @@ Tensor categorical_focal_crossentropy(const Tensor& y_true, const Tensor& y_pred
     const int a = one_axis(p, axis, op);
     if (label_smoothing != 0) {  // y (1 - s) + s / num_classes
       const double classes = static_cast<double>(p.shape()[a]);
-      t = add(mul(t, c(t, 1 - label_smoothing)), c(t, label_smoothing / classes));
+      t = add(mul(t, scalar_like(t, 1 - label_smoothing)), scalar_like(t, label_smoothing / classes));
     }
     if (from_logits) p = softmax(p, a);
     // q = p / sum(p, axis), clipped to [eps, 1 - eps]; sum(alpha (1 - q)^gamma (-y log q), axis)
-    const Tensor q = clip_by_value(div(p, reduce_sum(p, {a}, true)), kEpsilon, 1 - kEpsilon);
+    const Tensor q = clip_by_value(div(p, reduce_sum(p, {a}, true)), kBackendEpsilon, 1 - kBackendEpsilon);
     const Tensor cce = neg(mul(t, log(q)));
-    const Tensor weighting = mul(pow(sub(c(q, 1), q), gamma), c(q, alpha));
+    const Tensor weighting = mul(pow(sub(scalar_like(q, 1), q), gamma), scalar_like(q, alpha));
     return reduce_sum(mul(weighting, cce), {a});
   });
 }
@@ -198,8 +196,8 @@ Tensor dice(const Tensor& y_true, const Tensor& y_pred, std::vector<int> axes) {
     const std::vector<int> ax = detail::normalize_axes(axes, p.rank(), "dice");
     // 1 - 2 sum(y p) / (sum(y) + sum(p) + eps)
     const Tensor inter = reduce_sum(mul(t, p), ax);
-    const Tensor denom = add(add(reduce_sum(t, ax), reduce_sum(p, ax)), c(p, kEpsilon));
-    return sub(c(inter, 1), div(mul(inter, c(inter, 2)), denom));
+    const Tensor denom = add(add(reduce_sum(t, ax), reduce_sum(p, ax)), scalar_like(p, kBackendEpsilon));
+    return sub(scalar_like(inter, 1), div(mul(inter, scalar_like(inter, 2)), denom));
   });
 }
 
@@ -209,12 +207,12 @@ Tensor tversky(const Tensor& y_true, const Tensor& y_pred, double alpha, double 
     const std::vector<int> ax = detail::normalize_axes(axes, p.rank(), "tversky");
     // TP = sum(p y), FP = sum((1 - y) p), FN = sum(y (1 - p));
     // 1 - TP / (TP + alpha FP + beta FN + eps)
-    const Tensor one = c(t, 1);
+    const Tensor one = scalar_like(t, 1);
     const Tensor tp = reduce_sum(mul(p, t), ax);
     const Tensor fp = reduce_sum(mul(sub(one, t), p), ax);
     const Tensor fn = reduce_sum(mul(t, sub(one, p)), ax);
-    const Tensor denom = add(add(add(tp, mul(fp, c(fp, alpha))), mul(fn, c(fn, beta))), c(tp, kEpsilon));
-    return sub(c(tp, 1), div(tp, denom));
+    const Tensor denom = add(add(add(tp, mul(fp, scalar_like(fp, alpha))), mul(fn, scalar_like(fn, beta))), scalar_like(tp, kBackendEpsilon));
+    return sub(scalar_like(tp, 1), div(tp, denom));
   });
 }
 

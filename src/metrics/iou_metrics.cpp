@@ -36,7 +36,7 @@ std::vector<int> all_classes(const std::optional<int>& num_classes) {
   return ids;
 }
 
-std::string context_of(const Metric& m, const Tensor& t, const Tensor& p, const Tensor& w) {
+std::string iou_context(const Metric& m, const Tensor& t, const Tensor& p, const Tensor& w) {
   return fmt::format("{} ({}): y_true {}, y_pred {}, sample_weight {}: ", m.name(), m.class_name(), util::shape_of(t),
                      util::shape_of(p), util::shape_of(w));
 }
@@ -72,7 +72,7 @@ void IoU::reset_state() {
 
 void IoU::update_state(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) {
   autograd::NoRecordScope no_record;
-  util::with_context(context_of(*this, y_true, y_pred, sample_weight), [&] {
+  util::with_context(iou_context(*this, y_true, y_pred, sample_weight), [&] {
     Tensor t = util::host(y_true, name(), "y_true");
     Tensor p = util::host(y_pred, name(), "y_pred");
     // Dense labels / predictions: the most likely class along `axis`.
@@ -135,7 +135,7 @@ BinaryIoU::BinaryIoU(BinaryIoUOptions o)
 
 void BinaryIoU::update_state(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) {
   autograd::NoRecordScope no_record;
-  util::with_context(context_of(*this, y_true, y_pred, sample_weight), [&] {
+  util::with_context(iou_context(*this, y_true, y_pred, sample_weight), [&] {
     // Class 1 where y_pred >= threshold, compared in float32 as Keras.
     const Tensor p = util::host_as(y_pred, DType::float32, name(), "y_pred");
     const float threshold = static_cast<float>(options_.threshold);

@@ -29,7 +29,7 @@ Tensor prepared_pred(const Tensor& y_pred, const std::string& who) {
 // predictions [N, 1], or [N, 1] against [N]), always on the labels' side, so that the loss
 // keeps one value per sample: squeezing the predictions instead would average the whole batch
 // into one value, counted as one sample.
-std::pair<Tensor, Tensor> prepared(const Tensor& y_true, const Tensor& y_pred, const std::string& who) {
+std::pair<Tensor, Tensor> labels_aligned(const Tensor& y_true, const Tensor& y_pred, const std::string& who) {
   Tensor t = util::host(y_true, who, "y_true");
   const Tensor p = prepared_pred(y_pred, who);
   const auto last_is_one = [](const Tensor& x) { return x.rank() > 0 && x.shape()[x.rank() - 1] == 1; };
@@ -50,7 +50,7 @@ double checked_smoothing(double s, const char* who) {
 BinaryCrossentropy::BinaryCrossentropy(BinaryCrossentropyOptions o)
     : MeanMetricWrapper(
           [from_logits = o.from_logits, s = o.label_smoothing](const Tensor& t, const Tensor& p) {
-            auto [tt, pp] = prepared(t, p, "binary_crossentropy");
+            auto [tt, pp] = labels_aligned(t, p, "binary_crossentropy");
             return losses::binary_crossentropy(tt, pp, from_logits, s);
           },
           std::move(o.name), "down"),
@@ -63,7 +63,7 @@ BinaryCrossentropy::BinaryCrossentropy(BinaryCrossentropyOptions o)
 CategoricalCrossentropy::CategoricalCrossentropy(CategoricalCrossentropyOptions o)
     : MeanMetricWrapper(
           [from_logits = o.from_logits, s = o.label_smoothing, axis = o.axis](const Tensor& t, const Tensor& p) {
-            auto [tt, pp] = prepared(t, p, "categorical_crossentropy");
+            auto [tt, pp] = labels_aligned(t, p, "categorical_crossentropy");
             return losses::categorical_crossentropy(tt, pp, from_logits, s, axis);
           },
           std::move(o.name), "down"),

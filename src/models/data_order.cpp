@@ -12,7 +12,7 @@ namespace keel::models {
 
 namespace {
 
-std::string join(const std::vector<std::string>& names) {
+std::string joined_names(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
@@ -31,12 +31,12 @@ std::vector<Tensor> in_order(const ModelData& data, const std::vector<std::strin
     for (const auto& [key, t] : data.by_name)
       if (std::find(names.begin(), names.end(), key) == names.end())
         throw ValueError(fmt::format("{}: {} names '{}', which is not one of {}'s {} ({})", op, side, key, model, what,
-                                     join(names)));
+                                     joined_names(names)));
     std::vector<Tensor> out;
     for (const auto& n : names) {
       auto it = data.by_name.find(n);
       if (it == data.by_name.end())
-        throw ValueError(fmt::format("{}: {} has no entry for '{}' (the model's {}: {})", op, side, n, what, join(names)));
+        throw ValueError(fmt::format("{}: {} has no entry for '{}' (the model's {}: {})", op, side, n, what, joined_names(names)));
       out.push_back(it->second);
     }
     return out;

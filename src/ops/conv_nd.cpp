@@ -26,14 +26,14 @@ namespace {
 
 using kernel::Padding;
 
-void check_rank(const char* op, const char* what, const Tensor& t, std::int64_t rank, const char* layout) {
+void check_nd_rank(const char* op, const char* what, const Tensor& t, std::int64_t rank, const char* layout) {
   if (t.rank() != rank)
     throw ShapeError(fmt::format("{}: expected a rank-{} {} {}, got shape {}", op, rank, what, layout,
                                  t.shape().to_string()));
 }
 
 template <std::size_t R>
-void check_positive(const char* op, const char* what, const std::array<int, R>& v) {
+void check_positive_nd(const char* op, const char* what, const std::array<int, R>& v) {
   for (int e : v)
     if (e <= 0) throw ValueError(fmt::format("{}: {} must be positive, got {}", op, what, fmt::join(v, ", ")));
 }
@@ -59,9 +59,9 @@ template <class Pool2d>
 Tensor pool3d(const char* op, const Tensor& x, std::array<int, 3> pool, std::array<int, 3> strides,
               const std::string& padding, Pool2d&& pool2d) {
   detail::check_defined(x, op);
-  check_rank(op, "input", x, 5, "NDHWC [batch, depth, height, width, channels]");
-  check_positive(op, "pool size", pool);
-  check_positive(op, "strides", strides);
+  check_nd_rank(op, "input", x, 5, "NDHWC [batch, depth, height, width, channels]");
+  check_positive_nd(op, "pool size", pool);
+  check_positive_nd(op, "strides", strides);
   const Padding mode = detail::parse_padding(padding, op);
   const auto& d = x.shape().dims();
   for (int a = 0; a < 3; ++a)
@@ -93,8 +93,8 @@ void check_conv3d_operands(const char* op, const Tensor& x, const Tensor& kernel
                            std::int64_t kernel_in_axis) {
   detail::check_defined(x, op, "input");
   detail::check_defined(kernel, op, "kernel");
-  check_rank(op, "input", x, 5, "NDHWC [batch, depth, height, width, channels]");
-  check_rank(op, "kernel", kernel, 5, kernel_layout);
+  check_nd_rank(op, "input", x, 5, "NDHWC [batch, depth, height, width, channels]");
+  check_nd_rank(op, "kernel", kernel, 5, kernel_layout);
   const auto& d = x.shape().dims();
   const auto& k = kernel.shape().dims();
   if (k[static_cast<std::size_t>(kernel_in_axis)] != d[4])
@@ -113,8 +113,8 @@ Tensor conv3d(const Tensor& x, const Tensor& kernel, std::array<int, 3> strides,
               std::array<int, 3> dilation) {
   constexpr const char* op = "conv3d";
   check_conv3d_operands(op, x, kernel, "[depth, height, width, in_channels, out_channels]", 3);
-  check_positive(op, "strides", strides);
-  check_positive(op, "dilation", dilation);
+  check_positive_nd(op, "strides", strides);
+  check_positive_nd(op, "dilation", dilation);
   const Padding mode = detail::parse_padding(padding, op);
   const auto& d = x.shape().dims();
   const auto& k = kernel.shape().dims();
@@ -149,8 +149,8 @@ Tensor conv3d_transpose(const Tensor& x, const Tensor& kernel, std::array<int, 3
                         std::optional<std::array<int, 3>> output_padding, std::array<int, 3> dilation) {
   constexpr const char* op = "conv3d_transpose";
   check_conv3d_operands(op, x, kernel, "[depth, height, width, out_channels, in_channels]", 4);
-  check_positive(op, "strides", strides);
-  check_positive(op, "dilation", dilation);
+  check_positive_nd(op, "strides", strides);
+  check_positive_nd(op, "dilation", dilation);
   const Padding mode = detail::parse_padding(padding, op);
   if (output_padding)
     for (int a = 0; a < 3; ++a)
@@ -203,8 +203,8 @@ namespace {
 void check_1d(const char* op, const Tensor& x, const Tensor& kernel, const char* kernel_layout) {
   detail::check_defined(x, op, "input");
   detail::check_defined(kernel, op, "kernel");
-  check_rank(op, "input", x, 3, "NWC [batch, width, channels]");
-  check_rank(op, "kernel", kernel, 3, kernel_layout);
+  check_nd_rank(op, "input", x, 3, "NWC [batch, width, channels]");
+  check_nd_rank(op, "kernel", kernel, 3, kernel_layout);
 }
 
 }  // namespace
@@ -233,7 +233,7 @@ namespace {
 template <class Pool2d>
 Tensor pool1d(const char* op, const Tensor& x, int pool, int stride, const std::string& padding, Pool2d&& pool2d) {
   detail::check_defined(x, op);
-  check_rank(op, "input", x, 3, "NWC [batch, width, channels]");
+  check_nd_rank(op, "input", x, 3, "NWC [batch, width, channels]");
   return squeeze(pool2d(expand_dims(x, 1), std::array<int, 2>{1, pool}, std::array<int, 2>{1, stride}, padding),
                  {1});
 }

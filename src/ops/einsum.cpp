@@ -134,7 +134,7 @@ Tensor permuted(const Term& term, const Labels& order) {
 
 bool is_identity_order(const Term& term, const Labels& order) { return term.labels == order; }
 
-std::int64_t product(const Term& term, const Labels& labels) {
+std::int64_t labels_product(const Term& term, const Labels& labels) {
   std::int64_t n = 1;
   for (int l : labels) n *= size_of(term, l);
   return n;
@@ -187,7 +187,7 @@ Term contract(Term a, Term b, const Labels& keep, const std::string& equation) {
   const Labels b_plain = cat(batch, summed, b_own), b_trans = cat(batch, b_own, summed);
   const bool ta = !is_identity_order(a, a_plain) && is_identity_order(a, a_trans);
   const bool tb = !is_identity_order(b, b_plain) && is_identity_order(b, b_trans);
-  const std::int64_t nb = product(a, batch), m = product(a, a_own), k = product(a, summed), n = product(b, b_own);
+  const std::int64_t nb = labels_product(a, batch), m = labels_product(a, a_own), k = labels_product(a, summed), n = labels_product(b, b_own);
   // Without batch labels the product is 2-D (matmul's plain GEMM path, no batch loop).
   auto as_matrices = [&](const Tensor& t, std::int64_t rows, std::int64_t cols) {
     return batch.empty() ? reshape(t, {rows, cols}) : reshape(t, {nb, rows, cols});

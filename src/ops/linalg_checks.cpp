@@ -94,6 +94,10 @@ Tensor column_slice(const Tensor& x, std::int64_t begin, std::int64_t count) {
   return slice(x, b, s);
 }
 
+Tensor output_like(const Shape& shape, const Tensor& x, const char* op) {
+  return detail::empty_tensor(shape, x.dtype(), x.device(), op);
+}
+
 Tensor eye_like(const Tensor& x, std::int64_t n) {
   DeviceScope scope(x.device());
   return eye(n, x.dtype());

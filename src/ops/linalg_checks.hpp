@@ -35,6 +35,8 @@ Tensor swapped_view(const Tensor& x);
 Tensor column_slice(const Tensor& x, std::int64_t begin, std::int64_t count);
 // The n x n identity in x's dtype on x's device.
 Tensor eye_like(const Tensor& x, std::int64_t n);
+// An uninitialised output of `shape` in x's dtype, on x's device (`op` names a failed allocation).
+Tensor output_like(const Shape& shape, const Tensor& x, const char* op);
 // TensorFlow's _SafeReciprocal: x / (x^2 + 1e-20), 0 where x is 0.
 Tensor safe_reciprocal(const Tensor& x);
 

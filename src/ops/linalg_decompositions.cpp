@@ -26,14 +26,11 @@ using linalg_detail::column_slice;
 using linalg_detail::rows;
 using linalg_detail::safe_reciprocal;
 using linalg_detail::with_matrix;
+using linalg_detail::output_like;
 
 namespace {
 
 Tensor T(const Tensor& x) { return matrix_transpose(x); }
-
-Tensor output_like(const Shape& shape, const Tensor& x, const char* op) {
-  return detail::empty_tensor(shape, x.dtype(), x.device(), op);
-}
 
 // TF's _QrGradSquareAndDeepMatrices (m >= n, reduced q [m, n] and r [n, n]).
 Tensor qr_grad_deep(const Tensor& q, const Tensor& r, const Tensor& dq, const Tensor& dr) {

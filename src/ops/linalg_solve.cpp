@@ -19,12 +19,9 @@ using autograd::Needs;
 using linalg_detail::batch_shape;
 using linalg_detail::cols;
 using linalg_detail::rows;
+using linalg_detail::output_like;
 
 namespace {
-
-Tensor output_like(const Shape& shape, const Tensor& x, const char* op) {
-  return detail::empty_tensor(shape, x.dtype(), x.device(), op);
-}
 
 // [...] -> [..., 1, 1], to scale a batch of matrices.
 Tensor per_matrix(const Tensor& t) { return expand_dims(expand_dims(t, -1), -1); }

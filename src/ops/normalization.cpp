@@ -53,8 +53,6 @@ Tensor sum_over(const Tensor& t, const std::vector<int>& axes, bool keepdims) {
 }
 
 // A small parameter (gamma, beta, statistics) as the kernels read it: contiguous, or undefined.
-Tensor contiguous_or_none(const Tensor& t) { return t.defined() ? t.contiguous() : Tensor(); }
-
 // ---- batch norm ------------------------------------------------------------------------------
 
 // gamma, beta and the moving statistics: [C], x's dtype and device; `required` ones defined.
@@ -85,7 +83,7 @@ Grads bn_train_backward_fused(const Tensor& x, const Tensor& gamma, const Tensor
   if (need[0]) out[0] = detail::empty_tensor(x.shape(), x.dtype(), x.device());
   if (need[1]) out[1] = detail::empty_tensor(Shape{C}, x.dtype(), x.device());
   if (need[2]) out[2] = detail::empty_tensor(Shape{C}, x.dtype(), x.device());
-  backend::batch_norm_train_backward(x.contiguous(), dy.contiguous(), contiguous_or_none(gamma), mean, rstd,
+  backend::batch_norm_train_backward(x.contiguous(), dy.contiguous(), detail::contiguous_or_none(gamma), mean, rstd,
                                      out[0], out[1], out[2]);
   return out;
 }
@@ -215,8 +213,8 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& b
   Tensor y = detail::empty_tensor(x.shape(), x.dtype(), x.device());
   BatchNormResult result;
   Tensor mean, rstd;  // [C], the batch statistics the training backward reuses
-  const Tensor gc = contiguous_or_none(gamma), bc = contiguous_or_none(beta);
-  const Tensor mmc = contiguous_or_none(moving_mean), mvc = contiguous_or_none(moving_variance);
+  const Tensor gc = detail::contiguous_or_none(gamma), bc = detail::contiguous_or_none(beta);
+  const Tensor mmc = detail::contiguous_or_none(moving_mean), mvc = detail::contiguous_or_none(moving_variance);
   if (training) {
     const auto channel = [&](bool defined) {
       return defined ? detail::empty_tensor(Shape{C}, x.dtype(), x.device()) : Tensor();
@@ -314,7 +312,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, std:
   Tensor y = detail::empty_tensor(x.shape(), x.dtype(), x.device());
   Tensor mean = detail::empty_tensor(kept_shape, x.dtype(), x.device());
   Tensor rstd = detail::empty_tensor(kept_shape, x.dtype(), x.device());
-  backend::layer_norm(xc, contiguous_or_none(gamma), contiguous_or_none(beta), epsilon, y, mean, rstd);
+  backend::layer_norm(xc, detail::contiguous_or_none(gamma), detail::contiguous_or_none(beta), epsilon, y, mean, rstd);
 
   if (autograd::recording())
     autograd::record(op, {x, gamma, beta}, {y},
@@ -326,7 +324,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, std:
                          if (n[0]) out[0] = detail::empty_tensor(x.shape(), x.dtype(), x.device());
                          if (n[1]) out[1] = detail::empty_tensor(gamma.shape(), x.dtype(), x.device());
                          if (n[2]) out[2] = detail::empty_tensor(beta.shape(), x.dtype(), x.device());
-                         backend::layer_norm_backward(x.contiguous(), g[0].contiguous(), contiguous_or_none(gamma),
+                         backend::layer_norm_backward(x.contiguous(), g[0].contiguous(), detail::contiguous_or_none(gamma),
                                                       mean, rstd, out[0], out[1], out[2]);
                          return out;
                        }

@@ -71,8 +71,8 @@ WindowGeom pool_geometry(const char* op, const Tensor& x, std::array<int, 2> poo
 }
 
 
-Shape input_shape(const WindowGeom& g) { return Shape{g.n, g.h, g.w, g.c}; }
-Shape output_shape(const WindowGeom& g) { return Shape{g.n, g.ho, g.wo, g.c}; }
+Shape pool_input_shape(const WindowGeom& g) { return Shape{g.n, g.h, g.w, g.c}; }
+Shape pool_output_shape(const WindowGeom& g) { return Shape{g.n, g.ho, g.wo, g.c}; }
 
 // ---- max ---------------------------------------------------------------------------------------
 
@@ -80,7 +80,7 @@ Tensor max_pool_grad(const Tensor& x, const Tensor& dy, const WindowGeom& g);
 Tensor max_pool_gather(const Tensor& x, const Tensor& dx, const WindowGeom& g);
 
 Tensor max_pool_forward(const Tensor& x, const WindowGeom& g) {
-  Tensor y = detail::empty_tensor(output_shape(g), x.dtype(), x.device());
+  Tensor y = detail::empty_tensor(pool_output_shape(g), x.dtype(), x.device());
   backend::pool(PoolKernel::max_forward, g, x.contiguous(), Tensor(), y);
   if (autograd::recording())
     autograd::record("max_pool2d", {x}, {y}, [x, g](const Grads& gr, const Needs&) {
@@ -90,7 +90,7 @@ Tensor max_pool_forward(const Tensor& x, const WindowGeom& g) {
 }
 
 Tensor max_pool_grad(const Tensor& x, const Tensor& dy, const WindowGeom& g) {
-  Tensor dx = detail::empty_tensor(input_shape(g), x.dtype(), x.device());
+  Tensor dx = detail::empty_tensor(pool_input_shape(g), x.dtype(), x.device());
   backend::pool(PoolKernel::max_backward, g, x.contiguous(), dy.contiguous(), dx);
   if (autograd::recording())
     autograd::record("max_pool2d_grad", {x, dy}, {dx}, [x, g](const Grads& gr, const Needs& need) {
@@ -100,7 +100,7 @@ Tensor max_pool_grad(const Tensor& x, const Tensor& dy, const WindowGeom& g) {
 }
 
 Tensor max_pool_gather(const Tensor& x, const Tensor& dx, const WindowGeom& g) {
-  Tensor out = detail::empty_tensor(output_shape(g), x.dtype(), x.device());
+  Tensor out = detail::empty_tensor(pool_output_shape(g), x.dtype(), x.device());
   backend::pool(PoolKernel::max_gather, g, x.contiguous(), dx.contiguous(), out);
   if (autograd::recording())
     autograd::record("max_pool2d_grad_grad", {x, dx}, {out}, [x, g](const Grads& gr, const Needs& need) {
@@ -114,7 +114,7 @@ Tensor max_pool_gather(const Tensor& x, const Tensor& dx, const WindowGeom& g) {
 Tensor avg_pool_grad(const Tensor& dy, const WindowGeom& g);
 
 Tensor avg_pool_forward(const Tensor& x, const WindowGeom& g) {
-  Tensor y = detail::empty_tensor(output_shape(g), x.dtype(), x.device());
+  Tensor y = detail::empty_tensor(pool_output_shape(g), x.dtype(), x.device());
   backend::pool(PoolKernel::avg_forward, g, x.contiguous(), Tensor(), y);
   if (autograd::recording())
     autograd::record("avg_pool2d", {x}, {y}, [g](const Grads& gr, const Needs&) {
@@ -124,7 +124,7 @@ Tensor avg_pool_forward(const Tensor& x, const WindowGeom& g) {
 }
 
 Tensor avg_pool_grad(const Tensor& dy, const WindowGeom& g) {
-  Tensor dx = detail::empty_tensor(input_shape(g), dy.dtype(), dy.device());
+  Tensor dx = detail::empty_tensor(pool_input_shape(g), dy.dtype(), dy.device());
   backend::pool(PoolKernel::avg_backward, g, dy.contiguous(), Tensor(), dx);
   if (autograd::recording())
     autograd::record("avg_pool2d_grad", {dy}, {dx}, [g](const Grads& gr, const Needs&) {

@@ -112,8 +112,6 @@ std::int64_t check_cell_args(const char* op, int gates, std::int64_t batch, std:
 // a sequence, split gradients) are read in place; anything else is copied once.
 Tensor row_major(const Tensor& t) { return (t.shape()[1] <= 1 || t.strides()[1] == 1) ? t : t.contiguous(); }
 
-Tensor contiguous_or_none(const Tensor& t) { return t.defined() ? t.contiguous() : Tensor(); }
-
 Tensor empty_like_shape(const Tensor& like, Shape shape) {
   return detail::empty_tensor(shape, like.dtype(), like.device());
 }
@@ -171,8 +169,8 @@ LSTMState lstm_node(const char* op, const Tensor& x, const Tensor& h, const Tens
   Tensor h_new = empty_like_shape(h, Shape{batch, u});
   const Tensor x_proj = kernel.defined() ? empty_like_shape(h, Shape{batch, width}) : Tensor();
   const Tensor g_buf = empty_like_shape(h, Shape{batch, u});
-  backend::lstm_cell(cell_x(x, kernel), h.contiguous(), row_major(c), contiguous_or_none(kernel),
-                     recurrent_kernel.contiguous(), contiguous_or_none(bias), act, c_new, tanh_c, h_new, x_proj,
+  backend::lstm_cell(cell_x(x, kernel), h.contiguous(), row_major(c), detail::contiguous_or_none(kernel),
+                     recurrent_kernel.contiguous(), detail::contiguous_or_none(bias), act, c_new, tanh_c, h_new, x_proj,
                      g_buf);
 
   if (autograd::recording()) {
@@ -274,8 +272,8 @@ Tensor gru_node(const char* op, const Tensor& x, const Tensor& h, const Tensor& 
   Tensor h_new = empty_like_shape(h, Shape{batch, u});
   const Tensor x_proj = kernel.defined() ? empty_like_shape(h, Shape{batch, width}) : Tensor();
   const Tensor inner = empty_like_shape(h, Shape{batch, width});  // h @ R
-  backend::gru_cell(cell_x(x, kernel), h.contiguous(), contiguous_or_none(kernel), recurrent_kernel.contiguous(),
-                    contiguous_or_none(b_in), contiguous_or_none(b_rec), zr, rec_h, cand, h_new, x_proj, inner);
+  backend::gru_cell(cell_x(x, kernel), h.contiguous(), detail::contiguous_or_none(kernel), recurrent_kernel.contiguous(),
+                    detail::contiguous_or_none(b_in), detail::contiguous_or_none(b_rec), zr, rec_h, cand, h_new, x_proj, inner);
 
   if (autograd::recording()) {
     autograd::record(
@@ -331,7 +329,7 @@ Tensor gru_dispatch(const char* op, const Tensor& x, const Tensor& h, const Tens
 // its gradient needs no recomputation: the usual dense rule, written with ops.
 Tensor projection_node(const Tensor& x, const Tensor& kernel, const Tensor& bias) {
   Tensor y = empty_like_shape(kernel, Shape{x.shape()[0], kernel.shape()[1]});
-  backend::recurrent_input_projection(x.contiguous(), kernel.contiguous(), contiguous_or_none(bias), y);
+  backend::recurrent_input_projection(x.contiguous(), kernel.contiguous(), detail::contiguous_or_none(bias), y);
   if (autograd::recording())
     autograd::record(
         "recurrent_input_projection", {x, kernel, bias}, {y},

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/record.hpp"
+#include "optimizers/optimizer_fields.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/reduce.hpp"
@@ -19,12 +20,6 @@
 namespace keel::optimizers {
 
 namespace {
-
-// The scale and the step counter are read on the host before every step: they live on the CPU.
-std::unique_ptr<Variable> host_scalar(double value, DType dtype, std::string name) {
-  DeviceScope cpu(Device::cpu());
-  return std::make_unique<Variable>(constant(value, dtype), std::move(name), false);
-}
 
 CommonOptions named(const std::string& name) {
   CommonOptions common;
@@ -57,8 +52,8 @@ LossScaleOptimizer::LossScaleOptimizer(OptimizerRef inner_optimizer, LossScaleOp
   // Keras 3: "Disable the inner optimizer's loss scaling, otherwise gradients will be scaled
   // twice" (the dynamic scale is divided out here, a loss_scale_factor again by the inner apply).
   inner_->set_loss_scale_factor(std::nullopt);
-  step_counter_ = host_scalar(0, DType::int64, "step_counter");
-  dynamic_scale_ = host_scalar(options_.initial_scale, DType::float32, "dynamic_scale");
+  step_counter_ = detail::host_scalar(0, DType::int64, "step_counter");
+  dynamic_scale_ = detail::host_scalar(options_.initial_scale, DType::float32, "dynamic_scale");
 }
 
 LossScaleOptimizer::~LossScaleOptimizer() = default;

@@ -25,14 +25,12 @@
 
 namespace keel::optimizers {
 
-namespace {
-
-// Optimizer-wide scalars (iteration, learning rate, Nadam's u_product) live on the CPU whatever
-// the default device: they are read on the host before every update.
-std::unique_ptr<Variable> host_scalar(double value, DType dtype, std::string name) {
+std::unique_ptr<Variable> detail::host_scalar(double value, DType dtype, std::string name) {
   DeviceScope cpu(Device::cpu());
   return std::make_unique<Variable>(constant(value, dtype), std::move(name), false);
 }
+
+namespace {
 
 // Reads a scalar state variable (a checkpoint restore may have assigned it).
 template <class T>
@@ -135,7 +133,7 @@ Optimizer::Optimizer(LearningRate learning_rate, CommonOptions common, const cha
   if (common_.gradient_accumulation_steps && *common_.gradient_accumulation_steps < 2)
     throw ValueError(fmt::format("{}: `gradient_accumulation_steps` must be an integer >= 2. Received: "
                                  "gradient_accumulation_steps={}", who, *common_.gradient_accumulation_steps));
-  state_->iteration = host_scalar(0, DType::int64, "iteration");
+  state_->iteration = detail::host_scalar(0, DType::int64, "iteration");
   if (!learning_rate_.is_schedule()) set_learning_rate_variable(learning_rate_.value());
 }
 
@@ -149,7 +147,7 @@ Variable* Optimizer::learning_rate_variable() const { return state_->learning_ra
 
 void Optimizer::set_learning_rate_variable(double value) {
   // Keras keeps a constant learning rate in a float32 variable, so it is saved with the state.
-  if (!state_->learning_rate) state_->learning_rate = host_scalar(value, DType::float32, "learning_rate");
+  if (!state_->learning_rate) state_->learning_rate = detail::host_scalar(value, DType::float32, "learning_rate");
   else write_scalar(*state_->learning_rate, value);
 }
 

@@ -5,12 +5,18 @@
 #include <nlohmann/json.hpp>
 
 #include <concepts>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "keel/optimizers/optimizer.hpp"
 
 namespace keel::optimizers::detail {
+
+// Optimizer-wide scalars (iteration, learning rate, Nadam's u_product, a loss scale and its step
+// counter) live on the CPU whatever the default device: they are read on the host before every
+// update. A non-trainable Variable holding `value`.
+std::unique_ptr<Variable> host_scalar(double value, DType dtype, std::string name);
 
 // Visits the common options of any options struct (or of CommonOptions).
 template <class V, class O>
