@@ -38,6 +38,14 @@ function(keel_configure_cuda target)
     # The .cu files include "cuda/..." from the source root and "core/..." from src/.
     target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR})
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
-    target_link_libraries(${target} PRIVATE CUDA::cudart CUDA::cublas keel_cudnn)
+    # cuBLAS is opened on first use (cuda/runtime.cu, cublas_api()), not linked: its soname, and
+    # the file found here as a fallback.
+    get_target_property(cublas_library CUDA::cublas IMPORTED_LOCATION)
+    if(NOT cublas_library)
+      set(cublas_library "")
+    endif()
+    target_compile_definitions(${target} PRIVATE
+      KEEL_CUBLAS_SONAME="libcublas.so.${CUDAToolkit_VERSION_MAJOR}" KEEL_CUBLAS_LIBRARY="${cublas_library}")
+    target_link_libraries(${target} PRIVATE CUDA::cudart keel_cudnn ${CMAKE_DL_LIBS})
   endif()
 endfunction()

@@ -94,7 +94,7 @@ void gemm(DType dtype, std::int64_t m, std::int64_t n, std::int64_t k, const Mat
 
   const cublasHandle_t handle = cublas(device);
   // The _64 entry points take 64-bit sizes, so large batches and matrices need no splitting.
-  check(cublasGemmStridedBatchedEx_64(handle, op_b, op_a, n, m, k, alpha, b.data, type, ldb,
+  check(cublas_api().gemm_strided_batched(handle, op_b, op_a, n, m, k, alpha, b.data, type, ldb,
                                       b.batch_stride, a.data, type, lda, a.batch_stride, beta, c,
                                       type, ldc_, c_batch_stride, batch, compute,
                                       CUBLAS_GEMM_DEFAULT),

@@ -1,8 +1,11 @@
 // The CUDA runtime layer of the backend: device discovery, one stream and one cuBLAS/cuDNN
 // handle per device, status checks, raw device memory for the caching allocator, and copies
 // between host and device through pinned staging buffers.
+#include <dlfcn.h>
+
 #include <atomic>
 #include <cstring>
+#include <type_traits>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -79,7 +82,37 @@ void check(cudaError_t status, const char* what, int device) {
 
 void check(cublasStatus_t status, const char* what, int device) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
-  fail(what, device, std::string(cublasGetStatusName(status)) + " (" + cublasGetStatusString(status) + ")");
+  const CublasApi& api = cublas_api();
+  fail(what, device, std::string(api.status_name(status)) + " (" + api.status_string(status) + ")");
+}
+
+const CublasApi& cublas_api() {
+  // KEEL_CUBLAS_SONAME (libcublas.so.<major> of the toolkit keel was built with) is found the
+  // way a linked library would be (RUNPATH, LD_LIBRARY_PATH, the loader cache);
+  // KEEL_CUBLAS_LIBRARY, the file CMake found, is the fallback.
+  static const CublasApi api = [] {
+    void* lib = nullptr;
+    std::string errors;
+    for (const char* name : {KEEL_CUBLAS_SONAME, KEEL_CUBLAS_LIBRARY}) {
+      if (!*name) continue;
+      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+      const char* e = dlerror();
+      errors += std::string(errors.empty() ? "" : "; ") + (e ? e : name);
+    }
+    if (!lib) throw DeviceError("cuBLAS: cannot open " + std::string(KEEL_CUBLAS_SONAME) + ": " + errors);
+    CublasApi a;
+    const auto load = [lib](auto& fn, const char* symbol) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, symbol));
+      if (!fn) throw DeviceError(std::string("cuBLAS: ") + KEEL_CUBLAS_SONAME + " has no " + symbol);
+    };
+    load(a.create, "cublasCreate_v2");
+    load(a.set_stream, "cublasSetStream_v2");
+    load(a.status_name, "cublasGetStatusName");
+    load(a.status_string, "cublasGetStatusString");
+    load(a.gemm_strided_batched, "cublasGemmStridedBatchedEx_64");
+    return a;
+  }();
+  return api;
 }
 
 void check(cudnnStatus_t status, const char* what, int device) {
@@ -118,8 +151,9 @@ cublasHandle_t cublas(int device) {
   DeviceState& s = state(device);
   std::call_once(s.blas_once, [&] {
     use_device(device);
-    check(cublasCreate(&s.blas), "cublasCreate", device);
-    check(cublasSetStream(s.blas, s.stream), "cublasSetStream", device);
+    const CublasApi& api = cublas_api();
+    check(api.create(&s.blas), "cublasCreate", device);
+    check(api.set_stream(s.blas, s.stream), "cublasSetStream", device);
   });
   return s.blas;
 }

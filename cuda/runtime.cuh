@@ -26,6 +26,19 @@ void use_device(int device);
 cudaStream_t stream(int device);
 // Library handles bound to that stream, created on first use, one per device.
 cublasHandle_t cublas(int device);
+
+// cuBLAS's entry points keel calls, from libcublas opened on first use (dlopen) rather than
+// linked: loading libcublas loads libcublasLt, whose static initialisation takes about 0.4 s in
+// every process of a CUDA build, with or without a GPU (each test program, each CPU-only run).
+// DeviceError naming the library when it cannot be opened or lacks one of them.
+struct CublasApi {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasSetStream_v2) set_stream = nullptr;
+  decltype(&cublasGetStatusName) status_name = nullptr;
+  decltype(&cublasGetStatusString) status_string = nullptr;
+  decltype(&cublasGemmStridedBatchedEx_64) gemm_strided_batched = nullptr;
+};
+const CublasApi& cublas_api();
 cudnnHandle_t cudnn(int device);
 
 // Grid-stride launch geometry: 256 threads, enough blocks to fill the GPU without exceeding

@@ -15,7 +15,7 @@
 // Exits with status 1 when the pruned model loses more than 1.5 accuracy points, or its file does
 // not gzip at least 3x smaller than the dense one.
 #include <keel/keel.hpp>
-#include <zlib.h>  // keel links zlib; only the size comparison here uses it
+#include <zlib.h>  // the size comparison (samples/CMakeLists.txt links zlib for it)
 
 #include <chrono>
 #include <cstdint>

@@ -9,6 +9,11 @@
 #   bash scripts/fuzz.sh                   build, then run every target (20000 inputs each)
 #   bash scripts/fuzz.sh --available       exit 0 when clang with libFuzzer can build keel here
 #   KEEL_FUZZ_RUNS=200000 KEEL_FUZZ_TARGETS="npz keel_config" bash scripts/fuzz.sh
+#   KEEL_FUZZ_SECONDS=20 bash scripts/fuzz.sh   each target stops at 20000 inputs or 20 s, whichever
+#                                          comes first (scripts/test.sh's setting)
+#   KEEL_FUZZ_BUILD=build-asan bash scripts/fuzz.sh   reuse a tree configured with clang and
+#                                          -DKEEL_BUILD_FUZZERS=ON (scripts/test.sh's sanitizer
+#                                          tree, which also holds the tests): no configure step
 #
 # Needs clang, its libFuzzer runtime and clang's OpenMP (Debian: clang libclang-rt-14-dev
 # libomp-dev). Without them it says what is missing and exits 0 without fuzzing.
@@ -17,6 +22,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 CXX_FUZZ="${KEEL_FUZZ_CXX:-clang++}"
 RUNS="${KEEL_FUZZ_RUNS:-20000}"
+SECONDS_CAP="${KEEL_FUZZ_SECONDS:-0}"  # > 0: each target also stops after this many seconds
 TARGETS="${KEEL_FUZZ_TARGETS:-safetensors npy npz idx cifar10 keel keel_config image pytorch}"
 BUILD="${KEEL_FUZZ_BUILD:-build-fuzz}"
 JOBS="${KEEL_FUZZ_JOBS:-$(nproc)}"
@@ -52,17 +58,24 @@ if ! available; then
   exit 0
 fi
 
-# Coverage instrumentation on every translation unit of keel (fuzzer-no-link), the fuzzer's own
-# main only on the targets (tests/fuzz/CMakeLists.txt adds -fsanitize=fuzzer there).
+# Coverage instrumentation on keel's own translation units (tests/fuzz/CMakeLists.txt adds
+# fuzzer-no-link to the library and -fsanitize=fuzzer to the targets). A tree configured that way
+# already (scripts/test.sh's sanitizer tree) is reused as it is.
 mkdir -p "$BUILD"
-echo "==== configure ${BUILD}/ (clang, ASan+UBSan, libFuzzer)"
-cmake -S . -B "$BUILD" -DCMAKE_CXX_COMPILER="$CXX_FUZZ" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link" \
-  -DKEEL_SANITIZE=ON -DKEEL_CUDA=OFF -DKEEL_BUILD_FUZZERS=ON -DKEEL_BUILD_TESTS=OFF \
-  -DKEEL_BUILD_BENCHMARKS=OFF -DKEEL_BUILD_SAMPLES=OFF > "$BUILD/configure.log" 2>&1 || {
-  cat "$BUILD/configure.log"
-  exit 1
-}
+if grep -q '^KEEL_BUILD_FUZZERS:BOOL=ON' "$BUILD/CMakeCache.txt" 2> /dev/null; then
+  echo "==== reusing ${BUILD}/ (configured with the fuzz targets)"
+else
+  echo "==== configure ${BUILD}/ (clang, ASan+UBSan, libFuzzer)"
+  # shellcheck source=scripts/generator.sh
+  source "$ROOT/scripts/generator.sh"
+  cmake -S . -B "$BUILD" -G "$(keel_generator "$BUILD")" -DCMAKE_CXX_COMPILER="$CXX_FUZZ" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
+    -DKEEL_SANITIZE=ON -DKEEL_CUDA=OFF -DKEEL_BUILD_FUZZERS=ON -DKEEL_BUILD_TESTS=OFF \
+    -DKEEL_BUILD_BENCHMARKS=OFF -DKEEL_BUILD_SAMPLES=OFF -DKEEL_BUILD_SERVE=OFF > "$BUILD/configure.log" 2>&1 || {
+    cat "$BUILD/configure.log"
+    exit 1
+  }
+fi
 targets=()
 for t in $TARGETS; do targets+=("fuzz_$t"); done
 echo "==== build ${targets[*]} (-j${JOBS})"
@@ -79,7 +92,7 @@ for t in $TARGETS; do
   found="$BUILD/corpus/$t"  # what libFuzzer adds goes here, never into the committed seeds
   mkdir -p "$found"
   echo "==== fuzz_$t: $RUNS inputs from $seeds"
-  if "$BUILD/tests/fuzz/fuzz_$t" "$found" "$seeds" -runs="$RUNS" -seed=1 -max_len=16384 -timeout=30 \
+  if "$BUILD/tests/fuzz/fuzz_$t" "$found" "$seeds" -runs="$RUNS" -max_total_time="$SECONDS_CAP" -seed=1 -max_len=16384 -timeout=30 \
     -rss_limit_mb=2560 -malloc_limit_mb=2048 -artifact_prefix="$BUILD/artifacts/$t-" -print_final_stats=1 \
     > "$BUILD/fuzz_$t.log" 2>&1; then
     grep -E "^(Done|stat::number_of_executed_units)" "$BUILD/fuzz_$t.log" | tail -1

@@ -25,7 +25,9 @@ step "1/8 setup: Debian packages (scripts/setup.sh)"
 bash scripts/setup.sh
 
 step "2/8 configure: cmake -S . -B build (Release)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DKEEL_BUILD_SAMPLES=ON
+# shellcheck source=scripts/generator.sh
+source "$ROOT/scripts/generator.sh"
+cmake -S . -B build -G "$(keel_generator build)" -DCMAKE_BUILD_TYPE=Release -DKEEL_BUILD_SAMPLES=ON
 
 # Only the library and the samples: the tests and benchmarks are scripts/test.sh's business.
 step "3/8 build: the samples (-j${JOBS})"

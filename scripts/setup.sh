@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config git ca-certificates
+  build-essential cmake ninja-build pkg-config git ca-certificates
   libxsimd-dev libfmt-dev nlohmann-json3-dev
   libopenblas-openmp-dev libdnnl-dev
   catch2 libbenchmark-dev zlib1g-dev

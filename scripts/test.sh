@@ -1,18 +1,26 @@
 #!/usr/bin/env bash
 # The whole test suite:
 #   1. setup (Debian packages)
-#   2. build/       Release build with tests, benchmarks and samples; ctest; the sample trainer
-#   3. build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer build (CPU only, libkeel shared so
-#                   ~100 instrumented test programs do not each carry a copy of it); ctest
-#   4. consumer checks: keel used via add_subdirectory, FetchContent and find_package
-#   5. fuzzing: the libFuzzer targets of tests/fuzz, built with clang (scripts/fuzz.sh), each run
-#      over its seed corpus for a bounded number of inputs (setup installs clang and libFuzzer; the
-#      stage fails when they are still missing)
+#   2. build/       Release build (g++, libkeel static as users get it by default) with tests,
+#                   benchmarks and samples; ctest; the sample trainer
+#   3. consumer checks: keel used via add_subdirectory, FetchContent and find_package (the last
+#                   one built and run against an install of build/)
+#   4. build-asan/  clang with AddressSanitizer + UndefinedBehaviorSanitizer (CPU only, libkeel
+#                   shared so ~100 instrumented test programs do not each carry a copy of it), which
+#                   also holds the libFuzzer targets of tests/fuzz (libFuzzer's coverage on keel):
+#                   one instrumented build of the library serves both. ctest, then
+#   5. fuzzing: each target run over its seed corpus for a bounded number of inputs
+#      (scripts/fuzz.sh on build-asan/; setup installs clang and libFuzzer, and the stage fails
+#      when they are still missing)
 # Every stage runs even when an earlier one failed (except what depends on a failed build);
 # a summary follows, and the exit status is non-zero when anything failed.
 #
 #   bash scripts/test.sh                 (from any directory)
 #   KEEL_TEST_SKIP="asan consumer" bash scripts/test.sh    # skip stages: asan consumer sample fuzz
+#
+# Builds use Ninja when it is installed (setup.sh installs it) and ccache; keel's sources compile in
+# unity batches (KEEL_UNITY_BUILD) and the test programs at -O1: the whole run stays well under
+# 45 minutes on two cores.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -59,7 +67,7 @@ asan_options() {
   local probe_dir opts="detect_leaks=1:check_initialization_order=1"
   probe_dir="$(mktemp -d)"
   printf 'int main() { return 0; }\n' > "$probe_dir/p.cpp"
-  if "${CXX:-c++}" -fsanitize=address "$probe_dir/p.cpp" -o "$probe_dir/p" 2> /dev/null &&
+  if "$SAN_CXX" -fsanitize=address "$probe_dir/p.cpp" -o "$probe_dir/p" 2> /dev/null &&
     ! "$probe_dir/p" > /dev/null 2>&1; then
     echo "note: LeakSanitizer does not work here; running ASan with detect_leaks=0" >&2
     opts="detect_leaks=0:check_initialization_order=1"
@@ -84,9 +92,9 @@ if ! stage "setup: Debian packages (scripts/setup.sh)" bash scripts/setup.sh; th
   exit 1
 fi
 
-# Every build below goes through ccache when it is there (setup.sh installs it): the consumer
-# checks compile keel's library three more times with the Release build's flags, and those
-# compiles become cache hits. CMake reads these variables as the launchers' defaults.
+# Every build below goes through ccache when it is there (setup.sh installs it), so that a second
+# run, or a tree configured again, recompiles only what changed. CMake reads these variables as
+# the launchers' defaults.
 if command -v ccache > /dev/null 2>&1; then
   export CCACHE_DIR="${CCACHE_DIR:-$ROOT/.ccache}"
   # Paths under the checkout hashed relative to the build directory: build trees in other folders
@@ -96,9 +104,16 @@ if command -v ccache > /dev/null 2>&1; then
   export CMAKE_CUDA_COMPILER_LAUNCHER="${CMAKE_CUDA_COMPILER_LAUNCHER:-ccache}"
 fi
 
+# shellcheck source=scripts/generator.sh
+source "$ROOT/scripts/generator.sh"
+# The sanitizer tree is built with clang: libFuzzer needs it, and the same instrumented library
+# then serves the tests and the fuzz targets.
+SAN_CXX="${KEEL_SANITIZER_CXX:-clang++}"
+
 # 2. the Release build -------------------------------------------------------------------------
 if stage "configure build/ (Release, tests on)" \
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DKEEL_BUILD_TESTS=ON -DKEEL_SANITIZE=OFF; then
+  cmake -S . -B build -G "$(keel_generator build)" -DCMAKE_BUILD_TYPE=Release -DKEEL_BUILD_TESTS=ON \
+  -DKEEL_SANITIZE=OFF; then
   if stage "build build/ (-j${JOBS})" cmake --build build -j"${JOBS}"; then
     stage "ctest build/" ctest --test-dir build --output-on-failure -j2 --no-tests=error
     if wanted sample; then
@@ -111,45 +126,57 @@ if stage "configure build/ (Release, tests on)" \
   fi
 fi
 
-# 3. sanitizers --------------------------------------------------------------------------------
-if wanted asan; then
-  if stage "configure build-asan/ (ASan+UBSan, CPU only)" \
-    cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O0 -g1" -DKEEL_SANITIZE=ON -DKEEL_BUILD_TESTS=ON \
-    -DBUILD_SHARED_LIBS=ON -DKEEL_BUILD_BENCHMARKS=OFF -DKEEL_BUILD_SAMPLES=OFF -DKEEL_CUDA=OFF; then
-    if stage "build build-asan/ (-j${JOBS})" cmake --build build-asan -j"${JOBS}"; then
-      ASAN_OPTIONS="${ASAN_OPTIONS:-$(asan_options)}" \
-        UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
-        stage "ctest build-asan/" asan_ctest
-    else
-      not_run "ctest build-asan/" "build failed"
-    fi
-  fi
-  # The instrumented objects are the largest thing CI writes; the fuzz stage needs the room.
-  rm -rf build-asan
-else
-  not_run "sanitizer build" "KEEL_TEST_SKIP"
-fi
-
-# 4. downstream use ----------------------------------------------------------------------------
+# 3. downstream use ----------------------------------------------------------------------------
+# find_package consumes an install of build/ (KEEL_CONSUMER_INSTALL_FROM): no third library build.
 if wanted consumer; then
+  if [[ -f build/CMakeCache.txt ]]; then export KEEL_CONSUMER_INSTALL_FROM="$ROOT/build"; fi
   stage "consumer checks: add_subdirectory, FetchContent, find_package" bash scripts/consumer-check.sh
 else
   not_run "consumer checks" "KEEL_TEST_SKIP"
 fi
 
+# 4. sanitizers (and the fuzz targets, in the same tree) -----------------------------------------
+san_built=0
+if wanted asan || wanted fuzz; then
+  if ! reason="$(KEEL_FUZZ_CXX="$SAN_CXX" bash scripts/fuzz.sh --available)"; then
+    # setup.sh installs clang and its fuzzer runtime: missing after setup is a failure, not a skip.
+    SUMMARY+=("FAIL  sanitizer/fuzz tree ($reason)")
+    FAILED=1
+  elif stage "configure build-asan/ (clang, ASan+UBSan, libFuzzer targets, CPU only)" \
+    cmake -S . -B build-asan -G "$(keel_generator build-asan)" -DCMAKE_CXX_COMPILER="$SAN_CXX" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only" \
+    -DKEEL_SANITIZE=ON -DKEEL_BUILD_FUZZERS=ON -DKEEL_BUILD_TESTS=ON -DBUILD_SHARED_LIBS=ON -DKEEL_TEST_OPT_LEVEL=-O0 \
+    -DKEEL_BUILD_BENCHMARKS=OFF -DKEEL_BUILD_SAMPLES=OFF -DKEEL_CUDA=OFF; then
+    if stage "build build-asan/ (-j${JOBS})" cmake --build build-asan -j"${JOBS}"; then
+      san_built=1
+    fi
+  fi
+fi
+if wanted asan; then
+  if ((san_built)); then
+    ASAN_OPTIONS="${ASAN_OPTIONS:-$(asan_options)}" \
+      UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
+      stage "ctest build-asan/" asan_ctest
+  else
+    not_run "ctest build-asan/" "sanitizer tree not built"
+  fi
+else
+  not_run "sanitizer tests" "KEEL_TEST_SKIP"
+fi
+
 # 5. fuzzing ------------------------------------------------------------------------------------
 if wanted fuzz; then
-  if reason="$(bash scripts/fuzz.sh --available)"; then
-    stage "fuzz: libFuzzer targets over tests/fuzz/corpus (scripts/fuzz.sh)" bash scripts/fuzz.sh
+  if ((san_built)); then
+    KEEL_FUZZ_BUILD=build-asan KEEL_FUZZ_CXX="$SAN_CXX" KEEL_FUZZ_SECONDS="${KEEL_FUZZ_SECONDS:-20}" \
+      stage "fuzz: libFuzzer targets over tests/fuzz/corpus (scripts/fuzz.sh)" bash scripts/fuzz.sh
   else
-    # setup.sh installs clang and its fuzzer runtime: missing after setup is a failure, not a skip.
-    SUMMARY+=("FAIL  fuzz ($reason)")
-    FAILED=1
+    not_run "fuzz" "sanitizer tree not built"
   fi
 else
   not_run "fuzz" "KEEL_TEST_SKIP"
 fi
+# The instrumented objects are the largest thing CI writes.
+rm -rf build-asan
 
 summary
 exit "$FAILED"

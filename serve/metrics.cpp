@@ -3,7 +3,6 @@
 // label values escaped for '\\', '"' and newlines).
 #include "metrics.hpp"
 
-#include <iterator>
 
 #include <fmt/core.h>
 
@@ -54,35 +53,34 @@ std::uint64_t Metrics::batches(const std::string& model) const {
 std::string Metrics::render() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string out;
-  auto it = std::back_inserter(out);
   out += "# HELP keel_serve_requests_total HTTP requests answered, by endpoint and status code.\n"
          "# TYPE keel_serve_requests_total counter\n";
   for (const auto& [key, n] : requests_)
-    fmt::format_to(it, "keel_serve_requests_total{{endpoint=\"{}\",code=\"{}\"}} {}\n", label(key.first), key.second, n);
+    out += fmt::format("keel_serve_requests_total{{endpoint=\"{}\",code=\"{}\"}} {}\n", label(key.first), key.second, n);
   out += "# HELP keel_serve_request_latency_seconds Time from a request's arrival to its answer.\n"
          "# TYPE keel_serve_request_latency_seconds histogram\n";
   for (const auto& [endpoint, h] : latency_) {
     std::uint64_t cumulative = 0;
     for (std::size_t b = 0; b < kBuckets.size(); ++b) {
       cumulative += h.counts[b];
-      fmt::format_to(it, "keel_serve_request_latency_seconds_bucket{{endpoint=\"{}\",le=\"{}\"}} {}\n", label(endpoint),
+      out += fmt::format("keel_serve_request_latency_seconds_bucket{{endpoint=\"{}\",le=\"{}\"}} {}\n", label(endpoint),
                      kBuckets[b], cumulative);
     }
-    fmt::format_to(it, "keel_serve_request_latency_seconds_bucket{{endpoint=\"{}\",le=\"+Inf\"}} {}\n", label(endpoint),
+    out += fmt::format("keel_serve_request_latency_seconds_bucket{{endpoint=\"{}\",le=\"+Inf\"}} {}\n", label(endpoint),
                    h.count);
-    fmt::format_to(it, "keel_serve_request_latency_seconds_sum{{endpoint=\"{}\"}} {}\n", label(endpoint), h.sum);
-    fmt::format_to(it, "keel_serve_request_latency_seconds_count{{endpoint=\"{}\"}} {}\n", label(endpoint), h.count);
+    out += fmt::format("keel_serve_request_latency_seconds_sum{{endpoint=\"{}\"}} {}\n", label(endpoint), h.sum);
+    out += fmt::format("keel_serve_request_latency_seconds_count{{endpoint=\"{}\"}} {}\n", label(endpoint), h.count);
   }
   out += "# HELP keel_serve_batches_total Model calls made by the server-side batcher.\n"
          "# TYPE keel_serve_batches_total counter\n";
-  for (const auto& [m, n] : batches_) fmt::format_to(it, "keel_serve_batches_total{{model=\"{}\"}} {}\n", label(m), n);
+  for (const auto& [m, n] : batches_) out += fmt::format("keel_serve_batches_total{{model=\"{}\"}} {}\n", label(m), n);
   out += "# HELP keel_serve_batched_requests_total Requests answered by those model calls.\n"
          "# TYPE keel_serve_batched_requests_total counter\n";
   for (const auto& [m, n] : batched_requests_)
-    fmt::format_to(it, "keel_serve_batched_requests_total{{model=\"{}\"}} {}\n", label(m), n);
+    out += fmt::format("keel_serve_batched_requests_total{{model=\"{}\"}} {}\n", label(m), n);
   out += "# HELP keel_serve_model_version The version each model serves.\n"
          "# TYPE keel_serve_model_version gauge\n";
-  for (const auto& [m, v] : versions_) fmt::format_to(it, "keel_serve_model_version{{model=\"{}\"}} {}\n", label(m), v);
+  for (const auto& [m, v] : versions_) out += fmt::format("keel_serve_model_version{{model=\"{}\"}} {}\n", label(m), v);
   return out;
 }
 

@@ -4,7 +4,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <iterator>
 #include <limits>
 #include <set>
 
@@ -75,15 +74,17 @@ void read_values(const json& v, const std::vector<std::int64_t>& dims, std::size
   }
 }
 
+// fmt::format rather than format_to: clang does not link format_to against the GCC-built libfmt
+// of Debian (a mangling difference in fmt 9's declaration), and these texts fit the string's
+// small buffer.
 void append_number(std::string& out, double v, DType dtype) {
-  auto it = std::back_inserter(out);
   if (std::isnan(v)) out += "NaN";
   else if (std::isinf(v)) out += v > 0 ? "Infinity" : "-Infinity";
-  else if (dtype == DType::float64) fmt::format_to(it, "{}", v);
+  else if (dtype == DType::float64) out += fmt::format("{}", v);
   else if (dtype == DType::float32 || dtype == DType::float16 || dtype == DType::bfloat16)
-    fmt::format_to(it, "{}", static_cast<float>(v));  // shortest text of the float itself
+    out += fmt::format("{}", static_cast<float>(v));  // shortest text of the float itself
   else if (dtype == DType::bool_) out += v != 0 ? "true" : "false";
-  else fmt::format_to(it, "{}", static_cast<std::int64_t>(v));
+  else out += fmt::format("{}", static_cast<std::int64_t>(v));
 }
 
 // Values [begin, begin + prod(dims[axis:])) of a row-major buffer as nested lists.

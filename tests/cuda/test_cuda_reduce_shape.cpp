@@ -26,7 +26,9 @@ TEST_CASE("reductions over every set of axes on cuda:0 match the CPU", "[cuda][r
   };
   const std::vector<std::vector<int>> axis_sets = {{}, {0}, {1}, {2}, {-1}, {0, 2}, {1, 2}, {0, 1}};
   std::vector<Case> cases;
-  for (const auto& [name, op] : reductions) {
+  for (const auto& reduction : reductions) {
+    const std::string& name = reduction.first;
+    const auto op = reduction.second;  // a lambda may not capture a structured binding (clang 14)
     const Tensor& in = name == "reduce_prod" ? near_one : x;
     for (const auto& axes : axis_sets) {
       for (bool keepdims : {false, true}) {
