@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <mutex>
@@ -127,32 +128,34 @@ Tensor placeholder_of(const Tensor& symbolic) {
   return keel::detail::make_view(symbolic, symbolic.shape(), symbolic.strides(), symbolic.offset());
 }
 
+std::string shape_text(const Shape& s) {
+  if (s.rank() == 0) return "()";
+  std::string out = "(";
+  for (std::int64_t i = 0; i < s.rank(); ++i)
+    out += (i ? ", " : "") + (i == 0 || s[i] < 0 ? std::string("None") : std::to_string(s[i]));
+  return out + (s.rank() == 1 ? ",)" : ")");
+}
+
+Shape probe_shape(const Shape& shape, std::int64_t probe) {
+  std::vector<std::int64_t> dims = shape.dims();
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    if (i == 0) dims[i] = 1;
+    else if (dims[i] < 0) dims[i] = probe;
+  return Shape(dims);
+}
+
+Shape shape_from_probes(const Shape& probe, const Shape& probe_alt, const std::string& who) {
+  if (probe.rank() != probe_alt.rank())
+    throw ValueError(fmt::format("{}: the output's rank depends on the size of a None input dimension ({} for one "
+                                 "size, {} for another)", who, probe.to_string(), probe_alt.to_string()));
+  std::vector<std::int64_t> dims = probe.dims();
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    if (i == 0 || dims[i] != probe_alt[static_cast<std::int64_t>(i)]) dims[i] = -1;
+  return Shape(dims);
+}
+
 }  // namespace detail
 
-namespace {
-// A layer called on symbolic tensors: run it once on the placeholder values (which builds it
-// and gives the output's shape), then hand back a symbolic output that remembers the call.
-Tensor symbolic_call(Layer& layer, const std::vector<Tensor>& inputs, bool multi) {
-  std::shared_ptr<Layer> self = layer.weak_from_this().lock();
-  if (!self) self = layer.move_to_heap();
-  std::vector<Tensor> values;
-  for (const auto& t : inputs) {
-    if (!detail::is_symbolic(t))
-      throw ValueError(fmt::format("{}: a functional-API call mixes symbolic and concrete inputs", self->name()));
-    values.push_back(detail::placeholder_of(t));
-  }
-  Tensor out;
-  {
-    autograd::NoRecordScope no_record;
-    out = multi ? (*self)(values, false) : (*self)(values[0], false);
-  }
-  auto node = std::make_shared<SymbolicNode>();
-  node->layer = self;
-  node->inputs = inputs;
-  node->multi_input = multi;
-  return detail::make_symbolic(out, std::move(node));
-}
-}  // namespace
 
 std::shared_ptr<Layer> Layer::move_to_heap() {
   throw ValueError(fmt::format(
@@ -205,6 +208,9 @@ bool needs_cast(const std::vector<Tensor>& xs, DType compute, bool floating_inpu
 
 class LayerAccess {
  public:
+  // The shape summary() shows for a layer called in a functional graph (None dimensions as -1).
+  static void set_output_shape(Layer& layer, const Shape& shape) { layer.output_shape_ = shape; }
+
   // call() under the layer's dtype policy (see Layer::Autocast): the one place where a layer's
   // inputs are cast to the dtype it computes in. Float32 layers with float32 inputs, the common
   // case, take the first branch: no casts, no allocation.
@@ -270,6 +276,60 @@ class LayerAccess {
     for (auto& s : layer.sublayers_) losses(*s, out, seen);
   }
 };
+
+namespace {
+Tensor run_untaped(Layer& layer, const std::vector<Tensor>& values, bool multi) {
+  autograd::NoRecordScope no_record;
+  return multi ? layer(values, false) : layer(values[0], false);
+}
+
+std::string static_shapes_text(const std::vector<Tensor>& symbolic) {
+  std::string out;
+  for (const auto& t : symbolic) out += (out.empty() ? "" : ", ") + detail::shape_text(detail::static_shape(t));
+  return out;
+}
+
+// A layer called on symbolic tensors: run it once on the placeholder values (which builds it
+// and gives the output's shape), then hand back a symbolic output that remembers the call. Below
+// an Input with None dimensions it runs a second time, on the placeholders of the other probe
+// size: a dimension that differs between the two outputs is None, and a layer that cannot take
+// the second size (a Dense on a None feature axis) fails here, when the model is made, as in Keras.
+Tensor symbolic_call(Layer& layer, const std::vector<Tensor>& inputs, bool multi) {
+  std::shared_ptr<Layer> self = layer.weak_from_this().lock();
+  if (!self) self = layer.move_to_heap();
+  std::vector<Tensor> values, alternates;
+  bool dynamic = false;
+  for (const auto& t : inputs) {
+    if (!detail::is_symbolic(t))
+      throw ValueError(fmt::format("{}: a functional-API call mixes symbolic and concrete inputs", self->name()));
+    values.push_back(detail::placeholder_of(t));
+    dynamic = dynamic || t.impl()->symbolic->alternate.defined();
+  }
+  const Tensor out = run_untaped(*self, values, multi);
+  auto node = std::make_shared<SymbolicNode>();
+  node->layer = self;
+  node->inputs = inputs;
+  node->multi_input = multi;
+  node->shape = out.rank() > 0 ? detail::shape_from_probes(out.shape(), out.shape(), self->name()) : out.shape();
+  if (dynamic) {
+    for (const auto& t : inputs) {
+      const Tensor& alt = t.impl()->symbolic->alternate;
+      alternates.push_back(alt.defined() ? alt : detail::placeholder_of(t));
+    }
+    try {
+      node->alternate = run_untaped(*self, alternates, multi);
+    } catch (const Error& e) {
+      throw ValueError(fmt::format("{} ({}): cannot take inputs of shape {}, whose None dimensions may have any size: {}",
+                                   self->name(), self->class_name(), static_shapes_text(inputs), e.what()));
+    }
+    node->shape = detail::shape_from_probes(out.shape(), node->alternate.shape(), self->name());
+  }
+  LayerAccess::set_output_shape(*self, node->shape);
+  return detail::make_symbolic(out, std::move(node));
+}
+}  // namespace
+
+void detail::set_output_shape(Layer& layer, const Shape& shape) { LayerAccess::set_output_shape(layer, shape); }
 
 Tensor Layer::operator()(const Tensor& inputs, bool training) {
   keel::detail::check_defined(inputs, "Layer.__call__");
@@ -406,21 +466,20 @@ nlohmann::json Layer::get_config() const {
 
 Shape Layer::compute_output_shape(const Shape& input_shape) {
   // Traced on a batch of one (cheap), then given the batch of the shape asked about: layers map
-  // samples to samples, as Keras' symbolic trace assumes. A batch of -1 (None) stays -1.
+  // samples to samples, as Keras' symbolic trace assumes. A batch of -1 (None) stays -1, and
+  // other -1 dimensions are traced on two sizes, as a functional model's None dimensions are.
   std::vector<std::int64_t> dims = input_shape.dims();
-  if (dims.empty()) {
-    autograd::NoRecordScope no_record;
-    return (*this)(zeros(input_shape), false).shape();
-  }
+  autograd::NoRecordScope no_record;
+  if (dims.empty()) return (*this)(zeros(input_shape), false).shape();
   const std::int64_t batch = dims[0];
-  dims[0] = 1;
-  Shape traced;
-  {
-    autograd::NoRecordScope no_record;
-    traced = (*this)(zeros(Shape(dims)), false).shape();
-  }
+  const bool dynamic = std::any_of(dims.begin() + 1, dims.end(), [](std::int64_t d) { return d < 0; });
+  const Shape traced = (*this)(zeros(detail::probe_shape(input_shape, detail::kNoneProbe)), false).shape();
   std::vector<std::int64_t> out = traced.dims();
-  if (!out.empty() && out[0] == 1) out[0] = batch;
+  if (dynamic) {
+    const Shape alt = (*this)(zeros(detail::probe_shape(input_shape, detail::kNoneProbeAlt)), false).shape();
+    out = detail::shape_from_probes(traced, alt, name()).dims();
+  }
+  if (!out.empty() && (out[0] == 1 || out[0] == -1)) out[0] = batch;
   return Shape(out);
 }
 

@@ -19,16 +19,26 @@
 namespace keel::models {
 
 using layers::detail::is_symbolic;
+using layers::detail::shape_text;
+using layers::detail::static_shape;
 
 Tensor Input(Shape shape, DType dtype, std::string name) {
-  std::vector<std::int64_t> dims{1};  // a batch of one placeholder row
+  std::vector<std::int64_t> dims{-1};  // the batch
+  bool dynamic = false;
   for (auto d : shape.dims()) {
-    if (d < 0) throw ValueError(fmt::format("Input: unknown dimensions are not supported yet, got shape {}", shape.to_string()));
+    if (d < -1)
+      throw ValueError(fmt::format("Input: dimension {} of shape {}: sizes are non-negative, or -1 for None", d,
+                                   shape.to_string()));
+    dynamic = dynamic || d == -1;
     dims.push_back(d);
   }
   auto node = std::make_shared<SymbolicNode>();
   node->input_name = name.empty() ? layers::unique_name("InputLayer") : std::move(name);
-  return layers::detail::make_symbolic(zeros(Shape(dims), dtype), std::move(node));
+  node->shape = Shape(dims);
+  // The placeholders: a batch of one row, None dimensions at the two probe sizes.
+  if (dynamic) node->alternate = zeros(layers::detail::probe_shape(node->shape, layers::detail::kNoneProbeAlt), dtype);
+  Tensor placeholder = zeros(layers::detail::probe_shape(node->shape, layers::detail::kNoneProbe), dtype);
+  return layers::detail::make_symbolic(placeholder, std::move(node));
 }
 
 namespace {
@@ -42,13 +52,6 @@ void topo_visit(const std::shared_ptr<SymbolicNode>& node, std::set<const Symbol
   active.erase(node.get());
   done.insert(node.get());
   order.push_back(node);
-}
-
-std::string shape_text(const Shape& s) {
-  if (s.rank() == 0) return "()";
-  std::string out = "(None";
-  for (std::int64_t i = 1; i < s.rank(); ++i) out += fmt::format(", {}", s[i]);
-  return out + (s.rank() == 1 ? ",)" : ")");
 }
 
 std::string with_commas(std::int64_t n) {
@@ -116,13 +119,13 @@ std::vector<Tensor> Model::call_all(const std::vector<Tensor>& inputs, bool trai
     throw ValueError(fmt::format("{}: the model has {} inputs, got {}", name(), g.inputs.size(), inputs.size()));
   std::map<const SymbolicNode*, Tensor> values;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const Shape want = layers::detail::placeholder_of(g.inputs[i]).shape();
+    const Shape& want = static_shape(g.inputs[i]);
     const Shape& got = inputs[i].shape();
     bool ok = got.rank() == want.rank();
-    for (std::int64_t d = 1; ok && d < want.rank(); ++d) ok = got[d] == want[d];
+    for (std::int64_t d = 1; ok && d < want.rank(); ++d) ok = want[d] < 0 || got[d] == want[d];
     if (!ok)
-      throw ShapeError(fmt::format("{}: input {} has shape {}, expected [batch]{}", name(), i, got.to_string(),
-                                   Shape(std::vector<std::int64_t>(want.dims().begin() + 1, want.dims().end())).to_string()));
+      throw ShapeError(fmt::format("{}: input {} has shape {}, expected {}", name(), i, got.to_string(),
+                                   shape_text(want)));
     values[g.inputs[i].impl()->symbolic.get()] = inputs[i];
   }
   for (const auto& node : g.order) {
@@ -175,7 +178,7 @@ void Model::summary(std::ostream& out) {
   if (graph_)
     for (const auto& in : graph_->inputs)
       rows.push_back({fmt::format("{} (InputLayer)", in.impl()->symbolic->input_name),
-                      fmt::format("[{}]", shape_text(layers::detail::placeholder_of(in).shape())), "0"});
+                      fmt::format("[{}]", shape_text(static_shape(in))), "0"});
   for (const auto& l : list)
     rows.push_back({fmt::format("{} ({})", l->name(), l->class_name()),
                     l->output_shape().rank() ? shape_text(l->output_shape()) : std::string("?"),
@@ -262,14 +265,36 @@ void Sequential::pop() {
 }
 
 void Sequential::build(const Shape& input_shape) {
-  std::vector<std::int64_t> dims = input_shape.dims();
-  if (!dims.empty() && dims[0] < 0) dims[0] = 1;
-  Tensor x = zeros(Shape(dims));
-  {
+  // Traced on a batch of one row; other -1 (None) dimensions on the two probe sizes, as in a
+  // functional model, which gives each layer's output shape its None dimensions.
+  using layers::detail::probe_shape;
+  const auto& in = input_shape.dims();
+  const bool dynamic = in.size() > 1 && std::any_of(in.begin() + 1, in.end(), [](std::int64_t d) { return d < 0; });
+  if (input_shape.rank() == 0) {
+    Tensor x = zeros(input_shape);
     autograd::NoRecordScope no_record;
     for (const auto& l : stack_) x = (*l)(x, false);
+    set_built(input_shape);
+    return;
   }
-  set_built(Shape(dims));
+  Tensor x = zeros(probe_shape(input_shape, layers::detail::kNoneProbe));
+  Tensor alt = dynamic ? zeros(probe_shape(input_shape, layers::detail::kNoneProbeAlt)) : Tensor();
+  {
+    autograd::NoRecordScope no_record;
+    for (const auto& l : stack_) {
+      x = (*l)(x, false);
+      if (!dynamic) continue;
+      try {
+        alt = (*l)(alt, false);
+      } catch (const Error& e) {
+        throw ValueError(fmt::format("{} ({}): cannot take inputs whose None dimensions may have any size (the "
+                                     "Sequential's input shape is {}): {}", l->name(), l->class_name(),
+                                     shape_text(input_shape), e.what()));
+      }
+      layers::detail::set_output_shape(*l, layers::detail::shape_from_probes(x.shape(), alt.shape(), l->name()));
+    }
+  }
+  set_built(probe_shape(input_shape, -1));  // a batch of one, None dimensions as -1
 }
 
 void Sequential::check_input_shape(const Shape&) const {}  // each layer checks its own input

@@ -64,7 +64,7 @@ json tensor_ref(const std::string& layer, int call, const Tensor& symbolic) {
   const Tensor value = layers::detail::placeholder_of(symbolic);
   return {{"class_name", "__keras_tensor__"},
           {"config",
-           {{"shape", batch_shape_json(value.shape())},
+           {{"shape", batch_shape_json(layers::detail::static_shape(symbolic))},
             {"dtype", std::string(keel::name(value.dtype()))},
             {"keras_history", json::array({layer, call, 0})}}}};
 }
@@ -163,14 +163,15 @@ std::shared_ptr<layers::Layer> sequential_from_config(const json& config) {
   // A Sequential saved built without an InputLayer (it was called on data) builds again here.
   auto b = config.find("build_input_shape");
   if (!model->built() && b != config.end() && b->is_array() && !b->empty()) {
-    std::vector<std::int64_t> dims;
+    std::vector<std::int64_t> dims, known;  // None (null) dimensions as -1; the known sizes
     for (const auto& d : *b) {
-      if (d.is_null()) dims.push_back(1);
+      if (d.is_null()) dims.push_back(-1);
       else if (d.is_number_integer() && d.get<std::int64_t>() > 0) dims.push_back(d.get<std::int64_t>());
       else throw ValueError(fmt::format("build_input_shape: bad dimension {}", show(d)));
+      if (dims.size() > 1 && dims.back() > 0) known.push_back(dims.back());
     }
     dims[0] = 1;
-    check_example_size(dims, "build_input_shape");
+    check_example_size(known, "build_input_shape");
     try {
       model->build(Shape(dims));
     } catch (const Error& e) {
@@ -216,14 +217,20 @@ std::shared_ptr<layers::Layer> functional_from_config(const json& config) {
         if (auto s = cfg.find(key); s != cfg.end() && !s->is_null()) shape = &*s;
       if (!shape || !shape->is_array() || shape->empty())
         throw ValueError(fmt::format("{}: config.batch_shape must be a list [None, dims...]", where));
+      std::vector<std::int64_t> known;  // the sizes an example has, None dimensions left out
       for (std::size_t d = 1; d < shape->size(); ++d) {
         const json& v = (*shape)[d];
+        if (v.is_null()) {
+          dims.push_back(-1);
+          continue;
+        }
         if (!v.is_number_integer() || v.get<std::int64_t>() < 0)
-          throw ValueError(fmt::format("{}: config.batch_shape: dimension {} is {} (known, non-negative sizes only)", where,
+          throw ValueError(fmt::format("{}: config.batch_shape: dimension {} is {} (a non-negative size or None)", where,
                                        d, show(v)));
         dims.push_back(v.get<std::int64_t>());
+        known.push_back(dims.back());
       }
-      check_example_size(dims, where + ": config.batch_shape");
+      check_example_size(known, where + ": config.batch_shape");
       DType dtype = DType::float32;
       if (auto t = cfg.find("dtype"); t != cfg.end() && !t->is_null()) {
         const auto parsed = t->is_string() ? parse_dtype(t->get<std::string>()) : std::nullopt;
@@ -366,7 +373,7 @@ nlohmann::json Model::get_config() const {
     list.push_back({{"module", "keel.layers"},
                     {"class_name", "InputLayer"},
                     {"config",
-                     {{"batch_shape", batch_shape_json(value.shape())},
+                     {{"batch_shape", batch_shape_json(layers::detail::static_shape(in))},
                       {"dtype", std::string(keel::name(value.dtype()))},
                       {"sparse", false},
                       {"name", node->input_name}}},
