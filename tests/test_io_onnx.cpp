@@ -122,6 +122,51 @@ std::vector<Case> cases() {
     m->add(L::Dense(10));
     out.push_back({"cifar10_cnn", m, 17, {}, 0, true});
   }
+  // The 1-D and 3-D convolutions and poolings, depthwise, separable and transposed ones.
+  out.push_back({"conv3d", seq({H(L::InputLayer({6, 5, 4, 2})), H(L::Conv3D(3, 3, {.padding = "same", .activation = "relu"})),
+                                H(L::MaxPooling3D(2)), H(L::Conv3DTranspose(2, 2, {.strides = {2, 2, 2}})),
+                                H(L::AveragePooling3D(2, {.padding = "same"})), H(L::GlobalMaxPooling3D())}, "conv3d")});
+  out.push_back({"conv_variants_1d", seq({H(L::InputLayer({9, 3})), H(L::DepthwiseConv1D(3, {.padding = "same", .depth_multiplier = 2})),
+                                          H(L::SeparableConv1D(4, 3, {.strides = 2, .activation = "tanh"})),
+                                          H(L::Conv1DTranspose(3, 3, {.strides = 2, .padding = "same"})),
+                                          H(L::GlobalAveragePooling1D())}, "conv_variants_1d")});
+  out.push_back({"separable2d", seq({H(L::InputLayer({8, 7, 3})),
+                                     H(L::SeparableConv2D(5, 3, {.padding = "same", .depth_multiplier = 2})),
+                                     H(L::GroupNormalization({.groups = 5})), H(L::PReLU()),
+                                     H(L::SeparableConv2D(2, 2, {.strides = {2, 2}, .use_bias = false}))}, "separable2d")});
+  // Padding, cropping and upsampling on channels-first convolution outputs (no Transposes).
+  out.push_back({"spatial", seq({H(L::InputLayer({6, 5, 2})), H(L::Conv2D(3, 2, {.padding = "same"})),
+                                 H(L::ZeroPadding2D(L::Margins2D({1, 2}, {0, 1}))), H(L::Cropping2D(L::Margins2D({2, 0}, {1, 1}))),
+                                 H(L::UpSampling2D(2)), H(L::UpSampling2D({2, 3}, {.interpolation = "bilinear"})),
+                                 H(L::Conv2D(2, 3)), H(L::UnitNormalization()), H(L::ThresholdedReLU(0.1))}, "spatial")});
+  out.push_back({"spatial_1d_3d", seq({H(L::InputLayer({5, 4, 3, 2})), H(L::ZeroPadding3D(1)), H(L::Cropping3D(L::Margins3D({1, 0}, {0, 1}, {1, 1}))),
+                                       H(L::UpSampling3D({1, 2, 2})), H(L::Reshape({-1, 2})), H(L::ZeroPadding1D(L::Margins1D(2, 1))),
+                                       H(L::Cropping1D(L::Margins1D(1, 2))), H(L::UpSampling1D(3)), H(L::GlobalMaxPooling1D()),
+                                       H(L::RepeatVector(4))}, "spatial_1d_3d")});
+  // Bidirectional (every merge mode, sequences and last outputs) and TimeDistributed.
+  {
+    Tensor x = models::Input({5, 3}, DType::float32, "x");
+    Tensor seq_out = L::Bidirectional(L::LSTM(4, {.return_sequences = true}))(x);
+    Tensor td = L::TimeDistributed(L::Dense(3, {.activation = "relu"}))(seq_out);
+    std::vector<Tensor> outs{L::Flatten()(td)};
+    for (const char* mode : {"concat", "sum", "mul", "ave"})
+      outs.push_back(L::Bidirectional(L::GRU(2), {.merge_mode = mode})(td));
+    outs.push_back(L::Flatten()(L::Bidirectional(L::SimpleRNN(2, {.return_sequences = true}), {.merge_mode = "sum"})(x)));
+    out.push_back({"bidirectional", std::make_shared<models::Model>(x, L::Concatenate()(outs), "bidirectional")});
+  }
+  {  // TimeDistributed over a convolution: the inner value comes back channels-first
+    out.push_back({"time_distributed_conv", seq({H(L::InputLayer({3, 6, 6, 2})), H(L::TimeDistributed(L::Conv2D(3, 3))),
+                                                 H(L::TimeDistributed(L::GlobalAveragePooling2D()))}, "time_distributed_conv")});
+  }
+  {  // Luong (dot, scaled dot, concat) and Bahdanau attention, with and without a separate key
+    Tensor q = models::Input({4, 6}, DType::float32, "q"), v = models::Input({5, 6}, DType::float32, "v");
+    std::vector<Tensor> outs{L::Attention()({q, v}), L::Attention({.use_scale = true})({q, v, L::Dense(6)(v)}),
+                             L::Attention({.score_mode = "concat"})({q, v}), L::AdditiveAttention()({q, v}),
+                             L::AdditiveAttention({.use_scale = false})({q, v})};
+    out.push_back({"single_head_attention", std::make_shared<models::Model>(std::vector<Tensor>{q, v},
+                                                                            std::vector<Tensor>{L::Concatenate()(outs)},
+                                                                            "single_head_attention")});
+  }
   // samples/lstm_timeseries.cpp's model.
   out.push_back({"lstm_timeseries", seq({H(L::InputLayer({12, 1})), H(L::LSTM(50)), H(L::Dense(1))}, "lstm_timeseries"), 17, {}, 0, true});
   return out;
@@ -229,14 +274,14 @@ TEST_CASE("export_onnx validates its options", "[io][onnx]") {
 TEST_CASE("export_onnx names a layer without an ONNX equivalent", "[io][onnx]") {
   keel_test::Scratch dir("onnx_unsupported");
   models::Sequential m{L::InputLayer({4, 4, 2}), L::Conv2D(2, 3, {.padding = "same"}),
-                       L::UpSampling2D({2, 2}, {.name = "upsampler"})};
+                       L::Lambda(std::function<Tensor(const Tensor&)>([](const Tensor& t) { return t; }), {.name = "custom_fn"})};
   try {
     io::export_onnx(m, dir / "m.onnx");
     FAIL("no error");
   } catch (const ValueError& e) {
     const std::string msg = e.what();
-    CHECK(msg.find("upsampler") != std::string::npos);
-    CHECK(msg.find("UpSampling2D") != std::string::npos);
+    CHECK(msg.find("custom_fn") != std::string::npos);
+    CHECK(msg.find("Lambda") != std::string::npos);
   }
   CHECK_FALSE(std::filesystem::exists(dir / "m.onnx"));
   // An unsupported option is refused rather than exported wrongly.

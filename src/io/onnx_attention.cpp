@@ -1,4 +1,5 @@
-// ONNX form of MultiHeadAttention, composed of MatMul / Reshape / Transpose / Softmax as Keras
+// ONNX forms of Attention and AdditiveAttention (single_head_attention below) and of
+// MultiHeadAttention, composed of MatMul / Reshape / Transpose / Softmax as Keras
 // computes it (keras/src/layers/attention/multi_head_attention.py):
 //   Q = q Wq + bq  [N, Tq, H, dk],  K = k Wk + bk,  V = v Wv + bv
 //   scores = softmax((Q / sqrt(dk)) K^T) over the value positions  [N, H, Tq, Tv]
@@ -11,6 +12,22 @@
 
 namespace keel::io::onnx_detail {
 namespace {
+
+// {query, value[, key]} as [N, T, D] values in keel's layout; ValueError for masks (bool inputs)
+// and other counts or ranks.
+std::vector<Value> attention_inputs(GraphBuilder& g, const layers::Layer& layer, const std::vector<Value>& in0) {
+  if (in0.size() != 2 && in0.size() != 3)
+    throw ValueError(fmt::format("export_onnx: {}: expected {{query, value[, key]}}, got {} inputs", who(layer), in0.size()));
+  std::vector<Value> in;
+  for (const auto& v : in0) {
+    if (v.dtype == DType::bool_)
+      throw ValueError(fmt::format("export_onnx: {}: attention masks are not exported", who(layer)));
+    in.push_back(g.to_last(v));
+    if (in.back().rank() != 3)
+      throw ValueError(fmt::format("export_onnx: {}: expected [batch, time, features] inputs", who(layer)));
+  }
+  return in;
+}
 
 // x [N, T, D] projected by kernel [D, H, d] (+ bias [H, d]) to [N, H, T, d] (perm_after applied
 // to [N, T, H, d]).
@@ -27,16 +44,7 @@ std::string project(GraphBuilder& g, layers::Layer& layer, const Value& x, const
 }
 
 Value attention(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in0) {
-  if (in0.size() != 2 && in0.size() != 3)
-    throw ValueError(fmt::format("export_onnx: {}: expected {{query, value[, key]}}, got {} inputs", who(layer), in0.size()));
-  std::vector<Value> in;
-  for (const auto& v : in0) {
-    if (v.dtype == DType::bool_)
-      throw ValueError(fmt::format("export_onnx: {}: attention masks are not exported", who(layer)));
-    in.push_back(g.to_last(v));
-    if (in.back().rank() != 3)
-      throw ValueError(fmt::format("export_onnx: {}: expected [batch, time, features] inputs", who(layer)));
-  }
+  const std::vector<Value> in = attention_inputs(g, layer, in0);
   const nlohmann::json c = layer.get_config();
   const auto& axes = c.find("attention_axes");
   if (axes != c.end() && !axes->is_null() && !(axes->is_array() && (axes->empty() || (axes->size() == 1 && (*axes)[0] == 1))))
@@ -77,10 +85,52 @@ Value attention(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>&
   return out;
 }
 
+// Keras' Attention (Luong: dot scores, optionally scaled by a scalar; or concat scores
+// concat_score_weight * sum_d tanh(scale (q_d + k_d))) and AdditiveAttention (Bahdanau:
+// sum_d scale_d tanh(q_d + k_d)); then softmax over the value positions and the weighted values.
+Value single_head_attention(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in0, bool additive) {
+  const std::vector<Value> in = attention_inputs(g, layer, in0);
+  const nlohmann::json c = layer.get_config();
+  const std::string base = layer.name();
+  const Value& q = in[0];
+  const Value& v = in[1];
+  const Value& k = in.size() == 3 ? in[2] : in[1];
+  const WeightData scale = layer_weight(layer, "scale", false);
+  const bool concat = !additive && cfg_str(c, "score_mode", layer, "dot") == "concat";
+  std::string scores;
+  if (additive || concat) {
+    // [N, Tq, 1, D] + [N, 1, Tv, D]
+    std::string sum = g.op("Add", {g.unsqueeze(q.name, {2}, base), g.unsqueeze(k.name, {1}, base)}, base);
+    const std::vector<std::int64_t> scale_dims = additive ? std::vector<std::int64_t>{q.shape[2]} : std::vector<std::int64_t>{};
+    const std::string sname = scale.present ? g.weight(base + "/scale", scale.data, scale_dims) : "";
+    if (concat && scale.present) sum = g.op("Mul", {sum, sname}, base);
+    std::string t = g.op("Tanh", {sum}, base);
+    if (additive && scale.present) t = g.op("Mul", {t, sname}, base);
+    scores = g.reduce("ReduceSum", t, {3}, false, base);
+    if (concat) {
+      const WeightData w = layer_weight(layer, "concat_score_weight");
+      scores = g.op("Mul", {scores, g.weight(base + "/concat_score_weight", w.data, {})}, base);
+    }
+  } else {
+    scores = g.op("MatMul", {q.name, g.transpose(k.name, {0, 2, 1}, base)}, base);
+    if (scale.present) scores = g.op("Mul", {scores, g.weight(base + "/scale", scale.data, {})}, base);
+  }
+  const std::string probs = g.op("Softmax", {scores}, base, {attr("axis", -1)});
+  Value out = q;
+  out.shape = {-1, q.shape[1], v.shape[2]};
+  out.name = g.op("MatMul", {probs, v.name}, base);
+  return out;
+}
+
 }  // namespace
 
 bool convert_attention(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in, Value& out) {
-  if (layer.class_name() != "MultiHeadAttention") return false;
+  const std::string cls = layer.class_name();
+  if (cls == "Attention" || cls == "AdditiveAttention") {
+    out = single_head_attention(g, layer, in, cls == "AdditiveAttention");
+    return true;
+  }
+  if (cls != "MultiHeadAttention") return false;
   out = attention(g, layer, in);
   return true;
 }

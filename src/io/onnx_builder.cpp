@@ -222,6 +222,11 @@ std::vector<float> permute(const std::vector<float>& data, const std::vector<std
   return out;
 }
 
+void channels_last_only(const nlohmann::json& c, const layers::Layer& layer) {
+  if (cfg_str(c, "data_format", layer, "channels_last") != "channels_last")
+    throw ValueError(fmt::format("export_onnx: {}: data_format channels_first is not exported", who(layer)));
+}
+
 const nlohmann::json& cfg(const nlohmann::json& c, const char* key, const layers::Layer& layer) {
   auto it = c.find(key);
   if (it == c.end()) throw ValueError(fmt::format("export_onnx: {}: its config has no '{}'", who(layer), key));

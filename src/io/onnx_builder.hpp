@@ -118,6 +118,8 @@ const nlohmann::json& cfg(const nlohmann::json& c, const char* key, const layers
 std::vector<std::int64_t> cfg_ints(const nlohmann::json& c, const char* key, const layers::Layer& layer,
                                    std::size_t n);  // an int is repeated n times
 std::string cfg_str(const nlohmann::json& c, const char* key, const layers::Layer& layer, const std::string& dflt);
+// ValueError unless the config's data_format (if any) is channels_last.
+void channels_last_only(const nlohmann::json& c, const layers::Layer& layer);
 // The activation name of a config's "activation" entry (a string or a serialised object).
 std::string activation_name(const nlohmann::json& c, const layers::Layer& layer);
 
@@ -132,6 +134,10 @@ bool convert_conv(GraphBuilder& g, layers::Layer& layer, const std::vector<Value
 bool convert_norm(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in, Value& out);
 bool convert_recurrent(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in, Value& out);
 bool convert_attention(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in, Value& out);
+bool convert_spatial(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in, Value& out);
+// Any layer (a nested model too): the converters above in turn; ValueError naming the layer when
+// none knows it (TimeDistributed converts its inner layer with it).
+Value convert_layer(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in);
 
 // keel's output shape of the layer for the inputs (batch axis -1), from compute_output_shape.
 std::vector<std::int64_t> output_shape_of(layers::Layer& layer, const std::vector<Value>& in);

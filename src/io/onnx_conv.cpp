@@ -1,4 +1,5 @@
-// ONNX forms of keel's convolutions and poolings. ONNX's Conv, ConvTranspose, MaxPool and
+// ONNX forms of keel's convolutions and poolings (1-D, 2-D and 3-D; depthwise, separable and
+// transposed convolutions). ONNX's Conv, ConvTranspose, MaxPool and
 // AveragePool are channels-first: the input is moved to Layout::first (a Transpose only when it
 // is not there yet) and the output stays there, so consecutive convolutions need no Transposes.
 #include <fmt/core.h>
@@ -38,16 +39,44 @@ std::vector<std::int64_t> pads_for(const std::string& padding, const std::vector
 
 std::vector<std::int64_t> spatial(const Value& v) { return {v.shape.begin() + 1, v.shape.end() - 1}; }
 
-void channels_last_only(const nlohmann::json& c, const layers::Layer& layer) {
-  if (cfg_str(c, "data_format", layer, "channels_last") != "channels_last")
-    throw ValueError(fmt::format("export_onnx: {}: data_format channels_first is not exported", who(layer)));
+// The number of spatial axes of a convolution or pooling class ("Conv3D" -> 3).
+std::size_t spatial_rank(const std::string& cls) {
+  return cls.find("1D") != std::string::npos ? 1 : cls.find("3D") != std::string::npos ? 3 : 2;
 }
 
-// Conv1D / Conv2D / DepthwiseConv2D / Conv2DTranspose.
+// [n, n + 1, 0, ..., n - 1]: a kernel [k..., a, b] as [a, b, k...].
+std::vector<std::int64_t> channels_first_perm(std::size_t n) {
+  std::vector<std::int64_t> perm{static_cast<std::int64_t>(n), static_cast<std::int64_t>(n) + 1};
+  for (std::size_t i = 0; i < n; ++i) perm.push_back(static_cast<std::int64_t>(i));
+  return perm;
+}
+
+// A kernel [k..., a, b] as ONNX's weight [b, a, k...] (Conv's [C_out, C_in / group, k...] from
+// Keras' [k..., C_in / group, C_out]; ConvTranspose's [C_in, C_out, k...] from [k..., C_out, C_in]).
+std::string swapped_kernel(GraphBuilder& g, const WeightData& w, const std::string& name, std::size_t n) {
+  std::vector<std::int64_t> perm{static_cast<std::int64_t>(n) + 1, static_cast<std::int64_t>(n)};
+  std::vector<std::int64_t> dims{w.shape[n + 1], w.shape[n]};
+  for (std::size_t i = 0; i < n; ++i) {
+    perm.push_back(static_cast<std::int64_t>(i));
+    dims.push_back(w.shape[i]);
+  }
+  return g.weight(name, permute(w.data, w.shape, perm), dims);
+}
+
+// A depthwise kernel [k..., in, m] as ONNX's grouped-convolution weight [in * m, 1, k...]: output
+// channel c * m + j, as Keras orders them, with one group per input channel.
+std::string depthwise_weight(GraphBuilder& g, layers::Layer& layer, std::size_t n, const std::string& name) {
+  const WeightData w = layer_weight(layer, "depthwise_kernel");
+  std::vector<std::int64_t> dims{w.shape[n] * w.shape[n + 1], 1};
+  for (std::size_t i = 0; i < n; ++i) dims.push_back(w.shape[i]);
+  return g.weight(name, permute(w.data, w.shape, channels_first_perm(n)), dims);
+}
+
+// Conv1D/2D/3D, DepthwiseConv1D/2D, SeparableConv1D/2D and Conv1D/2D/3DTranspose.
 Value conv(GraphBuilder& g, layers::Layer& layer, const Value& x0, const std::string& cls) {
   const nlohmann::json c = layer.get_config();
   channels_last_only(c, layer);
-  const std::size_t n = cls == "Conv1D" ? 1 : 2;
+  const std::size_t n = spatial_rank(cls);
   if (x0.rank() != static_cast<std::int64_t>(n) + 2)
     throw ValueError(fmt::format("export_onnx: {}: expected a rank-{} input, got rank {}", who(layer), n + 2, x0.rank()));
   const auto k = cfg_ints(c, "kernel_size", layer, n), s = cfg_ints(c, "strides", layer, n),
@@ -59,33 +88,21 @@ Value conv(GraphBuilder& g, layers::Layer& layer, const Value& x0, const std::st
   const std::int64_t cin = x0.shape.back();
   std::vector<Attr> attrs{attr("kernel_shape", k), attr("strides", s), attr("dilations", d)};
   std::string type = "Conv", wname;
-  if (cls == "DepthwiseConv2D") {
-    // kernel [kh, kw, in, m] -> W [in * m, 1, kh, kw] with output channel c * m + j (Keras' order),
-    // one group per input channel.
-    const WeightData w = layer_weight(layer, "depthwise_kernel");
-    const std::int64_t m = w.shape[3];
-    const auto p = permute(w.data, w.shape, {2, 3, 0, 1});
-    wname = g.weight(base + "/depthwise_kernel", p, {cin * m, 1, k[0], k[1]});
+  const bool transposed = cls.find("Transpose") != std::string::npos;
+  if (cls.rfind("Depthwise", 0) == 0 || cls.rfind("Separable", 0) == 0) {
+    wname = depthwise_weight(g, layer, n, base + "/depthwise_kernel");
     attrs.push_back(attr("group", cin));
-  } else if (cls == "Conv2DTranspose") {
-    // kernel [kh, kw, filters, in] -> W [in, filters, kh, kw] (ConvTranspose's [C_in, C_out / group, ...]).
-    const WeightData w = layer_weight(layer, "kernel");
-    wname = g.weight(base + "/kernel", permute(w.data, w.shape, {3, 2, 0, 1}), {w.shape[3], w.shape[2], k[0], k[1]});
+  } else if (transposed) {
+    // kernel [k..., filters, in] -> W [in, filters, k...] (ConvTranspose's [C_in, C_out / group, ...]).
+    wname = swapped_kernel(g, layer_weight(layer, "kernel"), base + "/kernel", n);
     type = "ConvTranspose";
   } else {
     // kernel [k..., in / groups, out] -> W [out, in / groups, k...].
-    const WeightData w = layer_weight(layer, "kernel");
-    std::vector<std::int64_t> perm{static_cast<std::int64_t>(n) + 1, static_cast<std::int64_t>(n)};
-    std::vector<std::int64_t> dims{w.shape[n + 1], w.shape[n]};
-    for (std::size_t i = 0; i < n; ++i) {
-      perm.push_back(static_cast<std::int64_t>(i));
-      dims.push_back(w.shape[i]);
-    }
-    wname = g.weight(base + "/kernel", permute(w.data, w.shape, perm), dims);
+    wname = swapped_kernel(g, layer_weight(layer, "kernel"), base + "/kernel", n);
     const auto gi = c.find("groups");
     attrs.push_back(attr("group", gi == c.end() || gi->is_null() ? std::int64_t{1} : gi->get<std::int64_t>()));
   }
-  if (type == "ConvTranspose") {
+  if (transposed) {
     // keel's output length L (Keras' deconv_output_length) from ONNX's
     //   L = s (in - 1) + output_padding + (k - 1) d + 1 - pad_begin - pad_end,
     // with the pads of the forward "same" convolution from L to in, and output_padding the rest.
@@ -109,17 +126,26 @@ Value conv(GraphBuilder& g, layers::Layer& layer, const Value& x0, const std::st
   }
   std::vector<std::string> inputs{x.name, wname};
   const WeightData b = layer_weight(layer, "bias", false);
-  if (b.present) inputs.push_back(g.weight(base + "/bias", b.data, b.shape));
+  const bool separable = cls.rfind("Separable", 0) == 0;
+  if (b.present && !separable) inputs.push_back(g.weight(base + "/bias", b.data, b.shape));
   Value out = x;
   out.shape = out_shape;
-  out.name = g.op(type, inputs, base, attrs);
+  out.name = g.op(type, inputs, separable ? base + "/depthwise" : base, attrs);
+  if (separable) {
+    // Keras' SeparableConv: the depthwise convolution above, then a 1x1 convolution
+    // pointwise_kernel [1..., in * m, filters] -> W [filters, in * m, 1...], with the bias.
+    std::vector<std::string> pw_inputs{out.name, swapped_kernel(g, layer_weight(layer, "pointwise_kernel"),
+                                                                base + "/pointwise_kernel", n)};
+    if (b.present) pw_inputs.push_back(g.weight(base + "/bias", b.data, b.shape));
+    out.name = g.op("Conv", pw_inputs, base, {attr("kernel_shape", std::vector<std::int64_t>(n, 1))});
+  }
   return apply_activation(g, out, activation_name(c, layer), layer);
 }
 
 Value pool(GraphBuilder& g, layers::Layer& layer, const Value& x0, const std::string& cls) {
   const nlohmann::json c = layer.get_config();
   channels_last_only(c, layer);
-  const std::size_t n = cls.find("1D") != std::string::npos ? 1 : 2;
+  const std::size_t n = spatial_rank(cls);
   if (x0.rank() != static_cast<std::int64_t>(n) + 2)
     throw ValueError(fmt::format("export_onnx: {}: expected a rank-{} input, got rank {}", who(layer), n + 2, x0.rank()));
   const auto k = cfg_ints(c, "pool_size", layer, n);
@@ -137,12 +163,12 @@ Value pool(GraphBuilder& g, layers::Layer& layer, const Value& x0, const std::st
   return out;
 }
 
-// GlobalAveragePooling / GlobalMaxPooling 1D/2D: a reduction over the spatial axes of whichever
+// GlobalAveragePooling / GlobalMaxPooling 1D/2D/3D: a reduction over the spatial axes of whichever
 // layout the input is in (no Transpose needed).
 Value global_pool(GraphBuilder& g, layers::Layer& layer, const Value& x, const std::string& cls) {
   const nlohmann::json c = layer.get_config();
   channels_last_only(c, layer);
-  const std::size_t n = cls.find("1D") != std::string::npos ? 1 : 2;
+  const std::size_t n = spatial_rank(cls);
   if (x.rank() != static_cast<std::int64_t>(n) + 2)
     throw ValueError(fmt::format("export_onnx: {}: expected a rank-{} input, got rank {}", who(layer), n + 2, x.rank()));
   const bool keepdims = c.value("keepdims", false);
@@ -164,11 +190,17 @@ Value global_pool(GraphBuilder& g, layers::Layer& layer, const Value& x, const s
 
 bool convert_conv(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in, Value& out) {
   const std::string cls = layer.class_name();
-  const bool is_conv = cls == "Conv1D" || cls == "Conv2D" || cls == "DepthwiseConv2D" || cls == "Conv2DTranspose";
-  const bool is_pool = cls == "MaxPooling1D" || cls == "MaxPooling2D" || cls == "AveragePooling1D" ||
-                       cls == "AveragePooling2D";
-  const bool is_global = cls == "GlobalAveragePooling1D" || cls == "GlobalAveragePooling2D" ||
-                         cls == "GlobalMaxPooling1D" || cls == "GlobalMaxPooling2D";
+  const auto one_of = [&](std::initializer_list<const char*> names) {
+    for (const char* n : names)
+      if (cls == n) return true;
+    return false;
+  };
+  const bool is_conv = one_of({"Conv1D", "Conv2D", "Conv3D", "DepthwiseConv1D", "DepthwiseConv2D", "SeparableConv1D",
+                               "SeparableConv2D", "Conv1DTranspose", "Conv2DTranspose", "Conv3DTranspose"});
+  const bool is_pool = one_of({"MaxPooling1D", "MaxPooling2D", "MaxPooling3D", "AveragePooling1D", "AveragePooling2D",
+                               "AveragePooling3D"});
+  const bool is_global = one_of({"GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAveragePooling3D",
+                                 "GlobalMaxPooling1D", "GlobalMaxPooling2D", "GlobalMaxPooling3D"});
   if (!is_conv && !is_pool && !is_global) return false;
   if (in.size() != 1) throw ValueError(fmt::format("export_onnx: {}: expected one input, got {}", who(layer), in.size()));
   if (is_conv) out = conv(g, layer, in[0], cls);

@@ -157,14 +157,18 @@ bool convert_core(GraphBuilder& g, layers::Layer& layer, const std::vector<Value
       out = merge(g, layer, in, cls, layer.get_config());
       return true;
     }
+  // Inference-time identities: the noise and dropout layers, and the random augmentations (Keras
+  // applies them in training only).
   static const char* identities[] = {"Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D",
                                      "GaussianNoise", "GaussianDropout", "AlphaDropout", "Identity",
-                                     "ActivityRegularization"};
+                                     "ActivityRegularization", "RandomFlip", "RandomRotation", "RandomZoom",
+                                     "RandomTranslation", "RandomContrast", "RandomBrightness"};
   bool known = false;
   for (const char* m : identities) known = known || cls == m;
   const bool ours = known || cls == "Dense" || cls == "Activation" || cls == "ReLU" || cls == "LeakyReLU" ||
                     cls == "Softmax" || cls == "ELU" || cls == "Flatten" || cls == "Reshape" || cls == "Permute" ||
-                    cls == "Embedding" || cls == "Rescaling";
+                    cls == "Embedding" || cls == "Rescaling" || cls == "PReLU" || cls == "ThresholdedReLU" ||
+                    cls == "UnitNormalization";
   if (!ours) return false;
   if (in.size() != 1) throw ValueError(fmt::format("export_onnx: {}: expected one input, got {}", who(layer), in.size()));
   const Value& x = in[0];
@@ -228,6 +232,29 @@ bool convert_core(GraphBuilder& g, layers::Layer& layer, const std::vector<Value
     out.shape.push_back(e.shape[1]);
     // out[..., :] = embeddings[ids[...], :]
     out.name = g.op("Gather", {g.weight(base + "/embeddings", e.data, e.shape), ids}, base, {attr("axis", 0)});
+  } else if (cls == "PReLU") {
+    // max(0, x) + alpha * min(0, x) with alpha [input shape without the batch] (1 on shared
+    // axes): ONNX's PRelu, its slope broadcast from the right in keel's layout.
+    const Value v = g.to_last(x);
+    const WeightData a = layer_weight(layer, "alpha");
+    out = v;
+    out.name = g.op("PRelu", {v.name, g.weight(base + "/alpha", a.data, a.shape)}, base);
+  } else if (cls == "ThresholdedReLU") {  // x where x > theta, else 0
+    out = x;
+    const std::string above = g.op("Greater", {x.name, g.scalar(base + "/theta", static_cast<float>(cfg_num(c, "theta", 1.0)))}, base);
+    out.name = g.op("Where", {above, x.name, g.scalar(base + "/zero", 0.f)}, base);
+  } else if (cls == "UnitNormalization") {
+    // Keras' ops.normalize(order=2, epsilon=1e-12): x * min(1 / sqrt(sum x^2), 1e12) over `axis`.
+    const nlohmann::json& a = cfg(c, "axis", layer);
+    std::vector<std::int64_t> axes;
+    if (a.is_number_integer()) axes.push_back(a.get<std::int64_t>());
+    else
+      for (const auto& e : a) axes.push_back(e.get<std::int64_t>());
+    for (auto& ax : axes) ax = g.physical_axis(x, ax);
+    const std::string sq = g.reduce("ReduceSum", g.op("Mul", {x.name, x.name}, base), axes, true, base);
+    const std::string inv = g.op("Min", {g.op("Reciprocal", {g.op("Sqrt", {sq}, base)}, base), g.scalar(base + "/limit", 1e12f)}, base);
+    out = x;
+    out.name = g.op("Mul", {x.name, inv}, base);
   } else if (cls == "Rescaling") {  // x * scale + offset
     const auto& s = cfg(c, "scale", layer);
     if (!s.is_number()) throw ValueError(fmt::format("export_onnx: {}: a per-channel scale is not exported", who(layer)));

@@ -21,15 +21,13 @@ using onnx_detail::GraphBuilder;
 using onnx_detail::Value;
 using nlohmann::json;
 
-Value convert_layer(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in);
-
 // The outputs of `model` (a Sequential or functional model, maybe nested in another) applied to `in`.
 std::vector<Value> walk(GraphBuilder& g, models::Model& model, const std::vector<Value>& in) {
   if (model.class_name() == "Sequential") {
     if (in.size() != 1)
       throw ValueError(fmt::format("export_onnx: Sequential '{}' got {} inputs", model.name(), in.size()));
     Value x = in[0];
-    for (const auto& l : model.layers()) x = convert_layer(g, *l, {x});
+    for (const auto& l : model.layers()) x = onnx_detail::convert_layer(g, *l, {x});
     return {x};
   }
   if (!model.is_functional())
@@ -79,7 +77,7 @@ std::vector<Value> walk(GraphBuilder& g, models::Model& model, const std::vector
       }
       std::vector<Value> args;
       for (const auto& k : it->inputs) args.push_back(made.at(k));
-      made[fmt::format("{}#{}", it->layer->name(), it->index)] = convert_layer(g, *it->layer, args);
+      made[fmt::format("{}#{}", it->layer->name(), it->index)] = onnx_detail::convert_layer(g, *it->layer, args);
       it = pending.erase(it);
       progress = true;
     }
@@ -90,21 +88,6 @@ std::vector<Value> walk(GraphBuilder& g, models::Model& model, const std::vector
   return outs;
 }
 
-Value convert_layer(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in) {
-  if (auto* sub = dynamic_cast<models::Model*>(&layer)) {
-    const auto outs = walk(g, *sub, in);
-    if (outs.size() != 1)
-      throw ValueError(fmt::format("export_onnx: nested model '{}' has {} outputs (one is supported)", sub->name(), outs.size()));
-    return outs[0];
-  }
-  if (layer.class_name() == "InputLayer") return in.at(0);
-  Value out;
-  if (onnx_detail::convert_core(g, layer, in, out) || onnx_detail::convert_conv(g, layer, in, out) ||
-      onnx_detail::convert_norm(g, layer, in, out) || onnx_detail::convert_recurrent(g, layer, in, out) ||
-      onnx_detail::convert_attention(g, layer, in, out))
-    return out;
-  throw ValueError(fmt::format("export_onnx: {} has no ONNX equivalent", onnx_detail::who(layer)));
-}
 
 int onnx_type(DType d, const std::string& what) {
   switch (d) {
@@ -130,6 +113,22 @@ void set_type(keel_onnx::ValueInfoProto* v, const std::string& name, DType dtype
 }
 
 }  // namespace
+
+Value onnx_detail::convert_layer(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in) {
+  if (auto* sub = dynamic_cast<models::Model*>(&layer)) {
+    const auto outs = walk(g, *sub, in);
+    if (outs.size() != 1)
+      throw ValueError(fmt::format("export_onnx: nested model '{}' has {} outputs (one is supported)", sub->name(), outs.size()));
+    return outs[0];
+  }
+  if (layer.class_name() == "InputLayer") return in.at(0);
+  Value out;
+  if (onnx_detail::convert_core(g, layer, in, out) || onnx_detail::convert_conv(g, layer, in, out) ||
+      onnx_detail::convert_norm(g, layer, in, out) || onnx_detail::convert_recurrent(g, layer, in, out) ||
+      onnx_detail::convert_attention(g, layer, in, out) || onnx_detail::convert_spatial(g, layer, in, out))
+    return out;
+  throw ValueError(fmt::format("export_onnx: {} has no ONNX equivalent", onnx_detail::who(layer)));
+}
 
 OnnxExportReport export_onnx_report(models::Model& model, const std::string& path, OnnxExportOptions options) {
   if (options.opset < 13 || options.opset > 17)

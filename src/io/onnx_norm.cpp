@@ -1,4 +1,5 @@
-// ONNX forms of BatchNormalization (inference: the moving statistics) and LayerNormalization.
+// ONNX forms of BatchNormalization (inference: the moving statistics), LayerNormalization and
+// GroupNormalization.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -102,13 +103,50 @@ Value layer_norm(GraphBuilder& g, layers::Layer& layer, const Value& x0) {
   return out;
 }
 
+// Keras' GroupNormalization over the last axis: the channels split into `groups`, each group
+// normalised over its channels and the spatial axes with its own (biased) moments, then
+// gamma and beta per channel. Composed of Reshape / ReduceMean (no GroupNormalization below
+// opset 18).
+Value group_norm(GraphBuilder& g, layers::Layer& layer, const Value& x0) {
+  const nlohmann::json c = layer.get_config();
+  const Value x = g.to_last(x0);
+  const auto axes = axes_of(c, layer, x.rank());
+  if (axes.size() != 1 || axes[0] != x.rank() - 1)
+    throw ValueError(fmt::format("export_onnx: {}: only the last axis is exported, got {}", who(layer), cfg(c, "axis", layer).dump()));
+  const std::int64_t groups = cfg(c, "groups", layer).get<std::int64_t>(), channels = x.shape.back();
+  if (channels < 0 || groups <= 0 || channels % groups != 0)
+    throw ValueError(fmt::format("export_onnx: {}: {} channels in {} groups", who(layer), channels, groups));
+  const double eps = cfg(c, "epsilon", layer).get<double>();
+  const std::string base = layer.name();
+  std::vector<std::int64_t> grouped(static_cast<std::size_t>(x.rank()) - 1, 0), reduce_axes;  // 0: keep that axis
+  grouped.push_back(groups);
+  grouped.push_back(channels / groups);
+  for (std::int64_t a = 1; a < x.rank() - 1; ++a) reduce_axes.push_back(a);
+  reduce_axes.push_back(x.rank());  // the channels within a group
+  const std::string y = g.op("Reshape", {x.name, g.ints(base + "/grouped", grouped)}, base);
+  const std::string centred = g.op("Sub", {y, g.reduce("ReduceMean", y, reduce_axes, true, base)}, base);
+  const std::string var = g.reduce("ReduceMean", g.op("Mul", {centred, centred}, base), reduce_axes, true, base);
+  const std::string denom = g.op("Sqrt", {g.op("Add", {var, g.scalar(base + "/epsilon", static_cast<float>(eps))}, base)}, base);
+  std::vector<std::int64_t> back(static_cast<std::size_t>(x.rank()) - 1, 0);
+  back.push_back(channels);
+  std::string out_name = g.op("Reshape", {g.op("Div", {centred, denom}, base), g.ints(base + "/ungrouped", back)}, base);
+  const WeightData gamma = layer_weight(layer, "gamma", false), beta = layer_weight(layer, "beta", false);
+  if (gamma.present) out_name = g.op("Mul", {out_name, g.weight(base + "/gamma", gamma.data, {channels})}, base);
+  if (beta.present) out_name = g.op("Add", {out_name, g.weight(base + "/beta", beta.data, {channels})}, base);
+  Value out = x;
+  out.name = out_name;
+  return out;
+}
+
 }  // namespace
 
 bool convert_norm(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in, Value& out) {
   const std::string cls = layer.class_name();
-  if (cls != "BatchNormalization" && cls != "LayerNormalization") return false;
+  if (cls != "BatchNormalization" && cls != "LayerNormalization" && cls != "GroupNormalization") return false;
   if (in.size() != 1) throw ValueError(fmt::format("export_onnx: {}: expected one input, got {}", who(layer), in.size()));
-  out = cls == "BatchNormalization" ? batch_norm(g, layer, in[0]) : layer_norm(g, layer, in[0]);
+  out = cls == "BatchNormalization" ? batch_norm(g, layer, in[0])
+        : cls == "LayerNormalization" ? layer_norm(g, layer, in[0])
+                                      : group_norm(g, layer, in[0]);
   return true;
 }
 

@@ -1,4 +1,4 @@
-// ONNX forms of SimpleRNN, LSTM and GRU: ONNX's RNN / LSTM / GRU ops (onnx/docs/Operators.md),
+// ONNX forms of SimpleRNN, LSTM, GRU and Bidirectional: ONNX's RNN / LSTM / GRU ops (onnx/docs/Operators.md),
 // which take time-major input X [T, N, F] and weights W [dirs, gates * H, F], R [dirs, gates * H, H],
 // B [dirs, 2 * gates * H] (input bias, then recurrent bias).
 #include <fmt/core.h>
@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "io/onnx_builder.hpp"
+#include "keel/layers/recurrent.hpp"
 
 namespace keel::io::onnx_detail {
 namespace {
@@ -98,15 +99,50 @@ Value recurrent(GraphBuilder& g, layers::Layer& layer, const Value& x0, const st
   return out;
 }
 
+// Keras' Bidirectional: its forward layer, and its backward layer (go_backwards, so its outputs
+// come in reversed time order, put back into forward order when it returns sequences), merged.
+Value bidirectional(GraphBuilder& g, layers::Bidirectional& layer, const Value& x) {
+  const nlohmann::json c = layer.get_config();
+  const std::string mode = cfg_str(c, "merge_mode", layer, "concat");
+  const std::string base = layer.name();
+  const auto& fwd = layer.forward_layer();
+  const auto& bwd = layer.backward_layer();
+  const Value f = recurrent(g, *fwd, x, fwd->class_name());
+  Value b = recurrent(g, *bwd, x, bwd->class_name());
+  if (b.rank() == 3)
+    b.name = g.op("Slice", {b.name, g.ints(base + "/starts", {-1}), g.ints(base + "/ends", {std::numeric_limits<std::int64_t>::min()}),
+                            g.ints(base + "/axes", {1}), g.ints(base + "/steps", {-1})}, base);
+  Value out = f;
+  if (mode == "concat") {
+    out.shape.back() = f.shape.back() + b.shape.back();
+    out.name = g.op("Concat", {f.name, b.name}, base, {attr("axis", f.rank() - 1)});
+  } else if (mode == "sum") {
+    out.name = g.op("Add", {f.name, b.name}, base);
+  } else if (mode == "mul") {
+    out.name = g.op("Mul", {f.name, b.name}, base);
+  } else if (mode == "ave") {
+    out.name = g.op("Mul", {g.op("Add", {f.name, b.name}, base), g.scalar(base + "/half", 0.5f)}, base);
+  } else {
+    throw ValueError(fmt::format("export_onnx: {}: merge_mode '{}' is not exported", who(layer), mode));
+  }
+  return out;
+}
+
 }  // namespace
 
 bool convert_recurrent(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in, Value& out) {
   const std::string cls = layer.class_name();
-  if (cls != "LSTM" && cls != "GRU" && cls != "SimpleRNN") return false;
+  if (cls != "LSTM" && cls != "GRU" && cls != "SimpleRNN" && cls != "Bidirectional") return false;
   if (in.size() != 1)
     throw ValueError(fmt::format("export_onnx: {}: initial states as inputs are not exported (got {} inputs)", who(layer),
                                  in.size()));
-  out = recurrent(g, layer, in[0], cls);
+  if (cls == "Bidirectional") {
+    auto* bi = dynamic_cast<layers::Bidirectional*>(&layer);
+    if (!bi) throw ValueError(fmt::format("export_onnx: {} is not keel's Bidirectional", who(layer)));
+    out = bidirectional(g, *bi, in[0]);
+  } else {
+    out = recurrent(g, layer, in[0], cls);
+  }
   return true;
 }
 
