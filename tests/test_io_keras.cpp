@@ -299,12 +299,24 @@ TEST_CASE("Keras 2 (tf.keras) configs translate: Model, batch_input_shape, node_
   auto model = std::dynamic_pointer_cast<models::Model>(layers::from_config("Functional", k["config"]));
   REQUIRE(model);
   CHECK(model->count_params() == 3 * 2 + 2 + 4 * 2);
-  // A Keras 2 Sequential whose first layer carries batch_input_shape gets an InputLayer.
+  // A Keras 2 Sequential whose first layer carries batch_input_shape gets an InputLayer; Keras
+  // 2's hard_sigmoid (clip(0.2 x + 0.5, 0, 1), standalone Keras 2's LSTM default) is keel's
+  // hard_sigmoid_keras2.
   const json seq = io::keras::from_keras2(json::parse(R"({"class_name": "Sequential", "config": {"name": "s", "layers": [
-      {"class_name": "Dense", "config": {"name": "d", "units": 2, "batch_input_shape": [null, 5]}}]}})"));
+      {"class_name": "Dense", "config": {"name": "d", "units": 2, "batch_input_shape": [null, 5],
+                                         "activation": "hard_sigmoid"}}]}})"));
+  CHECK(seq["config"]["layers"][1]["config"]["activation"] == "hard_sigmoid_keras2");
   auto s = std::dynamic_pointer_cast<models::Model>(layers::from_config("Sequential", seq["config"]));
   REQUIRE(s);
   CHECK(s->count_params() == 12);
+  const auto p = s->predict(constant(std::vector<float>{-5.f, 0.f, 1.f, 2.f, 3.f}, {1, 5})).to_vector<float>();
+  for (float v : p) CHECK((v >= 0.f && v <= 1.f));
+  // Written back, it is Keras 2's hard_sigmoid again; keel's (Keras 3's) hard_sigmoid has no
+  // Keras 2 name and is refused rather than saved as the other function.
+  const json back = io::keras::to_keras2(layers::serialize(*s));
+  CHECK(back.dump().find("\"activation\":\"hard_sigmoid\"") != std::string::npos);
+  models::Sequential k3({layers::InputLayer(Shape{3}), layers::Dense(2, {.activation = "hard_sigmoid"})});
+  CHECK_THROWS_WITH(io::keras::to_keras2(layers::serialize(k3)), Contains("has no tf.keras 2 equivalent"));
   // Malformed node data is a ValueError naming the layer.
   json bad = legacy;
   bad["config"]["layers"][1]["inbound_nodes"] = json::parse(R"([[["x"]]])");

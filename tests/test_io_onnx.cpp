@@ -57,7 +57,7 @@ std::vector<Case> cases() {
     Tensor h = L::Dense(7)(x);
     std::vector<Tensor> outs;
     for (const char* a : {"relu", "relu6", "sigmoid", "tanh", "softmax", "log_softmax", "elu", "gelu", "silu",
-                          "softplus", "leaky_relu", "exponential", "selu", "softsign", "hard_sigmoid", "hard_swish",
+                          "softplus", "leaky_relu", "exponential", "selu", "softsign", "hard_sigmoid", "hard_sigmoid_keras2", "hard_swish",
                           "mish", "linear"})
       outs.push_back(L::Activation(a)(h));
     outs.push_back(L::ReLU({.max_value = 0.4})(h));
@@ -166,6 +166,21 @@ std::vector<Case> cases() {
     out.push_back({"single_head_attention", std::make_shared<models::Model>(std::vector<Tensor>{q, v},
                                                                             std::vector<Tensor>{L::Concatenate()(outs)},
                                                                             "single_head_attention")});
+  }
+  // Resizing (bilinear, nearest, after an aspect-ratio crop), CenterCrop, Normalization (per
+  // channel, and inverted with one statistic), and Dot of both kinds of axes.
+  out.push_back({"image_preprocessing", seq({H(L::InputLayer({9, 7, 3})), H(L::Normalization({.mean = {0.1, -0.2, 0.3}, .variance = {1.5, 0.5, 2.0}})),
+                                             H(L::Resizing(5, 6)), H(L::Resizing(11, 4, {.interpolation = "nearest"})),
+                                             H(L::Resizing(6, 6, {.crop_to_aspect_ratio = true})), H(L::CenterCrop(4, 3)),
+                                             H(L::Normalization({.axis = {}, .mean = {0.5}, .variance = {4.0}, .invert = true}))},
+                                            "image_preprocessing")});
+  {
+    Tensor a = models::Input({4, 3}, DType::float32, "a"), b = models::Input({5, 3}, DType::float32, "b");
+    Tensor v = models::Input({3}, DType::float32, "v"), w = models::Input({3}, DType::float32, "w");
+    std::vector<Tensor> outs{L::Flatten()(L::Dot(L::DotAxes(2, 2))({a, b})), L::Flatten()(L::Dot(L::DotAxes(1, 1), {.normalize = true})({a, L::Dense(3)(a)})),
+                             L::Dot(1)({v, w}), L::Dot(-1, {.normalize = true})({v, w})};
+    out.push_back({"dot", std::make_shared<models::Model>(std::vector<Tensor>{a, b, v, w},
+                                                          std::vector<Tensor>{L::Concatenate()(outs)}, "dot")});
   }
   // samples/lstm_timeseries.cpp's model.
   out.push_back({"lstm_timeseries", seq({H(L::InputLayer({12, 1})), H(L::LSTM(50)), H(L::Dense(1))}, "lstm_timeseries"), 17, {}, 0, true});

@@ -55,6 +55,10 @@ TEST_CASE("torch's state_dicts predict in keel what they predict in torch", "[.p
   check_model(lstm, "lstm");
   models::Sequential gru{layers::InputLayer({5, 3}), layers::GRU(4)};
   check_model(gru, "gru");
+  models::Sequential bilstm{layers::InputLayer({5, 3}), layers::Bidirectional(layers::LSTM(4, {.return_sequences = true}))};
+  check_model(bilstm, "bilstm");
+  models::Sequential bigru{layers::InputLayer({5, 3}), layers::Bidirectional(layers::GRU(4, {.return_sequences = true}))};
+  check_model(bigru, "bigru");
   models::Sequential embedding{layers::InputLayer({3}), layers::Embedding(10, 4),
                                layers::LayerNormalization({.epsilon = 1e-3})};
   check_model(embedding, "embedding");

@@ -284,6 +284,11 @@ TEST_CASE("save_tfjs refuses what TensorFlow.js computes differently", "[io][tfj
   // tfjs's hard_sigmoid is Keras 2's clip(0.2 x + 0.5), keel's Keras 3's relu6(x + 3) / 6.
   models::Sequential hs({layers::InputLayer(Shape{4}), layers::Dense(2, {.activation = "hard_sigmoid"})});
   CHECK_THROWS_WITH(io::save_tfjs(hs, scratch("hs").string()), Catch::Contains("hard_sigmoid"));
+  // Keras 2's, which tfjs names hard_sigmoid, is written under that name.
+  models::Sequential k2({layers::InputLayer(Shape{4}), layers::Dense(2, {.activation = "hard_sigmoid_keras2"})});
+  const fs::path k2_dir = scratch("k2");
+  io::save_tfjs(k2, k2_dir.string());
+  CHECK(json::parse(slurp(k2_dir / "model.json")).dump().find("\"activation\":\"hard_sigmoid\"") != std::string::npos);
   // A folder that is not a TensorFlow.js model is never replaced.
   const fs::path dir = scratch("occupied");
   fs::create_directories(dir);
@@ -384,8 +389,16 @@ TEST_CASE("load_tfjs rejects malformed model.json files with IOError", "[io][tfj
     CHECK_THROWS_AS(io::load_tfjs(variant(a, shard)), ValueError);
     CHECK_THROWS_WITH(io::load_tfjs(variant(a, shard)), Catch::Contains("FancyLayer"));
     json b = base;
-    b["modelTopology"]["config"]["layers"][2]["config"]["activation"] = "hard_sigmoid";
+    b["modelTopology"]["config"]["layers"][2]["config"]["activation"] = "gelu_new";  // tfjs's own
     CHECK_THROWS_AS(io::load_tfjs(variant(b, shard)), ValueError);
+    CHECK_THROWS_WITH(io::load_tfjs(variant(b, shard)), Catch::Contains("gelu_new"));
+  }
+  SECTION("tfjs's hard_sigmoid is Keras 2's: keel's hard_sigmoid_keras2") {
+    json h = base;
+    h["modelTopology"]["config"]["layers"][2]["config"]["activation"] = "hard_sigmoid";
+    const std::string lname = h["modelTopology"]["config"]["layers"][2]["config"]["name"];
+    auto m = io::load_tfjs(variant(h, shard));
+    CHECK(m->get_layer(lname)->get_config().at("activation") == "hard_sigmoid_keras2");
   }
 }
 
@@ -448,6 +461,17 @@ TEST_CASE("models written by keel, with keel's predictions, for TensorFlow.js to
   write("seq_conv_uint16_shards", *conv_model(), {fixed_input({2, 6, 6, 2})},
         {.quantization = "uint16", .shard_size_bytes = 128});
   write("seq_rnn", *rnn_model(), {fixed_input({2, 5, 3})}, {});
+  {  // tfjs's default recurrent activation, Keras 2's hard_sigmoid
+    auto m = std::make_shared<models::Sequential>(
+        std::initializer_list<layers::LayerRef>{
+            layers::InputLayer(Shape{5, 3}),
+            layers::LSTM(4, {.recurrent_activation = "hard_sigmoid_keras2", .return_sequences = true}),
+            layers::GRU(3, {.recurrent_activation = "hard_sigmoid_keras2", .reset_after = false}),
+        },
+        "seq_rnn_hard_sigmoid");
+    set_fixed_weights(*m);
+    write("seq_rnn_hard_sigmoid", *m, {fixed_input({2, 5, 3})}, {});
+  }
   write("seq_misc", *misc_model(), {fixed_input({2, 8, 8, 3})}, {});
   write("functional", *functional_model(), {fixed_input({2, 4}), fixed_input({2, 4}) + 0.5}, {});
 }

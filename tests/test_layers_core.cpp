@@ -190,6 +190,10 @@ TEST_CASE("Activation applies an activation by Keras name or a callable", "[laye
   check_values(layers::Activation("softsign")(x), {-0.5, 0, 2.0 / 3});
   check_values(layers::Activation("hard_sigmoid")(x), {2.0 / 6, 0.5, 5.0 / 6});
   check_values(layers::Activation("hard_silu")(x), {-2.0 / 6, 0, 10.0 / 6});
+  // Keras 2's (and TensorFlow.js's) hard_sigmoid, clip(0.2 x + 0.5, 0, 1): 0.3, 0.5, 0.9; it
+  // reaches 0 at x = -2.5 and 1 at x = 2.5.
+  check_values(layers::Activation("hard_sigmoid_keras2")(x), {0.3, 0.5, 0.9});
+  check_values(layers::Activation("hard_sigmoid_keras2")(constant(std::vector<float>{-4.f, 4.f})), {0.0, 1.0});
   check_values(layers::Activation("hard_swish")(x), {-2.0 / 6, 0, 10.0 / 6});
   check_values(layers::Activation("mish")(x),
                {-std::tanh(std::log1p(std::exp(-1.0))), 0, 2 * std::tanh(std::log1p(std::exp(2.0)))});
@@ -231,6 +235,12 @@ TEST_CASE("ReLU's gradients match finite differences away from its kinks", "[lay
         layers::ReLUOptions{.max_value = 6}}) {
     check_gradients([&](const std::vector<Tensor>& in) { return layers::ReLU(o)(in[0]); }, {x});
   }
+}
+
+TEST_CASE("hard_sigmoid_keras2's gradient is 0.2 inside (-2.5, 2.5) and 0 outside", "[layers][activations][gradcheck]") {
+  // Points at least 0.1 from the kinks at -2.5 and 2.5.
+  const Tensor x = constant(std::vector<double>{-3.0, -2.2, -0.5, 0.4, 1.7, 2.3, 2.7, 4.0}, {2, 4});
+  check_gradients([](const std::vector<Tensor>& in) { return layers::Activation("hard_sigmoid_keras2")(in[0]); }, {x});
 }
 
 TEST_CASE("LeakyReLU's negative_slope defaults to 0.3 as in Keras 3", "[layers][relu]") {

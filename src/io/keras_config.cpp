@@ -225,6 +225,15 @@ json to_keras2(const json& entry) {
     } else if (key == "dtype" && cls != "InputLayer" && v.is_string() && v.get<std::string>() != "float32" &&
                v.get<std::string>() != "float64" && v.get<std::string>() != "float16") {
       c[key] = {{"class_name", "Policy"}, {"config", {{"name", v}}}};  // tf.keras' mixed precision policy
+    } else if ((key == "activation" || key == "recurrent_activation") && v.is_string() &&
+               (v == "hard_sigmoid" || v == "hard_sigmoid_keras2")) {
+      // Keras 2's hard_sigmoid is clip(0.2 x + 0.5, 0, 1) (keel's hard_sigmoid_keras2); Keras 3's,
+      // keel's hard_sigmoid, has no Keras 2 name and would load as the other function.
+      if (v == "hard_sigmoid")
+        throw ValueError(fmt::format("{}: {} \"hard_sigmoid\" (Keras 3's relu6(x + 3) / 6) has no tf.keras 2 "
+                                     "equivalent (its hard_sigmoid is clip(0.2 x + 0.5, 0, 1)): save as .keras",
+                                     cls, key));
+      c[key] = "hard_sigmoid";
     } else if (ends_with(key, "_initializer") && v.is_string()) {
       const std::string k = camel(v.get<std::string>());
       c[key] = {{"class_name", k}, {"config", initializer_defaults(k)}};
@@ -267,6 +276,9 @@ json from_keras2(const json& entry) {
     json& v = it.value();
     if (ends_with(key, "_initializer")) {
       v = legacy_initializer(v);
+    } else if ((key == "activation" || key == "recurrent_activation") && v == "hard_sigmoid") {
+      // Keras 2's hard_sigmoid is clip(0.2 x + 0.5, 0, 1), keel's (Keras 3's) relu6(x + 3) / 6.
+      v = "hard_sigmoid_keras2";
     } else if (key == "layers" && v.is_array()) {
       for (auto& e : v) e = from_keras2(e);
     } else if (is_entry(v) && !ends_with(key, "_regularizer") && !ends_with(key, "_constraint")) {

@@ -3,6 +3,8 @@
 // Rescaling.
 #include <fmt/core.h>
 
+#include <array>
+
 #include <cmath>
 
 #include "io/onnx_builder.hpp"
@@ -40,6 +42,7 @@ Value apply_activation(GraphBuilder& g, const Value& x, const std::string& name,
   if (name == "selu") return unary("Selu", {attr("alpha", 1.6732632423543772), attr("gamma", 1.0507009873554805)});
   // Keras 3 hard_sigmoid: relu6(x + 3) / 6 = max(0, min(1, x / 6 + 0.5)).
   if (name == "hard_sigmoid") return unary("HardSigmoid", {attr("alpha", 1.0 / 6.0), attr("beta", 0.5)});
+  if (name == "hard_sigmoid_keras2") return unary("HardSigmoid", {attr("alpha", 0.2), attr("beta", 0.5)});
   if (name == "relu6") {
     out.name = g.op("Clip", {x.name, g.scalar(base + "/min", 0.f), g.scalar(base + "/max", 6.f)}, base);
     return out;
@@ -149,8 +152,60 @@ Value merge(GraphBuilder& g, layers::Layer& layer, std::vector<Value> in, const 
 
 }  // namespace
 
+// Keras' Dot (batch_dot over one axis of each input, optionally L2-normalised along it first):
+// a with its axis moved last as [N, M, K], b with its axis moved second as [N, K, L], one MatMul,
+// and the result shaped [N, a's other axes..., b's other axes...] ([N, 1] when none are left).
+Value dot(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in0, const nlohmann::json& c) {
+  if (in0.size() != 2) throw ValueError(fmt::format("export_onnx: {}: expected two inputs, got {}", who(layer), in0.size()));
+  const Value a = g.to_last(in0[0]), b = g.to_last(in0[1]);
+  const auto axes = cfg_ints(c, "axes", layer, 2);
+  std::array<std::int64_t, 2> ax{};
+  for (std::size_t i = 0; i < 2; ++i) {
+    const std::int64_t rank = i == 0 ? a.rank() : b.rank();
+    ax[i] = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (ax[i] <= 0 || ax[i] >= rank) throw ValueError(fmt::format("export_onnx: {}: axis {} out of range", who(layer), axes[i]));
+  }
+  const std::int64_t k = a.shape[static_cast<std::size_t>(ax[0])];
+  if (k < 0) throw ValueError(fmt::format("export_onnx: {}: the contracted axis must have a known size", who(layer)));
+  const std::string base = layer.name();
+  const auto unit = [&](const std::string& x, std::int64_t axis) {  // x * min(1 / ||x||, 1e7), as keel
+    const std::string sq = g.reduce("ReduceSum", g.op("Mul", {x, x}, base), {axis}, true, base);
+    return g.op("Mul", {x, g.op("Min", {g.op("Reciprocal", {g.op("Sqrt", {sq}, base)}, base), g.scalar(base + "/limit", 1e7f)}, base)}, base);
+  };
+  std::string an = a.name, bn = b.name;
+  if (c.value("normalize", false)) {
+    an = unit(an, ax[0]);
+    bn = unit(bn, ax[1]);
+  }
+  std::vector<std::int64_t> pa{0}, pb{0, ax[1]}, out_shape{-1};
+  for (std::int64_t i = 1; i < a.rank(); ++i)
+    if (i != ax[0]) {
+      pa.push_back(i);
+      out_shape.push_back(a.shape[static_cast<std::size_t>(i)]);
+    }
+  pa.push_back(ax[0]);
+  for (std::int64_t i = 1; i < b.rank(); ++i)
+    if (i != ax[1]) {
+      pb.push_back(i);
+      out_shape.push_back(b.shape[static_cast<std::size_t>(i)]);
+    }
+  if (out_shape.size() == 1) out_shape.push_back(1);
+  an = g.op("Reshape", {g.transpose(an, pa, base), g.ints(base + "/a_shape", {0, -1, k})}, base);
+  bn = g.op("Reshape", {g.transpose(bn, pb, base), g.ints(base + "/b_shape", {0, k, -1})}, base);
+  std::vector<std::int64_t> target{0};
+  target.insert(target.end(), out_shape.begin() + 1, out_shape.end());
+  Value out = a;
+  out.shape = out_shape;
+  out.name = g.op("Reshape", {g.op("MatMul", {an, bn}, base), g.ints(base + "/shape", target)}, base);
+  return out;
+}
+
 bool convert_core(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in, Value& out) {
   const std::string cls = layer.class_name();
+  if (cls == "Dot") {
+    out = dot(g, layer, in, layer.get_config());
+    return true;
+  }
   static const char* merges[] = {"Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum", "Concatenate"};
   for (const char* m : merges)
     if (cls == m) {

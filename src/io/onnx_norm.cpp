@@ -1,11 +1,13 @@
-// ONNX forms of BatchNormalization (inference: the moving statistics), LayerNormalization and
-// GroupNormalization.
+// ONNX forms of BatchNormalization (inference: the moving statistics), LayerNormalization,
+// GroupNormalization and Normalization.
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "io/onnx_builder.hpp"
+#include "keel/layers/normalization.hpp"
+#include "keel/ops/elementwise.hpp"
 
 namespace keel::io::onnx_detail {
 namespace {
@@ -138,12 +140,39 @@ Value group_norm(GraphBuilder& g, layers::Layer& layer, const Value& x0) {
   return out;
 }
 
+// Keras' Normalization (inference with its adapted or given statistics):
+// (x - mean) / max(sqrt(variance), 1e-7), or with invert = true mean + x * max(sqrt(variance), 1e-7).
+// The statistics are broadcast over the axes not kept, as keel's mean() / variance() give them.
+Value normalization(GraphBuilder& g, layers::Normalization& layer, const Value& x0) {
+  const Value x = g.to_last(x0);
+  const Tensor mean = layer.mean().astype(DType::float32).contiguous();
+  const Tensor sd = maximum(sqrt(layer.variance().astype(DType::float32)), 1e-7).contiguous();
+  if (mean.rank() != x.rank())
+    throw ValueError(fmt::format("export_onnx: {}: built for rank {}, called on rank {}", who(layer), mean.rank(), x.rank()));
+  const std::string base = layer.name();
+  const std::string m = g.weight(base + "/mean", mean.to_vector<float>(), mean.shape().dims());
+  const std::string s = g.weight(base + "/stddev", sd.to_vector<float>(), sd.shape().dims());
+  Value out = x;
+  out.dtype = DType::float32;
+  const bool invert = layer.get_config().value("invert", false);
+  out.name = invert ? g.op("Add", {m, g.op("Mul", {x.name, s}, base)}, base)
+                    : g.op("Div", {g.op("Sub", {x.name, m}, base), s}, base);
+  return out;
+}
+
 }  // namespace
 
 bool convert_norm(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in, Value& out) {
   const std::string cls = layer.class_name();
-  if (cls != "BatchNormalization" && cls != "LayerNormalization" && cls != "GroupNormalization") return false;
+  if (cls != "BatchNormalization" && cls != "LayerNormalization" && cls != "GroupNormalization" && cls != "Normalization")
+    return false;
   if (in.size() != 1) throw ValueError(fmt::format("export_onnx: {}: expected one input, got {}", who(layer), in.size()));
+  if (cls == "Normalization") {
+    auto* n = dynamic_cast<layers::Normalization*>(&layer);
+    if (!n) throw ValueError(fmt::format("export_onnx: {} is not keel's Normalization", who(layer)));
+    out = normalization(g, *n, in[0]);
+    return true;
+  }
   out = cls == "BatchNormalization" ? batch_norm(g, layer, in[0])
         : cls == "LayerNormalization" ? layer_norm(g, layer, in[0])
                                       : group_norm(g, layer, in[0]);

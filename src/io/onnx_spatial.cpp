@@ -1,10 +1,11 @@
 // ONNX forms of the layers that move data along the spatial axes without weights:
 // UpSampling1D/2D/3D (Resize), ZeroPadding1D/2D/3D (Pad), Cropping1D/2D/3D (Slice), RepeatVector
-// (Unsqueeze + Tile), and TimeDistributed (its inner layer's converter on [batch * time, ...]).
+// (Unsqueeze + Tile), Resizing and CenterCrop (Resize, Slice), and TimeDistributed (its inner layer's converter on [batch * time, ...]).
 // The first three work in whichever layout their input is in: a convolution's channels-first
 // output is padded, cropped or upsampled without a Transpose.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <array>
 #include <limits>
 
@@ -106,6 +107,70 @@ Value cropping(GraphBuilder& g, layers::Layer& layer, const Value& x, std::size_
   return out;
 }
 
+// keel's image crop of rows [top, top + h) and columns [left, left + w) of an NHWC-logical value.
+std::string crop_image(GraphBuilder& g, const Value& x, std::int64_t top, std::int64_t left, std::int64_t h,
+                       std::int64_t w, const std::string& base) {
+  return g.op("Slice", {x.name, g.ints(base + "/starts", {top, left}), g.ints(base + "/ends", {top + h, left + w}),
+                        g.ints(base + "/axes", {g.physical_axis(x, 1), g.physical_axis(x, 2)})}, base);
+}
+
+// Resizing (bilinear or nearest, as tf.image.resize with half-pixel centres; crop_to_aspect_ratio
+// as a static crop first) and CenterCrop of an input at least as large as the crop. The image
+// sizes must be known.
+Value image_resize(GraphBuilder& g, layers::Layer& layer, const Value& x, const std::string& cls) {
+  const nlohmann::json c = layer.get_config();
+  channels_last_only(c, layer);
+  check_rank(layer, x, 2);
+  const std::int64_t h = x.shape[1], w = x.shape[2];
+  const std::int64_t height = cfg(c, "height", layer).get<std::int64_t>(), width = cfg(c, "width", layer).get<std::int64_t>();
+  if (h <= 0 || w <= 0)
+    throw ValueError(fmt::format("export_onnx: {}: the image size must be known and non-zero, got {}x{}", who(layer), h, w));
+  const std::string base = layer.name();
+  Value out = x;
+  out.shape = {-1, height, width, x.shape[3]};
+  if (cls == "CenterCrop") {
+    if (h < height || w < width)
+      throw ValueError(fmt::format("export_onnx: {}: an image of {}x{} smaller than the {}x{} crop (keel resizes it) "
+                                   "is not exported", who(layer), h, w, height, width));
+    out.name = crop_image(g, x, (h - height) / 2, (w - width) / 2, height, width, base);
+    return out;
+  }
+  if (c.value("pad_to_aspect_ratio", false))
+    throw ValueError(fmt::format("export_onnx: {}: pad_to_aspect_ratio is not exported", who(layer)));
+  const std::string interpolation = cfg_str(c, "interpolation", layer, "bilinear");
+  if (interpolation != "bilinear" && interpolation != "nearest")
+    throw ValueError(fmt::format("export_onnx: {}: interpolation '{}' is not exported", who(layer), interpolation));
+  std::string in = x.name;
+  std::int64_t ch = h, cw = w;
+  if (c.value("crop_to_aspect_ratio", false)) {
+    // keras.utils.smart_resize's crop: the largest centred window of the target's aspect ratio.
+    ch = std::clamp<std::int64_t>(static_cast<std::int64_t>(static_cast<float>(w * height) / static_cast<float>(width)), 1, h);
+    cw = std::clamp<std::int64_t>(static_cast<std::int64_t>(static_cast<float>(h * width) / static_cast<float>(height)), 1, w);
+    if (ch != h || cw != w) in = crop_image(g, x, (h - ch) / 2, (w - cw) / 2, ch, cw, base);
+  }
+  if (ch == height && cw == width) {
+    out.name = in == x.name ? g.op("Identity", {in}, base) : in;
+    return out;
+  }
+  // The output size by axis, the input's own (Shape) on the batch and channel axes: Resize's
+  // "sizes" (float scales could round an output length down).
+  std::vector<std::int64_t> target(4, 0);
+  target[static_cast<std::size_t>(g.physical_axis(x, 1))] = height;
+  target[static_cast<std::size_t>(g.physical_axis(x, 2))] = width;
+  std::vector<std::int64_t> is_spatial(4, 0);
+  is_spatial[static_cast<std::size_t>(g.physical_axis(x, 1))] = is_spatial[static_cast<std::size_t>(g.physical_axis(x, 2))] = 1;
+  const std::string mask = g.op("Cast", {g.ints(base + "/spatial_axes", is_spatial)}, base, {attr("to", 9)});  // BOOL
+  const std::string sizes = g.op("Where", {mask, g.ints(base + "/sizes", target), g.op("Shape", {in}, base)}, base);
+  // nearest: TF2's source floor((i + 0.5) * in / out), ONNX's tf_half_pixel_for_nn with floor.
+  const std::vector<Attr> attrs =
+      interpolation == "nearest"
+          ? std::vector<Attr>{attr("mode", "nearest"), attr("coordinate_transformation_mode", "tf_half_pixel_for_nn"),
+                              attr("nearest_mode", "floor")}
+          : std::vector<Attr>{attr("mode", "linear"), attr("coordinate_transformation_mode", "half_pixel")};
+  out.name = g.op("Resize", {in, "", "", sizes}, base, attrs);
+  return out;
+}
+
 // [N, F] -> [N, n, F].
 Value repeat_vector(GraphBuilder& g, layers::Layer& layer, const Value& x0) {
   const nlohmann::json c = layer.get_config();
@@ -150,10 +215,13 @@ bool convert_spatial(GraphBuilder& g, layers::Layer& layer, const std::vector<Va
   const std::string cls = layer.class_name();
   const bool upsample = cls.rfind("UpSampling", 0) == 0, pad = cls.rfind("ZeroPadding", 0) == 0,
              crop = cls.rfind("Cropping", 0) == 0;
-  if (!upsample && !pad && !crop && cls != "RepeatVector" && cls != "TimeDistributed") return false;
+  const bool image = cls == "Resizing" || cls == "CenterCrop";
+  if (!upsample && !pad && !crop && !image && cls != "RepeatVector" && cls != "TimeDistributed") return false;
   if (in.size() != 1) throw ValueError(fmt::format("export_onnx: {}: expected one input, got {}", who(layer), in.size()));
   if (cls == "RepeatVector") {
     out = repeat_vector(g, layer, in[0]);
+  } else if (image) {
+    out = image_resize(g, layer, in[0], cls);
   } else if (cls == "TimeDistributed") {
     auto* td = dynamic_cast<layers::TimeDistributed*>(&layer);
     if (!td) throw ValueError(fmt::format("export_onnx: {} is not keel's TimeDistributed", who(layer)));

@@ -10,9 +10,10 @@
 //     layer rather than as an InputLayer entry,
 //   * functional inbound nodes: Keras 3's {"args": [tensor | [tensors]], "kwargs"} <-> Keras 2's
 //     [[layer, node, tensor, kwargs], ...].
-// Settings whose meaning differs are refused instead of passed on: tfjs's "hard_sigmoid" is
-// Keras 2's clip(0.2 x + 0.5, 0, 1), keel's is Keras 3's relu6(x + 3) / 6; tfjs's GRU has only
-// reset_after = false; tfjs's ReLU has no negative_slope or threshold.
+// Names whose meaning differs are translated: tfjs's "hard_sigmoid" is Keras 2's
+// clip(0.2 x + 0.5, 0, 1), keel's "hard_sigmoid_keras2" (keel's "hard_sigmoid" is Keras 3's
+// relu6(x + 3) / 6, which tfjs has not: refused). Settings tfjs lacks are refused instead of
+// passed on: tfjs's GRU has only reset_after = false; its ReLU has no negative_slope or threshold.
 #include "io/tfjs_topology.hpp"
 
 #include <nlohmann/json.hpp>
@@ -149,11 +150,13 @@ json layer_config_to_tfjs(const std::string& cls, const std::string& lname, cons
       }
       out[key] = r;
     } else if (key == "activation" || key == "recurrent_activation") {
-      if (!v.is_string() || !shared_activations().count(v.get<std::string>() == "silu" ? "swish" : v.get<std::string>()))
+      if (!v.is_string() || !(shared_activations().count(v.get<std::string>() == "silu" ? "swish" : v.get<std::string>()) ||
+                              v.get<std::string>() == "hard_sigmoid_keras2"))
         throw ValueError(fmt::format("{}: {} {} has no TensorFlow.js equivalent (tfjs's hard_sigmoid is Keras 2's "
-                                     "0.2 x + 0.5; shared: linear, relu, relu6, sigmoid, tanh, softmax, log_softmax, "
-                                     "elu, selu, softplus, softsign, swish, mish, gelu)", where, key, show(v)));
-      out[key] = v.get<std::string>() == "silu" ? json("swish") : v;
+                                     "0.2 x + 0.5, keel's hard_sigmoid_keras2; shared: linear, relu, relu6, sigmoid, tanh, "
+                                     "softmax, log_softmax, elu, selu, softplus, softsign, swish, mish, gelu)", where, key, show(v)));
+      const std::string name = v.get<std::string>();
+      out[key] = name == "silu" ? json("swish") : name == "hard_sigmoid_keras2" ? json("hard_sigmoid") : v;
     } else {
       out[key] = v;
     }
@@ -285,9 +288,14 @@ json layer_config_from_tfjs(const std::string& cls, const std::string& lname, co
       json i = initializer_from_tfjs(v);
       if (!i.is_null()) out[key] = i;
     } else if (key == "activation" || key == "recurrent_activation") {
+      // tfjs's hard_sigmoid is Keras 2's clip(0.2 x + 0.5, 0, 1): keel's hard_sigmoid_keras2 (keel's
+      // hard_sigmoid is Keras 3's relu6(x + 3) / 6).
+      if (v.is_string() && v.get<std::string>() == "hard_sigmoid") {
+        out[key] = "hard_sigmoid_keras2";
+        continue;
+      }
       if (!v.is_string() || !shared_activations().count(v.get<std::string>()))
-        throw ValueError(fmt::format("{}: {} {} has no keel equivalent (tfjs's hard_sigmoid is Keras 2's "
-                                     "clip(0.2 x + 0.5, 0, 1), keel's Keras 3's relu6(x + 3) / 6)", where, key, show(v)));
+        throw ValueError(fmt::format("{}: {} {} has no keel equivalent", where, key, show(v)));
       out[key] = v;
     } else if (key == "batch_input_shape" || key == "input_dtype" || key == "input_shape") {
       continue;  // the Sequential's input, handled by the caller
@@ -304,8 +312,8 @@ json layer_config_from_tfjs(const std::string& cls, const std::string& lname, co
     if (out.value("reset_after", false)) throw ValueError(where + ": reset_after = true");
     out["reset_after"] = false;
   }
-  if ((cls == "LSTM" || cls == "GRU") && !out.contains("recurrent_activation"))
-    throw ValueError(where + ": no recurrent_activation: tfjs's default is Keras 2's hard_sigmoid, which keel has not");
+  // tfjs's default recurrent_activation is Keras 2's hard_sigmoid.
+  if ((cls == "LSTM" || cls == "GRU") && !out.contains("recurrent_activation")) out["recurrent_activation"] = "hard_sigmoid_keras2";
   return out;
 }
 

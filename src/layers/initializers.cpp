@@ -159,13 +159,17 @@ ActivationFn::ActivationFn(std::string name) : name_(std::move(name)) {
   else if (n == "selu") fn_ = [](const Tensor& x) { return selu(x); };
   else if (n == "softsign") fn_ = [](const Tensor& x) { return softsign(x); };
   else if (n == "hard_sigmoid") fn_ = [](const Tensor& x) { return hard_sigmoid(x); };
+  // Keras 2's (and TensorFlow.js's) hard_sigmoid, clip(0.2 x + 0.5, 0, 1): tfjs's default
+  // recurrent_activation. Keras 3's hard_sigmoid above is relu6(x + 3) / 6.
+  else if (n == "hard_sigmoid_keras2")
+    fn_ = [](const Tensor& x) { return clip_by_value(add(mul(x, scalar_like(x, 0.2)), scalar_like(x, 0.5)), 0.0, 1.0); };
   else if (n == "hard_silu" || n == "hard_swish") fn_ = [](const Tensor& x) { return hard_swish(x); };
   else if (n == "mish") fn_ = [](const Tensor& x) { return mish(x); };
   else
     throw ValueError(fmt::format(
         "activation: unknown name '{}' (expected linear, relu, relu6, sigmoid, tanh, softmax, log_softmax, "
-        "elu, gelu, silu, swish, softplus, leaky_relu, exponential, selu, softsign, hard_sigmoid, hard_silu, "
-        "hard_swish or mish)", n));
+        "elu, gelu, silu, swish, softplus, leaky_relu, exponential, selu, softsign, hard_sigmoid, "
+        "hard_sigmoid_keras2, hard_silu, hard_swish or mish)", n));
 }
 
 ActivationFn get(const std::string& name) { return ActivationFn(name); }

@@ -22,6 +22,10 @@
 //   GRU reset_after=True (z, r, h)    nn.GRU (r, z, n, with the reset gate applied to the
 //                                     recurrent product: Keras' reset_after): the blocks swapped,
 //                                     bias[0] = bias_ih_l0, bias[1] = bias_hh_l0
+//   Bidirectional(LSTM / GRU)         nn.LSTM / nn.GRU(bidirectional=True): the forward layer as
+//                                     above, the backward layer's tensors named *_l0_reverse
+// A torch RNN of several layers (num_layers > 1) is one module: its *_l1 tensors belong to the
+// keel layer after it, so rename them ("0.weight_ih_l1" -> "1.weight_ih_l0") before loading.
 // The Flatten of an NHWC feature map orders its features (h, w, c), torch's NCHW one (c, h, w):
 // the Linear after it needs its input columns permuted (see samples/pytorch_to_keel.cpp), or
 // the keel convolutions can use data_format = "channels_first".
@@ -110,6 +114,47 @@ void check_recurrent_activations(const std::string& layer, const activations::Ac
                                  layer, act.name(), rec.name()));
 }
 
+// An LSTM or GRU as one direction of nn.LSTM / nn.GRU: weight_ih_l0<suffix>, weight_hh_l0<suffix>,
+// bias_ih_l0<suffix>, bias_hh_l0<suffix>.
+void map_recurrent(LayerMap& m, layers::Layer& l, const std::string& p, const std::string& suffix) {
+  const std::string w_ih = "weight_ih_l0" + suffix, w_hh = "weight_hh_l0" + suffix;
+  const std::vector<std::string> biases{p + "bias_ih_l0" + suffix, p + "bias_hh_l0" + suffix};
+  if (l.class_name() == "LSTM") {
+    const auto& o = dynamic_cast<layers::LSTM&>(l).options();
+    check_recurrent_activations(m.layer, o.activation, o.recurrent_activation);
+    transposed(m, l, p, "kernel", w_ih.c_str(), {1, 0}, {1, 0});
+    transposed(m, l, p, "recurrent_kernel", w_hh.c_str(), {1, 0}, {1, 0});
+    add(m, weight_named(l, "bias"), biases,
+        [](const Tensor& b) { return std::vector<Tensor>{b, zeros_like(b)}; },
+        [](const std::vector<Tensor>& t) { return keel::add(t[0], t[1]); });
+    return;
+  }
+  if (l.class_name() != "GRU")
+    throw ValueError(fmt::format("pytorch state_dict: layer {}: a {} has no torch equivalent keel maps (LSTM, GRU)",
+                                 m.layer, l.class_name()));
+  const auto& gru = dynamic_cast<layers::GRU&>(l);
+  const auto& o = gru.options();
+  check_recurrent_activations(m.layer, o.activation, o.recurrent_activation);
+  if (!o.reset_after)
+    throw ValueError(fmt::format("pytorch state_dict: layer {}: nn.GRU applies the reset gate after the recurrent "
+                                 "product: only reset_after = true has a torch equivalent",
+                                 m.layer));
+  const std::int64_t u = gru.units();
+  // keel blocks z, r, h -> torch r, z, n: take keel block 1, 0, 2 (and the same way back).
+  auto kernel_to = [u](const Tensor& k) { return std::vector<Tensor>{blocks(permuted(k, {1, 0}), u, {1, 0, 2})}; };
+  auto kernel_from = [u](const std::vector<Tensor>& t) { return permuted(blocks(t[0], u, {1, 0, 2}), {1, 0}); };
+  add(m, weight_named(l, "kernel"), {p + w_ih}, kernel_to, kernel_from);
+  add(m, weight_named(l, "recurrent_kernel"), {p + w_hh}, kernel_to, kernel_from);
+  add(m, weight_named(l, "bias"), biases,
+      [u](const Tensor& b) {  // [2, 3u]: input bias, recurrent bias
+        const std::vector<Tensor> rows = unstack(b, 0);
+        return std::vector<Tensor>{blocks(rows[0], u, {1, 0, 2}), blocks(rows[1], u, {1, 0, 2})};
+      },
+      [u](const std::vector<Tensor>& t) {
+        return stack({blocks(t[0], u, {1, 0, 2}), blocks(t[1], u, {1, 0, 2})}, 0);
+      });
+}
+
 LayerMap map_layer(layers::Layer& l, const std::string& prefix, std::size_t index) {
   LayerMap m;
   const std::string cls = l.class_name();
@@ -136,39 +181,21 @@ LayerMap map_layer(layers::Layer& l, const std::string& prefix, std::size_t inde
     same(m, l, p, "beta", "bias");
   } else if (cls == "Embedding") {
     same(m, l, p, "embeddings", "weight");
-  } else if (cls == "LSTM") {
-    const auto& o = dynamic_cast<layers::LSTM&>(l).options();
-    check_recurrent_activations(m.layer, o.activation, o.recurrent_activation);
-    transposed(m, l, p, "kernel", "weight_ih_l0", {1, 0}, {1, 0});
-    transposed(m, l, p, "recurrent_kernel", "weight_hh_l0", {1, 0}, {1, 0});
-    add(m, weight_named(l, "bias"), {p + "bias_ih_l0", p + "bias_hh_l0"},
-        [](const Tensor& b) { return std::vector<Tensor>{b, zeros_like(b)}; },
-        [](const std::vector<Tensor>& t) { return keel::add(t[0], t[1]); });
-  } else if (cls == "GRU") {
-    const auto& gru = dynamic_cast<layers::GRU&>(l);
-    const auto& o = gru.options();
-    check_recurrent_activations(m.layer, o.activation, o.recurrent_activation);
-    if (!o.reset_after)
-      throw ValueError(fmt::format("pytorch state_dict: layer {}: nn.GRU applies the reset gate after the recurrent "
-                                   "product: only reset_after = true has a torch equivalent",
-                                   m.layer));
-    const std::int64_t u = gru.units();
-    // keel blocks z, r, h -> torch r, z, n: take keel block 1, 0, 2 (and the same way back).
-    auto kernel_to = [u](const Tensor& k) { return std::vector<Tensor>{blocks(permuted(k, {1, 0}), u, {1, 0, 2})}; };
-    auto kernel_from = [u](const std::vector<Tensor>& t) { return permuted(blocks(t[0], u, {1, 0, 2}), {1, 0}); };
-    add(m, weight_named(l, "kernel"), {p + "weight_ih_l0"}, kernel_to, kernel_from);
-    add(m, weight_named(l, "recurrent_kernel"), {p + "weight_hh_l0"}, kernel_to, kernel_from);
-    add(m, weight_named(l, "bias"), {p + "bias_ih_l0", p + "bias_hh_l0"},
-        [u](const Tensor& b) {  // [2, 3u]: input bias, recurrent bias
-          const std::vector<Tensor> rows = unstack(b, 0);
-          return std::vector<Tensor>{blocks(rows[0], u, {1, 0, 2}), blocks(rows[1], u, {1, 0, 2})};
-        },
-        [u](const std::vector<Tensor>& t) {
-          return stack({blocks(t[0], u, {1, 0, 2}), blocks(t[1], u, {1, 0, 2})}, 0);
-        });
+  } else if (cls == "LSTM" || cls == "GRU") {
+    map_recurrent(m, l, p, "");
+  } else if (cls == "Bidirectional") {
+    // nn.LSTM / nn.GRU(bidirectional=True): the forward layer's weights as <name>_l0, the backward
+    // layer's as <name>_l0_reverse. torch concatenates the two directions' outputs.
+    auto& bi = dynamic_cast<layers::Bidirectional&>(l);
+    if (bi.options().merge_mode != "concat")
+      throw ValueError(fmt::format("pytorch state_dict: layer {}: torch's bidirectional RNNs concatenate the two "
+                                   "directions, this one has merge_mode '{}'", m.layer, bi.options().merge_mode));
+    map_recurrent(m, *bi.forward_layer(), p, "");
+    map_recurrent(m, *bi.backward_layer(), p, "_reverse");
   } else if (!l.weights().empty()) {
     throw ValueError(fmt::format("pytorch state_dict: layer {} has weights but no PyTorch equivalent keel maps "
-                                 "(Dense, Conv1D, Conv2D, BatchNormalization, LayerNormalization, Embedding, LSTM, GRU)",
+                                 "(Dense, Conv1D, Conv2D, BatchNormalization, LayerNormalization, Embedding, LSTM, GRU, "
+                                 "Bidirectional)",
                                  m.layer));
   }
   // A weight of the layer that no mapping covers would be silently dropped: refuse instead.

@@ -96,6 +96,13 @@ function models() {
     out.seq_rnn = {model: m, input: fixedInput([2, 5, 3])};
   }
   {
+    // tfjs's defaults: recurrentActivation 'hardSigmoid' (Keras 2's clip(0.2 x + 0.5, 0, 1)).
+    const m = tf.sequential({name: 'seq_rnn_defaults'});
+    m.add(L.lstm({inputShape: [5, 3], units: 4, returnSequences: true}));
+    m.add(L.gru({units: 3}));
+    out.seq_rnn_defaults = {model: m, input: fixedInput([2, 5, 3])};
+  }
+  {
     const m = tf.sequential({name: 'seq_misc'});
     m.add(L.depthwiseConv2d({inputShape: [8, 8, 3], kernelSize: 3, depthMultiplier: 2}));
     m.add(L.separableConv2d({filters: 4, kernelSize: 3, padding: 'same', activation: 'elu'}));

@@ -63,6 +63,12 @@ def write_models(d):
             x = torch.randn(2, 5, 3)
             out, _ = rnn(x)
             save_model(d, name, m, x.numpy(), out[:, -1, :].numpy())
+            # Bidirectional: every step's [forward, backward] outputs (keel's Bidirectional with
+            # return_sequences and merge_mode "concat").
+            birnn = cls(3, 4, batch_first=True, bidirectional=True)
+            m = torch.nn.Sequential(birnn).eval()
+            out, _ = birnn(x)
+            save_model(d, "bi" + name, m, x.numpy(), out.numpy())
 
         # Embedding + LayerNorm: ids in, normalised vectors out.
         m = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.LayerNorm(4, eps=1e-3)).eval()
