@@ -48,6 +48,13 @@ stage() {
   return "$rc"
 }
 not_run() { SUMMARY+=("SKIP  $1 ($2)"); }
+# failed_tests DIR: adds the tests ctest last recorded as failed in DIR to the summary, so that
+# the end of the log (all a CI page may show) names them.
+failed_tests() {
+  local log="$1/Testing/Temporary/LastTestsFailed.log" line
+  [[ -s "$log" ]] || return 0
+  while IFS= read -r line; do SUMMARY+=("        failed: ${line#*:}"); done < <(head -n 20 "$log")
+}
 wanted() { [[ "$SKIP" != *" $1 "* ]]; }
 
 summary() {
@@ -81,9 +88,10 @@ asan_options() {
 # without leak checks (its mpirun entries set the same themselves), everything else with them.
 asan_ctest() {
   local rc=0
-  ctest --test-dir build-asan --output-on-failure -j2 --no-tests=error -E '^test_distributed:' || rc=1
+  ctest --test-dir build-asan --output-on-failure -j2 --no-tests=error -E '^test_distributed:' ||
+    { rc=1; failed_tests build-asan; }
   ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
-    ctest --test-dir build-asan --output-on-failure -j2 -R '^test_distributed:' || rc=1
+    ctest --test-dir build-asan --output-on-failure -j2 -R '^test_distributed:' || { rc=1; failed_tests build-asan; }
   return "$rc"
 }
 
@@ -115,7 +123,7 @@ if stage "configure build/ (Release, tests on)" \
   cmake -S . -B build -G "$(keel_generator build)" -DCMAKE_BUILD_TYPE=Release -DKEEL_BUILD_TESTS=ON \
   -DKEEL_SANITIZE=OFF; then
   if stage "build build/ (-j${JOBS})" cmake --build build -j"${JOBS}"; then
-    stage "ctest build/" ctest --test-dir build --output-on-failure -j2 --no-tests=error
+    stage "ctest build/" ctest --test-dir build --output-on-failure -j2 --no-tests=error || failed_tests build
     if wanted sample; then
       stage "sample: build/samples/linear_regression" build/samples/linear_regression
     else

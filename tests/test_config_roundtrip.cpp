@@ -244,6 +244,9 @@ std::map<std::string, Case> layer_cases() {
                               {"block_size", {1, 4}},
                               {"block_pooling_type", "MAX"}},
                              {{"sparsity_m_by_n", {2, 4}}}}};
+  c["QuantizedLayer"] = {{{"layer", dense}},
+                         {{{"dtype_quantized", "float16"}, {"per_channel", false}},
+                          {{"activations", "static"}, {"calibration", "percentile"}, {"percentile", 99.5}}}};
   c["MultiHeadAttention"] = {{{"num_heads", 2}, {"key_dim", 4}},
                              {{{"value_dim", 3},
                                {"dropout", 0.1},

@@ -63,6 +63,7 @@
 #include "keel/io/onnx.hpp"
 #include "keel/io/tfjs.hpp"
 #include "keel/pruning/pruning.hpp"
+#include "keel/quantization/quantization.hpp"
 #include "keel/distribute/strategy.hpp"
 #include "keel/train/checkpoint.hpp"
 #include "keel/tuner/tuner.hpp"

@@ -26,5 +26,6 @@ void register_activation_layers(Factories& f);
 void register_image_preprocessing_layers(Factories& f);
 void register_text_preprocessing_layers(Factories& f);
 void register_pruning_layers(Factories& f);  // src/pruning/pruning_config.cpp
+void register_quantization_layers(Factories& f);  // src/quantization/quantize_model.cpp
 
 }  // namespace keel::layers::detail

@@ -407,6 +407,12 @@ Variable& Layer::add_weight(std::string wname, Shape shape, const initializers::
   return ref;
 }
 
+Variable& Layer::add_weight(std::string wname, Shape shape, DType dtype) {
+  Variable& v = add_weight(std::move(wname), std::move(shape), initializers::Initializer("zeros"), false);
+  if (dtype != DType::float32) v = Variable(cast(v.peek(), dtype), v.name(), false);
+  return v;
+}
+
 void Layer::track_layer(std::shared_ptr<Layer> sublayer) {
   if (!sublayer) throw ValueError(fmt::format("{}: track() got a null layer", name()));
   if (sublayer.get() == this) throw ValueError(fmt::format("{}: a layer cannot track itself", name()));

@@ -14,6 +14,13 @@
 
 namespace keel::layers::detail {
 
+// "dense/kernel" of the layer "dense" -> "kernel" (what wrappers call their layer's weights); a
+// sublayer's weight keeps its layer's name ("forward_lstm/kernel" of a Bidirectional).
+inline std::string relative_weight_name(const std::string& weight, const std::string& layer) {
+  const std::string prefix = layer + "/";
+  return weight.compare(0, prefix.size(), prefix) == 0 ? weight.substr(prefix.size()) : weight;
+}
+
 // "conv2d_1 (Conv2D)": how a constructed layer is named in errors.
 std::string who(const Layer& layer);
 

@@ -39,6 +39,7 @@ detail::Factories builtin_factories() {
   detail::register_image_preprocessing_layers(f);
   detail::register_text_preprocessing_layers(f);
   detail::register_pruning_layers(f);
+  detail::register_quantization_layers(f);
   models::detail::register_model_layers(f);
   return f;
 }

@@ -10,6 +10,7 @@
 #include "autograd/record.hpp"
 #include "keel/autograd/tape.hpp"
 #include "keel/ops/creation.hpp"
+#include "layers/layer_util.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "pruning/pruning_internal.hpp"
 
@@ -20,13 +21,6 @@ namespace {
 const char* const kCallbackError =
     "Prune() wrapper requires the UpdatePruningStep callback to be provided during training. Please add it as a "
     "callback to your model.fit call.";
-
-// "dense/kernel" of the layer "dense" -> "kernel"; a sublayer's weight keeps its layer's name
-// ("forward_lstm/kernel" of a Bidirectional).
-std::string relative_name(const std::string& weight, const std::string& layer) {
-  const std::string prefix = layer + "/";
-  return weight.compare(0, prefix.size(), prefix) == 0 ? weight.substr(prefix.size()) : weight;
-}
 
 }  // namespace
 
@@ -79,7 +73,7 @@ void PruneLowMagnitude::make_masks() {
                                    s.to_string()));
   }
   for (Variable* w : weights) {
-    const std::string rel = relative_name(w->name(), layer_->name());
+    const std::string rel = layers::detail::relative_weight_name(w->name(), layer_->name());
     PrunedWeight p;
     p.weight = w;
     p.mask = &add_weight(rel + "_mask", w->shape(), initializers::Initializer("ones"), false);

@@ -46,6 +46,9 @@ class Layer : public std::enable_shared_from_this<Layer> {
   Variable& add_weight(std::string name, Shape shape, const initializers::Initializer& initializer,
                        bool trainable, const regularizers::Regularizer& regularizer = {},
                        const constraints::Constraint& constraint = {});
+  // Keras' add_weight(dtype=...): a weight of another dtype (uint8 codes, float16 storage), zeros,
+  // never trained (keel's optimizers and initializers work on float32).
+  Variable& add_weight(std::string name, Shape shape, DType dtype);
   // Registers a nested layer: its weights, training flag, summary and saving follow this one.
   template <class L>
   std::shared_ptr<L> track(std::shared_ptr<L> sublayer) {

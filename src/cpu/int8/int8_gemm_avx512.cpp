@@ -1,0 +1,11 @@
+// The int8 GEMM micro-kernels for AVX-512 VNNI (vpdpbusd); CMakeLists.txt gives this file its -m flags.
+#include "cpu/int8/int8_gemm_impl.hpp"
+
+namespace keel::cpu::int8 {
+
+void gemm_rows_avx512vnni(const std::uint8_t* a, std::int64_t lda, std::int64_t r0, std::int64_t r1, const PackedWeights& w,
+                        const Epilogue& e, float* out, std::int64_t ldo) {
+  avx512vnni::gemm_rows(a, lda, r0, r1, w, e, out, ldo);
+}
+
+}  // namespace keel::cpu::int8

@@ -1,0 +1,267 @@
+// Post-training quantization: the int8 GEMM levels against the reference, activation and weight
+// quantization by hand, each quantized layer against its float layer within the quantization
+// error (and Dense exactly against the integer arithmetic), static calibration, float16, saving
+// and loading, and the errors.
+#include <catch2/catch.hpp>
+
+#include <keel/keel.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "cpu/int8_gemm.hpp"
+#include "scratch.hpp"
+
+using namespace keel;
+using Catch::Matchers::Contains;
+
+namespace {
+
+float max_abs_diff(const Tensor& a, const Tensor& b) {
+  const auto x = a.to_vector<float>(), y = b.to_vector<float>();
+  REQUIRE(x.size() == y.size());
+  float m = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
+  return m;
+}
+float max_abs(const Tensor& a) {
+  float m = 0;
+  for (float v : a.to_vector<float>()) m = std::max(m, std::fabs(v));
+  return m;
+}
+
+// Restores the best int8 level when a test switched it.
+struct LevelGuard {
+  ~LevelGuard() { cpu::int8::set_level(cpu::int8::levels().front()); }
+};
+
+}  // namespace
+
+TEST_CASE("int8 GEMM: every instruction-set level gives the reference's numbers", "[quantization]") {
+  LevelGuard guard;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> act(0, 127), wt(-127, 127);
+  std::uniform_real_distribution<float> unit(-1, 1);
+  for (auto [m, n, k] : std::vector<std::array<std::int64_t, 3>>{
+           {1, 1, 1}, {1, 10, 128}, {3, 17, 5}, {7, 33, 290}, {13, 16, 4}, {6, 64, 27}, {64, 48, 300}}) {
+    const std::int64_t k4 = (k + 3) / 4 * 4;
+    std::vector<std::uint8_t> a(static_cast<std::size_t>(m * k4), 0);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < k; ++j) a[static_cast<std::size_t>(i * k4 + j)] = static_cast<std::uint8_t>(act(rng));
+    std::vector<std::int8_t> q(static_cast<std::size_t>(k * n));
+    for (auto& v : q) v = static_cast<std::int8_t>(wt(rng));
+    std::vector<float> ws(static_cast<std::size_t>(n)), bias(static_cast<std::size_t>(n));
+    for (auto& v : ws) v = 0.01f + 0.01f * std::fabs(unit(rng));
+    for (auto& v : bias) v = unit(rng);
+    const auto packed = cpu::int8::pack(q.data(), k, n);
+    cpu::int8::Epilogue e;
+    e.a_scale = 0.02f;
+    e.a_zero_point = 37;
+    e.w_scale = ws.data();
+    e.bias = bias.data();
+    e.relu = true;
+    // The definition, in double: relu((sum_k (a - zp) * q) * a_scale * w_scale + bias).
+    std::vector<double> expect(static_cast<std::size_t>(m * n));
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        long acc = 0;
+        for (std::int64_t t = 0; t < k; ++t) acc += (a[i * k4 + t] - 37L) * q[t * n + j];
+        expect[i * n + j] = std::max(0.0, acc * (0.02 * ws[j]) + bias[j]);
+      }
+    std::vector<float> reference;
+    for (const std::string& level : cpu::int8::levels()) {
+      INFO("level " << level << ", m " << m << ", n " << n << ", k " << k);
+      REQUIRE(cpu::int8::set_level(level));
+      std::vector<float> out(static_cast<std::size_t>(m * n), -1);
+      cpu::int8::gemm(a.data(), k4, m, packed, e, out.data(), n);
+      for (std::size_t i = 0; i < out.size(); ++i) CHECK(out[i] == Approx(expect[i]).margin(1e-4).epsilon(1e-5));
+      if (reference.empty()) reference = out;
+      CHECK(out == reference);  // the same integers and the same float epilogue on every level
+    }
+  }
+  CHECK_FALSE(cpu::int8::set_level("sse9"));
+  CHECK(cpu::int8::levels().back() == "scalar");
+}
+
+TEST_CASE("activation quantization: scale, zero point and rounding by hand", "[quantization]") {
+  // Range [-1, 3]: scale = 4 / 127, zero point = round(1 / scale) = round(31.75) = 32.
+  const auto p = cpu::int8::params_for_range(-1.0f, 3.0f);
+  CHECK(p.scale == Approx(4.0 / 127));
+  CHECK(p.zero_point == 32);
+  // A range without 0 is widened to hold it: [0.5, 2] -> [0, 2], zero point 0.
+  CHECK(cpu::int8::params_for_range(0.5f, 2.0f).zero_point == 0);
+  CHECK(cpu::int8::params_for_range(0.5f, 2.0f).scale == Approx(2.0 / 127));
+  // 0 -> 32; 3 -> round(95.25) + 32 = 127; -1 -> round(-31.75) + 32 = 0; 10 and -5 clamp;
+  // 0.5 -> round(15.875) + 32 = 48.
+  const std::vector<float> x = {0, 3, -1, 10, -5, 0.5f};
+  std::vector<std::uint8_t> q(x.size());
+  CHECK(cpu::int8::quantize_rows(x.data(), 1, 6, 6, p, q.data(), 6));
+  CHECK(q == std::vector<std::uint8_t>{32, 127, 0, 127, 0, 48});
+  const std::vector<float> bad = {1, std::nanf(""), INFINITY};
+  CHECK_FALSE(cpu::int8::quantize_rows(bad.data(), 1, 3, 3, p, q.data(), 3));
+  CHECK(q[1] == 0);  // NaN goes to the lower end instead of an undefined conversion
+  CHECK(q[2] == 127);
+}
+
+TEST_CASE("quantize: per-channel and per-tensor weight codes by hand", "[quantization]") {
+  models::Sequential m({layers::InputLayer(Shape{2}), layers::Dense(2, {.use_bias = false})});
+  m.layers().back()->weights()[0]->assign(constant({1.0f, -0.5f, -2.0f, 0.25f}, Shape{2, 2}));
+  // Per channel: column scales max|w| / 127 = 2/127 and 0.5/127. Codes q + 128 with
+  // q = round(w / scale): 1 -> 63.5 -> 64 (ties to even) -> 192; -0.5 -> -127 -> 1; -2 -> -127 -> 1;
+  // 0.25 -> 63.5 -> 64 -> 192.
+  auto q = quantization::quantize(m);
+  auto* w = dynamic_cast<quantization::QuantizedLayer*>(q->layers().back().get());
+  REQUIRE(w != nullptr);
+  CHECK(w->name() == "quant_" + m.layers().back()->name());
+  CHECK(q->get_weights()[0].dtype() == DType::uint8);
+  CHECK(q->get_weights()[0].to_vector<int>() == std::vector<int>{192, 1, 1, 192});
+  CHECK(q->get_weights()[1].to_vector<float>()[0] == Approx(2.0 / 127));
+  CHECK(q->get_weights()[1].to_vector<float>()[1] == Approx(0.5 / 127));
+  // Per tensor: one scale 2/127; -0.5 -> -31.75 -> -32 -> 96; 0.25 -> 15.875 -> 16 -> 144.
+  auto t = quantization::quantize(m, {.per_channel = false});
+  CHECK(t->get_weights()[0].to_vector<int>() == std::vector<int>{192, 96, 1, 144});
+  CHECK(t->get_weights()[1].shape() == Shape{1});
+}
+
+TEST_CASE("quantized Dense computes the integer arithmetic exactly", "[quantization]") {
+  random::set_seed(11);
+  models::Sequential m({layers::InputLayer(Shape{5}), layers::Dense(3)});
+  m.layers().back()->weights()[1]->assign(constant({0.1f, -0.2f, 0.3f}, Shape{3}));
+  auto q = quantization::quantize(m);
+  const Tensor x = random::normal({4, 5});
+  const Tensor y = q->predict(x);
+  // By hand: the batch's range (widened to 0), 7-bit codes, int32 sums, then the scales and bias.
+  const auto xv = x.to_vector<float>();
+  float lo = 0, hi = 0;
+  for (float v : xv) lo = std::min(lo, v), hi = std::max(hi, v);
+  const double sa = (hi - lo) / 127.0;
+  const long zp = std::lround(-lo / sa);
+  const auto codes = q->get_weights()[0].to_vector<int>();
+  const auto scales = q->get_weights()[1].to_vector<float>();
+  const std::vector<float> bias = {0.1f, -0.2f, 0.3f};
+  const auto yv = y.to_vector<float>();
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j) {
+      long acc = 0;
+      for (int k = 0; k < 5; ++k) {
+        const long xq = std::clamp<long>(std::lround(std::nearbyint(xv[i * 5 + k] / sa)) + zp, 0, 127);
+        acc += (xq - zp) * (codes[k * 3 + j] - 128);
+      }
+      CHECK(yv[i * 3 + j] == Approx(acc * sa * scales[j] + bias[j]).margin(1e-5));
+    }
+}
+
+TEST_CASE("each quantized layer matches its float layer within the quantization error", "[quantization]") {
+  random::set_seed(5);
+  SECTION("Conv2D (same, strides, relu), DepthwiseConv2D, Dense") {
+    models::Sequential m({layers::InputLayer(Shape{9, 9, 3}),
+                          layers::Conv2D(8, 3, {.strides = {2, 1}, .padding = "same", .activation = "relu"}),
+                          layers::DepthwiseConv2D(3, {.padding = "valid", .depth_multiplier = 2, .dilation_rate = {1, 2}}),
+                          layers::Flatten(), layers::Dense(4, {.activation = "tanh"})});
+    const Tensor x = random::normal({6, 9, 9, 3});
+    const Tensor ref = m.predict(x);
+    auto q = quantization::quantize(m);
+    CHECK(q->layers().size() == m.layers().size());
+    const Tensor y = q->predict(x);
+    CHECK(y.shape() == ref.shape());
+    // 7-bit activations and 8-bit weights: a few percent of the output's scale.
+    CHECK(max_abs_diff(y, ref) < 0.05f * std::max(1.0f, max_abs(ref)));
+  }
+  SECTION("Conv1D (causal, dilated) and LSTM (return_sequences, go_backwards)") {
+    models::Sequential m({layers::InputLayer(Shape{12, 4}),
+                          layers::Conv1D(6, 3, {.padding = "causal", .dilation_rate = 2}),
+                          layers::LSTM(5, {.return_sequences = true, .go_backwards = true}), layers::LSTM(3)});
+    const Tensor x = random::normal({3, 12, 4});
+    const Tensor ref = m.predict(x);
+    const Tensor y = quantization::quantize(m)->predict(x);
+    CHECK(y.shape() == ref.shape());
+    CHECK(max_abs_diff(y, ref) < 0.05f);
+  }
+  SECTION("Embedding (per row, mask_zero) into an LSTM") {
+    models::Sequential m({layers::InputLayer(Shape{6}), layers::Embedding(20, 8, {.mask_zero = true}),
+                          layers::LSTM(4)});
+    const Tensor ids = constant<std::int64_t>({1, 5, 7, 0, 0, 0, 3, 19, 2, 8, 11, 0}, Shape{2, 6});
+    const Tensor ref = m.predict(ids);
+    auto q = quantization::quantize(m);
+    const Tensor y = q->predict(ids);
+    CHECK(max_abs_diff(y, ref) < 0.02f);
+    // An id outside the table is an error naming the layer, not a read past it.
+    CHECK_THROWS_WITH(q->predict(constant<std::int64_t>({1, 2, 3, 4, 5, 20}, Shape{1, 6})), Contains("quant_"));
+  }
+}
+
+TEST_CASE("static calibration records the input range (minmax) or its percentiles", "[quantization]") {
+  models::Sequential m({layers::InputLayer(Shape{2}), layers::Dense(2)});
+  // 1000 values in [-2, 5] plus one outlier at 100.
+  std::vector<float> v;
+  for (int i = 0; i < 1000; ++i) v.push_back(-2.0f + 7.0f * static_cast<float>(i) / 999.0f);
+  v.push_back(100.0f);
+  v.push_back(0.0f);
+  const Tensor x = constant(v, Shape{501, 2});
+  auto q = quantization::quantize(m, {.activations = "static"}, x);
+  const auto range = q->get_weights().back().to_vector<float>();
+  CHECK(range == std::vector<float>{-2.0f, 100.0f});
+  auto p = quantization::quantize(m, {.activations = "static", .calibration = "percentile", .percentile = 99.0}, x);
+  const auto pr = p->get_weights().back().to_vector<float>();
+  CHECK(pr[0] == Approx(-2.0f).margin(0.1));
+  CHECK(pr[1] == Approx(4.93f).margin(0.1));  // the 99th percentile of the uniform part, not 100
+  // The calibrated model computes with that fixed range: outside it, inputs clamp.
+  const Tensor y = q->predict(constant({1.0f, 1.0f}, Shape{1, 2}));
+  CHECK(max_abs_diff(y, m.predict(constant({1.0f, 1.0f}, Shape{1, 2}))) < 0.5f);
+}
+
+TEST_CASE("float16 quantization stores half the bytes and computes in float32", "[quantization]") {
+  random::set_seed(2);
+  models::Sequential m({layers::InputLayer(Shape{6}), layers::Dense(5, {.activation = "relu"}), layers::Dense(2)});
+  auto h = quantization::quantize(m, {.dtype = "float16"});
+  CHECK(h->get_weights()[0].dtype() == DType::float16);
+  const Tensor x = random::normal({4, 6});
+  CHECK(max_abs_diff(h->predict(x), m.predict(x)) < 2e-3f);
+}
+
+TEST_CASE("quantized models save and load, and the int8 file is at least 3.5x smaller", "[quantization]") {
+  keel_test::Scratch dir("quantization");
+  random::set_seed(9);
+  models::Sequential m({layers::InputLayer(Shape{256}), layers::Dense(256, {.activation = "relu"}), layers::Dense(10)});
+  auto q = quantization::quantize(m);
+  auto s = quantization::quantize(m, {.activations = "static"}, random::normal({64, 256}));
+  const Tensor x = random::normal({3, 256});
+  for (const std::string file : {"q.keras", "q.h5"}) {
+    INFO(file);
+    q->save(dir / file);
+    auto back = models::load_model(dir / file);
+    CHECK(max_abs_diff(back->predict(x), q->predict(x)) == 0.0f);
+  }
+  s->save(dir / "s.keras");
+  CHECK(max_abs_diff(models::load_model(dir / "s.keras")->predict(x), s->predict(x)) == 0.0f);
+  m.save(dir / "f.keras");
+  const auto float_bytes = std::filesystem::file_size(dir / "f.keras");
+  const auto int8_bytes = std::filesystem::file_size(dir / "q.keras");
+  INFO("float32 " << float_bytes << " bytes, int8 " << int8_bytes << " bytes");
+  CHECK(static_cast<double>(float_bytes) / static_cast<double>(int8_bytes) >= 3.5);
+}
+
+TEST_CASE("quantize: what it leaves in float32, and bad input", "[quantization]") {
+  models::Sequential m({layers::InputLayer(Shape{8, 8, 4}),
+                        layers::Conv2D(4, 3, {.groups = 2}), layers::BatchNormalization(),
+                        layers::Conv2D(2, 1, {.data_format = "channels_first"}), layers::Flatten(), layers::Dense(3)});
+  auto q = quantization::quantize(m);
+  CHECK(q->layers()[0]->class_name() == "Conv2D");  // grouped
+  CHECK(q->layers()[1]->class_name() == "BatchNormalization");
+  CHECK(q->layers()[2]->class_name() == "Conv2D");  // channels_first
+  CHECK(q->layers()[4]->class_name() == "QuantizedLayer");
+  CHECK_FALSE(quantization::is_quantizable(layers::LSTM(3, {.stateful = true})));
+  CHECK(quantization::is_quantizable(layers::LSTM(3)));
+
+  models::Sequential d({layers::InputLayer(Shape{3}), layers::Dense(2)});
+  CHECK_THROWS_AS(quantization::quantize(d, {.dtype = "int4"}), ValueError);
+  CHECK_THROWS_AS(quantization::quantize(d, {.activations = "sometimes"}), ValueError);
+  CHECK_THROWS_WITH(quantization::quantize(d, {.activations = "static"}), Contains("calibration_x"));
+  CHECK_THROWS_AS(quantization::quantize(d, {}, zeros(Shape{2, 3})), ValueError);
+  CHECK_THROWS_AS(quantization::quantize(d, {.activations = "static", .calibration = "median"}, zeros(Shape{2, 3})),
+                  ValueError);
+  auto qd = quantization::quantize(d);
+  CHECK_THROWS_WITH(qd->predict(constant({1.0f, std::nanf(""), 0.0f}, Shape{1, 3})), Contains("NaN"));
+  CHECK_THROWS_AS(qd->predict(constant({1.0f, INFINITY, 0.0f}, Shape{1, 3})), ValueError);
+}
