@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "cpu/int8_gemm.hpp"
 #include "rate_reporter.hpp"
 
 namespace {
@@ -62,6 +63,35 @@ void BM_predict(benchmark::State& state, std::string model_name, std::string v, 
                                                            benchmark::Counter::kIsRate);
 }
 
+// The GEMMs of the CNN's second convolution (im2col rows x 288 -> 64) and of Dense 1024 -> 1024:
+// the int8 kernel alone against keel's float32 matmul. Counter: multiply-adds per second.
+struct GemmShape {
+  const char* name;
+  std::int64_t m, n, k;
+};
+const GemmShape kGemms[] = {{"conv2_b64", 64 * 14 * 14, 64, 288}, {"dense_b64", 64, 1024, 1024}, {"dense_b1", 1, 1024, 1024}};
+
+void BM_gemm_int8(benchmark::State& state, GemmShape g) {
+  std::vector<std::uint8_t> a(static_cast<std::size_t>(g.m * ((g.k + 3) / 4 * 4)), 17);
+  std::vector<std::int8_t> q(static_cast<std::size_t>(g.k * g.n), -3);
+  const auto w = cpu::int8::pack(q.data(), g.k, g.n);
+  std::vector<float> scale(static_cast<std::size_t>(g.n), 0.01f), out(static_cast<std::size_t>(g.m * g.n));
+  cpu::int8::Epilogue e;
+  e.w_scale = scale.data();
+  config::set_num_threads(1);
+  for (auto _ : state) cpu::int8::gemm(a.data(), w.k4, g.m, w, e, out.data(), g.n);
+  state.counters["macs_per_second"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * g.m * g.n * g.k), benchmark::Counter::kIsRate);
+}
+
+void BM_gemm_float(benchmark::State& state, GemmShape g) {
+  config::set_num_threads(1);
+  const Tensor a = random::uniform({g.m, g.k}, -1.0, 1.0), b = random::uniform({g.k, g.n}, -1.0, 1.0);
+  for (auto _ : state) benchmark::DoNotOptimize(matmul(a, b));
+  state.counters["macs_per_second"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * g.m * g.n * g.k), benchmark::Counter::kIsRate);
+}
+
 std::string name(const std::string& model, const std::string& v, std::int64_t batch) {
   return model + "_" + v + "/batch:" + std::to_string(batch);
 }
@@ -77,6 +107,12 @@ int main(int argc, char** argv) {
         benchmark::RegisterBenchmark(name(model, v, batch).c_str(), BM_predict, model, std::string(v), batch)
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
+  for (const GemmShape& g : kGemms) {
+    benchmark::RegisterBenchmark((std::string("gemm_int8/") + g.name).c_str(), BM_gemm_int8, g)
+        ->Unit(benchmark::kMicrosecond)->UseRealTime();
+    benchmark::RegisterBenchmark((std::string("gemm_float32/") + g.name).c_str(), BM_gemm_float, g)
+        ->Unit(benchmark::kMicrosecond)->UseRealTime();
+  }
   keel_bench::RateReporter reporter("images_per_second");
   benchmark::RunSpecifiedBenchmarks(&reporter);
   std::printf("\nspeed-up over float32 (images/s, same run; int8 instruction set: %s)\n",

@@ -92,16 +92,42 @@ TEST_CASE("activation quantization: scale, zero point and rounding by hand", "[q
   // A range without 0 is widened to hold it: [0.5, 2] -> [0, 2], zero point 0.
   CHECK(cpu::int8::params_for_range(0.5f, 2.0f).zero_point == 0);
   CHECK(cpu::int8::params_for_range(0.5f, 2.0f).scale == Approx(2.0 / 127));
-  // 0 -> 32; 3 -> round(95.25) + 32 = 127; -1 -> round(-31.75) + 32 = 0; 10 and -5 clamp;
-  // 0.5 -> round(15.875) + 32 = 48.
-  const std::vector<float> x = {0, 3, -1, 10, -5, 0.5f};
-  std::vector<std::uint8_t> q(x.size());
-  CHECK(cpu::int8::quantize_rows(x.data(), 1, 6, 6, p, q.data(), 6));
-  CHECK(q == std::vector<std::uint8_t>{32, 127, 0, 127, 0, 48});
-  const std::vector<float> bad = {1, std::nanf(""), INFINITY};
-  CHECK_FALSE(cpu::int8::quantize_rows(bad.data(), 1, 3, 3, p, q.data(), 3));
-  CHECK(q[1] == 0);  // NaN goes to the lower end instead of an undefined conversion
-  CHECK(q[2] == 127);
+  LevelGuard guard;
+  for (const std::string& level : cpu::int8::levels()) {
+    INFO("level " << level);
+    REQUIRE(cpu::int8::set_level(level));
+    // 0 -> 32; 3 -> round(95.25) + 32 = 127; -1 -> round(-31.75) + 32 = 0; 10 and -5 clamp;
+    // 0.5 -> round(15.875) + 32 = 48; 0.0625 -> round(1.984) + 32 = 34; 2.5 * 4 / 127 (a tie,
+    // 2.5) -> 2 + 32 = 34 (to even). Repeated to 37 values: vector bodies and a scalar tail.
+    const std::vector<float> base = {0, 3, -1, 10, -5, 0.5f, 0.0625f, 2.5f * 4.0f / 127.0f};
+    const std::vector<std::uint8_t> expect = {32, 127, 0, 127, 0, 48, 34, 34};
+    std::vector<float> x;
+    std::vector<std::uint8_t> want;
+    for (int i = 0; i < 37; ++i) {
+      x.push_back(base[static_cast<std::size_t>(i % 8)]);
+      want.push_back(expect[static_cast<std::size_t>(i % 8)]);
+    }
+    std::vector<std::uint8_t> q(x.size());
+    CHECK(cpu::int8::quantize_rows(x.data(), 1, 37, 37, p, q.data(), 37));
+    CHECK(q == want);
+    float lo = 0, hi = 0;
+    cpu::int8::value_range(x.data(), 37, lo, hi);
+    CHECK(lo == -5.0f);
+    CHECK(hi == 10.0f);
+    // A NaN or infinity anywhere (in a vector body or the tail) is reported; NaN codes as 0.
+    for (std::size_t at : {std::size_t{3}, std::size_t{20}, std::size_t{36}}) {
+      std::vector<float> bad = x;
+      bad[at] = std::nanf("");
+      CHECK_FALSE(cpu::int8::quantize_rows(bad.data(), 1, 37, 37, p, q.data(), 37));
+      CHECK(q[at] == 0);
+      lo = hi = 0;
+      cpu::int8::value_range(bad.data(), 37, lo, hi);
+      CHECK(lo == -5.0f);  // NaN skipped
+      bad[at] = INFINITY;
+      CHECK_FALSE(cpu::int8::quantize_rows(bad.data(), 1, 37, 37, p, q.data(), 37));
+      CHECK(q[at] == 127);
+    }
+  }
 }
 
 TEST_CASE("quantize: per-channel and per-tensor weight codes by hand", "[quantization]") {
@@ -264,4 +290,13 @@ TEST_CASE("quantize: what it leaves in float32, and bad input", "[quantization]"
   auto qd = quantization::quantize(d);
   CHECK_THROWS_WITH(qd->predict(constant({1.0f, std::nanf(""), 0.0f}, Shape{1, 3})), Contains("NaN"));
   CHECK_THROWS_AS(qd->predict(constant({1.0f, INFINITY, 0.0f}, Shape{1, 3})), ValueError);
+}
+
+TEST_CASE("export_onnx of an int8 LSTM is a ValueError naming it", "[quantization][onnx]") {
+  keel_test::Scratch dir("quantization_onnx");
+  models::Sequential m({layers::InputLayer(Shape{5, 2}), layers::LSTM(3)});
+  auto q = quantization::quantize(m);
+  CHECK_THROWS_WITH(io::export_onnx(*q, dir / "q.onnx"), Contains("quant_") && Contains("LSTM"));
+  // float16 LSTMs export (their kernels as float16 initializers).
+  CHECK_NOTHROW(io::export_onnx(*quantization::quantize(m, {.dtype = "float16"}), dir / "h.onnx"));
 }

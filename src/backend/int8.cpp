@@ -44,10 +44,7 @@ cpu::int8::ActivationParams activation_params(const float* x, i64 n, const Range
   }
   if (range.fixed) return cpu::int8::params_for_range(range.lo, range.hi);
   float lo = 0, hi = 0;
-  for (i64 i = 0; i < n; ++i) {
-    lo = std::min(lo, x[i]);  // NaN compares false and is caught by quantize_rows
-    hi = std::max(hi, x[i]);
-  }
+  cpu::int8::value_range(x, n, lo, hi);  // NaN is skipped here and caught by quantize_rows
   if (!std::isfinite(lo)) lo = -3.4e38f;
   if (!std::isfinite(hi)) hi = 3.4e38f;
   return cpu::int8::params_for_range(lo, hi);
@@ -206,25 +203,10 @@ void conv2d(const Tensor& x_in, const Tensor& codes, const Tensor& scale, const 
   const cpu::int8::ActivationParams p = activation_params(x.data<float>(), x.size(), range);
   std::vector<std::uint8_t> xq(static_cast<std::size_t>(x.size()));
   if (!cpu::int8::quantize_rows(x.data<float>(), 1, x.size(), x.size(), p, xq.data(), x.size())) not_finite(who);
-  // im2col in codes: padding holds the zero point (the code of 0.0).
-  const i64 rows = n * g.out_h * g.out_w, k4 = w.packed.k4;
-  std::vector<std::uint8_t> cols(static_cast<std::size_t>(rows * k4), static_cast<std::uint8_t>(p.zero_point));
-  for (i64 b = 0; b < n; ++b)
-    for (i64 oy = 0; oy < g.out_h; ++oy)
-      for (i64 ox = 0; ox < g.out_w; ++ox) {
-        std::uint8_t* row = cols.data() + ((b * g.out_h + oy) * g.out_w + ox) * k4;
-        for (i64 ky = 0; ky < g.kh; ++ky) {
-          const i64 iy = oy * g.sh + ky * g.dh - g.pad_top;
-          if (iy < 0 || iy >= h) continue;
-          for (i64 kx = 0; kx < g.kw; ++kx) {
-            const i64 ix = ox * g.sw + kx * g.dw - g.pad_left;
-            if (ix < 0 || ix >= wd) continue;
-            std::copy_n(xq.data() + ((b * h + iy) * wd + ix) * c, c, row + (ky * g.kw + kx) * c);
-          }
-        }
-      }
-  cpu::int8::gemm(cols.data(), k4, rows, w.packed, epilogue(w, p, bias, relu, who), static_cast<float*>(y.raw_data()),
-                  w.packed.n);
+  cpu::int8::ConvShape cs;
+  cs.n = n, cs.h = h, cs.w = wd, cs.c = c, cs.kh = g.kh, cs.kw = g.kw, cs.sh = g.sh, cs.sw = g.sw, cs.dh = g.dh, cs.dw = g.dw;
+  cs.pad_top = g.pad_top, cs.pad_left = g.pad_left, cs.out_h = g.out_h, cs.out_w = g.out_w;
+  cpu::int8::conv2d(xq.data(), cs, w.packed, epilogue(w, p, bias, relu, who), static_cast<float*>(y.raw_data()));
 }
 
 void depthwise2d(const Tensor& x_in, const Tensor& codes_in, const Tensor& scale_in, const ConvGeometry& g,

@@ -5,11 +5,17 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <string_view>
 
 #include "cpu/thread_pool.hpp"
 #include "keel/core/config.hpp"
+
+// The portable level's activation quantization: the levels' loop, compiled here.
+#define KEEL_INT8_LEVEL portable
+#include "cpu/int8/quantize_impl.hpp"
+#undef KEEL_INT8_LEVEL
 
 namespace keel::cpu::int8 {
 
@@ -17,11 +23,19 @@ void gemm_rows_avx2(const std::uint8_t* a, std::int64_t lda, std::int64_t r0, st
                     const Epilogue& e, float* out, std::int64_t ldo);
 void gemm_rows_avx512vnni(const std::uint8_t* a, std::int64_t lda, std::int64_t r0, std::int64_t r1,
                           const PackedWeights& w, const Epilogue& e, float* out, std::int64_t ldo);
+bool quantize_rows_avx2(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ldx, float inv_scale,
+                        float zero_point, std::uint8_t* q, std::int64_t ldq);
+bool quantize_rows_avx512vnni(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ldx, float inv_scale,
+                              float zero_point, std::uint8_t* q, std::int64_t ldq);
+void value_range_avx2(const float* x, std::int64_t n, float& lo, float& hi);
+void value_range_avx512vnni(const float* x, std::int64_t n, float& lo, float& hi);
 
 namespace {
 
 using i64 = std::int64_t;
 using RowsFn = void (*)(const std::uint8_t*, i64, i64, i64, const PackedWeights&, const Epilogue&, float*, i64);
+using QuantizeFn = bool (*)(const float*, i64, i64, i64, float, float, std::uint8_t*, i64);
+using RangeFn = void (*)(const float*, i64, float&, float&);
 
 // The reference: the same integers and the same float epilogue as the micro-kernels.
 void gemm_rows_scalar(const std::uint8_t* a, i64 lda, i64 r0, i64 r1, const PackedWeights& w, const Epilogue& e,
@@ -45,6 +59,8 @@ void gemm_rows_scalar(const std::uint8_t* a, i64 lda, i64 r0, i64 r1, const Pack
 struct Level {
   std::string name;
   RowsFn fn;
+  QuantizeFn quantize;
+  RangeFn range;
 };
 
 bool has_avx2() {
@@ -64,9 +80,9 @@ const std::vector<Level>& all_levels() {
     const std::string_view cap = env ? env : "";
     std::vector<Level> v;
     if (has_avx512vnni() && (cap.empty() || cap.rfind("avx512", 0) == 0))
-      v.push_back({"avx512vnni", gemm_rows_avx512vnni});
-    if (has_avx2() && cap != "sse2") v.push_back({"avx2", gemm_rows_avx2});
-    v.push_back({"scalar", gemm_rows_scalar});
+      v.push_back({"avx512vnni", gemm_rows_avx512vnni, quantize_rows_avx512vnni, value_range_avx512vnni});
+    if (has_avx2() && cap != "sse2") v.push_back({"avx2", gemm_rows_avx2, quantize_rows_avx2, value_range_avx2});
+    v.push_back({"scalar", gemm_rows_scalar, portable::quantize_scalar, portable::range_scalar});
     return v;
   }();
   return levels;
@@ -109,6 +125,84 @@ void gemm(const std::uint8_t* a, i64 lda, i64 m, const PackedWeights& w, const E
   parallel_ranges(tiles, parts, [&](i64 t0, i64 t1) { fn(a, lda, t0 * 6, std::min(m, t1 * 6), w, e, out, ldo); });
 }
 
+namespace {
+
+// n bytes (a channel run of an im2col row): fixed-size copies the compiler inlines, overlapping
+// at the end, instead of a memcpy call per run.
+inline void copy_run(std::uint8_t* dst, const std::uint8_t* src, i64 n) {
+  if (n >= 16) {
+    i64 i = 0;
+    for (; i + 16 <= n; i += 16) std::memcpy(dst + i, src + i, 16);
+    if (i < n) std::memcpy(dst + n - 16, src + n - 16, 16);
+  } else if (n >= 8) {
+    std::memcpy(dst, src, 8);
+    std::memcpy(dst + n - 8, src + n - 8, 8);
+  } else if (n >= 4) {
+    std::memcpy(dst, src, 4);
+    std::memcpy(dst + n - 4, src + n - 4, 4);
+  } else {
+    for (i64 i = 0; i < n; ++i) dst[i] = src[i];
+  }
+}
+
+// The im2col rows of output pixels [p0, p1) into rows (k4 bytes each).
+void im2col_rows(const std::uint8_t* xq, const ConvShape& s, std::uint8_t zp, i64 k4, i64 p0, i64 p1,
+                 std::uint8_t* rows) {
+  const i64 k = s.kh * s.kw * s.c;
+  for (i64 p = p0; p < p1; ++p) {
+    const i64 ox = p % s.out_w, oy = (p / s.out_w) % s.out_h, b = p / (s.out_w * s.out_h);
+    std::uint8_t* row = rows + (p - p0) * k4;
+    for (i64 ky = 0; ky < s.kh; ++ky) {
+      const i64 iy = oy * s.sh + ky * s.dh - s.pad_top;
+      std::uint8_t* taps = row + ky * s.kw * s.c;
+      if (iy < 0 || iy >= s.h) {
+        std::memset(taps, zp, static_cast<std::size_t>(s.kw * s.c));
+        continue;
+      }
+      // The taps inside the image: kx in [kx0, kx1).
+      const i64 ix0 = ox * s.sw - s.pad_left;
+      i64 kx0 = 0, kx1 = s.kw;
+      while (kx0 < s.kw && ix0 + kx0 * s.dw < 0) ++kx0;
+      while (kx1 > kx0 && ix0 + (kx1 - 1) * s.dw >= s.w) --kx1;
+      if (kx0 > 0) std::memset(taps, zp, static_cast<std::size_t>(kx0 * s.c));
+      if (kx1 < s.kw) std::memset(taps + kx1 * s.c, zp, static_cast<std::size_t>((s.kw - kx1) * s.c));
+      // (the offset of tap kx is computed before it meets the pointer: ix0 may be negative)
+      const i64 at = ((b * s.h + iy) * s.w + ix0) * s.c;
+      if (s.dw == 1) {
+        // Undilated taps of one image row are contiguous in NHWC: one run.
+        if (kx1 > kx0) copy_run(taps + kx0 * s.c, xq + (at + kx0 * s.c), (kx1 - kx0) * s.c);
+      } else {
+        for (i64 kx = kx0; kx < kx1; ++kx) copy_run(taps + kx * s.c, xq + (at + kx * s.dw * s.c), s.c);
+      }
+    }
+    if (k4 > k) std::memset(row + k, zp, static_cast<std::size_t>(k4 - k));
+  }
+}
+
+}  // namespace
+
+void conv2d(const std::uint8_t* xq, const ConvShape& s, const PackedWeights& w, const Epilogue& e, float* out) {
+  const i64 pixels = s.n * s.out_h * s.out_w;
+  if (pixels <= 0 || w.n <= 0) return;
+  const RowsFn fn = active().load(std::memory_order_relaxed)->fn;
+  const auto zp = static_cast<std::uint8_t>(e.a_zero_point);
+  // Blocks of 192 pixels (a multiple of the 6-row tile): their rows stay in L2 between im2col
+  // and the GEMM.
+  constexpr i64 kBlock = 192;
+  const i64 blocks = (pixels + kBlock - 1) / kBlock;
+  const double work = static_cast<double>(pixels) * static_cast<double>(w.n16) * static_cast<double>(w.k4);
+  const int parts = static_cast<int>(std::min<double>({work / (1 << 18), static_cast<double>(config::num_threads()),
+                                                       static_cast<double>(blocks)}));
+  parallel_ranges(blocks, std::max(parts, 1), [&](i64 b0, i64 b1) {
+    std::vector<std::uint8_t> rows(static_cast<std::size_t>(kBlock * w.k4));
+    for (i64 blk = b0; blk < b1; ++blk) {
+      const i64 p0 = blk * kBlock, p1 = std::min(pixels, p0 + kBlock);
+      im2col_rows(xq, s, zp, w.k4, p0, p1, rows.data());
+      fn(rows.data(), w.k4, 0, p1 - p0, w, e, out + p0 * w.n, w.n);
+    }
+  });
+}
+
 const std::vector<std::string>& levels() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> v;
@@ -138,25 +232,13 @@ ActivationParams params_for_range(float lo, float hi) {
   return p;
 }
 
+void value_range(const float* x, i64 n, float& lo, float& hi) {
+  active().load(std::memory_order_relaxed)->range(x, n, lo, hi);
+}
+
 bool quantize_rows(const float* x, i64 rows, i64 cols, i64 ldx, ActivationParams p, std::uint8_t* q, i64 ldq) {
-  const float inv = 1.0f / p.scale;
-  const float zp = static_cast<float>(p.zero_point);
-  bool finite = true;
-  for (i64 i = 0; i < rows; ++i) {
-    const float* xr = x + i * ldx;
-    std::uint8_t* qr = q + i * ldq;
-    for (i64 j = 0; j < cols; ++j) {
-      const float v = xr[j];
-      finite &= std::isfinite(v);
-      // Limited first (comparisons that send NaN to the lower end), then rounded to nearest even
-      // by the 1.5 * 2^23 addition, which unlike nearbyint() needs no library call per value.
-      float t = v * inv;
-      t = t > -256.0f ? (t < 256.0f ? t : 256.0f) : -256.0f;
-      const float r = (t + 12582912.0f) - 12582912.0f + zp;
-      qr[j] = static_cast<std::uint8_t>(r > 0.0f ? (r < 127.0f ? r : 127.0f) : 0.0f);
-    }
-  }
-  return finite;
+  return active().load(std::memory_order_relaxed)->quantize(x, rows, cols, ldx, 1.0f / p.scale,
+                                                             static_cast<float>(p.zero_point), q, ldq);
 }
 
 }  // namespace keel::cpu::int8

@@ -44,6 +44,17 @@ struct Epilogue {
 void gemm(const std::uint8_t* a, std::int64_t lda, std::int64_t m, const PackedWeights& w, const Epilogue& e,
           float* out, std::int64_t ldo);
 
+// A 2-D convolution over NHWC activation codes xq [n, h, w, c] (the zero point stands for the
+// padding) with weights packed from Keras' kernel [kh, kw, c, f] as a [kh * kw * c, f] matrix:
+// out [n, out_h, out_w, f]. im2col and the GEMM run on blocks of output pixels small enough for
+// the cache, in parallel.
+struct ConvShape {
+  std::int64_t n = 0, h = 0, w = 0, c = 0;
+  std::int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  std::int64_t pad_top = 0, pad_left = 0, out_h = 0, out_w = 0;
+};
+void conv2d(const std::uint8_t* xq, const ConvShape& s, const PackedWeights& w, const Epilogue& e, float* out);
+
 // The instruction-set levels available here, best first ("avx512vnni", "avx2", "scalar"), and the
 // one gemm() uses. KEEL_SIMD=avx2 or sse2 (the float kernels' switch) caps it too.
 const std::vector<std::string>& levels();
@@ -58,6 +69,8 @@ struct ActivationParams {
 };
 // From a range: [lo, hi] widened to hold 0 (so that 0 is exact: zero padding, ReLU outputs).
 ActivationParams params_for_range(float lo, float hi);
+// The smallest and largest of x[0..n), NaN skipped; lo and hi are widened from what they hold.
+void value_range(const float* x, std::int64_t n, float& lo, float& hi);
 // q[i * ldq + j] for the [rows, cols] x (row stride ldx); false when x holds a NaN or infinity.
 bool quantize_rows(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ldx, ActivationParams p,
                    std::uint8_t* q, std::int64_t ldq);

@@ -88,12 +88,41 @@ std::vector<std::string> GraphBuilder::op_n(const std::string& type, const std::
   return names;
 }
 
+std::string GraphBuilder::int8s(const std::string& base, const std::vector<std::int8_t>& data,
+                                const std::vector<std::int64_t>& dims) {
+  keel_onnx::TensorProto* t = graph_->add_initializer();
+  const std::string name = fresh(base);
+  t->set_name(name);
+  t->set_data_type(keel_onnx::TensorProto::INT8);
+  for (auto d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(reinterpret_cast<const char*>(data.data()), data.size()));
+  return name;
+}
+
+std::string GraphBuilder::float16s(const std::string& base, const std::vector<std::uint16_t>& bits,
+                                   const std::vector<std::int64_t>& dims) {
+  keel_onnx::TensorProto* t = graph_->add_initializer();
+  const std::string name = fresh(base);
+  t->set_name(name);
+  t->set_data_type(keel_onnx::TensorProto::FLOAT16);
+  for (auto d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(reinterpret_cast<const char*>(bits.data()), bits.size() * sizeof(std::uint16_t)));
+  return name;
+}
+
 std::string GraphBuilder::weight(const std::string& base, const std::vector<float>& data,
                                  const std::vector<std::int64_t>& dims) {
   std::int64_t n = 1;
   for (auto d : dims) n *= d;
   if (n != static_cast<std::int64_t>(data.size()))
     throw ValueError(fmt::format("export_onnx: initializer '{}' has {} values for {} elements", base, data.size(), n));
+  if (weight_hook) {
+    WeightHook hook = std::move(weight_hook);  // the hook's own initializers are plain ones
+    weight_hook = nullptr;
+    std::string replaced = hook(base, data, dims);
+    weight_hook = std::move(hook);
+    if (!replaced.empty()) return replaced;
+  }
   keel_onnx::TensorProto* t = graph_->add_initializer();
   const std::string name = fresh(base);
   t->set_name(name);

@@ -6,6 +6,7 @@
 // need (to_last / to_first), and a Transpose is inserted only where the layout changes, so that a
 // run of convolutions, poolings, normalisations and element-wise ops stays channels-first.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,6 +73,15 @@ class GraphBuilder {
   // Initializers: float32 data of `dims` (row-major), int64 data.
   std::string weight(const std::string& base, const std::vector<float>& data, const std::vector<std::int64_t>& dims);
   std::string ints(const std::string& base, const std::vector<std::int64_t>& data);  // 1-D int64
+  // int8 (quantized weights) and float16 initializers (the latter as IEEE half bit patterns).
+  std::string int8s(const std::string& base, const std::vector<std::int8_t>& data, const std::vector<std::int64_t>& dims);
+  std::string float16s(const std::string& base, const std::vector<std::uint16_t>& bits,
+                       const std::vector<std::int64_t>& dims);
+  // While set, weight() offers each float initializer to it first: a non-empty name it returns
+  // (the output of other nodes, say a DequantizeLinear of int8 data) stands for the initializer.
+  using WeightHook = std::function<std::string(const std::string& base, const std::vector<float>& data,
+                                               const std::vector<std::int64_t>& dims)>;
+  WeightHook weight_hook;
   std::string scalar(const std::string& base, float v);                               // 0-D float32
 
   // Opset-aware forms (Squeeze/Unsqueeze take their axes as an input from opset 13 on, which is
@@ -135,6 +145,7 @@ bool convert_norm(GraphBuilder& g, layers::Layer& layer, const std::vector<Value
 bool convert_recurrent(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in, Value& out);
 bool convert_attention(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in, Value& out);
 bool convert_spatial(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in, Value& out);
+bool convert_quantized(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in, Value& out);
 // Any layer (a nested model too): the converters above in turn; ValueError naming the layer when
 // none knows it (TimeDistributed converts its inner layer with it).
 Value convert_layer(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in);

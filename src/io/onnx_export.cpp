@@ -125,7 +125,8 @@ Value onnx_detail::convert_layer(GraphBuilder& g, layers::Layer& layer, const st
   Value out;
   if (onnx_detail::convert_core(g, layer, in, out) || onnx_detail::convert_conv(g, layer, in, out) ||
       onnx_detail::convert_norm(g, layer, in, out) || onnx_detail::convert_recurrent(g, layer, in, out) ||
-      onnx_detail::convert_attention(g, layer, in, out) || onnx_detail::convert_spatial(g, layer, in, out))
+      onnx_detail::convert_attention(g, layer, in, out) || onnx_detail::convert_spatial(g, layer, in, out) ||
+      onnx_detail::convert_quantized(g, layer, in, out))
     return out;
   throw ValueError(fmt::format("export_onnx: {} has no ONNX equivalent", onnx_detail::who(layer)));
 }

@@ -201,6 +201,17 @@ void QuantizedLayer::sync_inner() {
   state_->synced = now;
 }
 
+layers::Layer& QuantizedLayer::dequantized_layer() {
+  sync_inner();
+  return *layer_;
+}
+
+std::optional<std::array<float, 2>> QuantizedLayer::input_range() const {
+  if (!state_->input_range) return std::nullopt;
+  const std::vector<float> r = state_->input_range->peek().to_vector<float>();
+  return std::array<float, 2>{r[0], r[1]};
+}
+
 void QuantizedLayer::begin_calibration() {
   state_->calibrating = true;
   state_->seen_lo = state_->seen_hi = 0;

@@ -19,6 +19,7 @@
 // grouped convolutions, stateful or return_state LSTMs), are left as they are, in float32;
 // is_quantizable() says which. The int8 kernels run on the CPU (a tensor elsewhere, and an LSTM
 // given a mask, is computed in float32 from the dequantized weights).
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -76,6 +77,11 @@ class QuantizedLayer : public layers::Layer {
   // Fills the quantized weights from float ones of the wrapped layer's class (by relative name:
   // "kernel", "bias", ...), as quantize() does with the original layer's weights.
   void set_float_weights(const std::vector<std::pair<std::string, Tensor>>& weights);
+  // The wrapped layer holding the values this layer computes with (the dequantized int8 or the
+  // float16 weights, as float32): what export_onnx writes, with the int8 ones as DequantizeLinear.
+  layers::Layer& dequantized_layer();
+  // The calibrated [lo, hi] of "static" (empty for "dynamic" or float16).
+  std::optional<std::array<float, 2>> input_range() const;
   // Static calibration: while on, calls record the input range (and a sample for percentiles)
   // and compute with the batch's own range; finish_calibration() stores input_range.
   void begin_calibration();

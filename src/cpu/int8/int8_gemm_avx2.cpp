@@ -8,4 +8,11 @@ void gemm_rows_avx2(const std::uint8_t* a, std::int64_t lda, std::int64_t r0, st
   avx2::gemm_rows(a, lda, r0, r1, w, e, out, ldo);
 }
 
+bool quantize_rows_avx2(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t ldx, float inv_scale,
+                  float zero_point, std::uint8_t* q, std::int64_t ldq) {
+  return avx2::quantize_rows(x, rows, cols, ldx, inv_scale, zero_point, q, ldq);
+}
+
+void value_range_avx2(const float* x, std::int64_t n, float& lo, float& hi) { avx2::value_range(x, n, lo, hi); }
+
 }  // namespace keel::cpu::int8

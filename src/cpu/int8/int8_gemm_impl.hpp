@@ -21,25 +21,11 @@
 #else
 #define KEEL_INT8_LEVEL avx2
 #endif
+#include "cpu/int8/quantize_impl.hpp"
 
 namespace keel::cpu::int8::KEEL_INT8_LEVEL {
 
 using i64 = std::int64_t;
-
-// The float epilogue for one row of 16 columns held as int32 lanes (written lane by lane through
-// a buffer: AVX2 holds 16 lanes in two registers, AVX-512 in one).
-inline void finish_row(const std::int32_t* acc, i64 col0, i64 cols, const PackedWeights& w, const Epilogue& e,
-                       float* out) {
-  for (i64 c = 0; c < cols; ++c) {
-    const i64 j = col0 + c;
-    const std::int32_t corrected = acc[c] - e.a_zero_point * w.colsum[static_cast<std::size_t>(j)];
-    const float scale = e.a_scale * (e.per_channel ? e.w_scale[j] : e.w_scale[0]);
-    float y = static_cast<float>(corrected) * scale;
-    if (e.bias) y += e.bias[j];
-    if (e.relu && y < 0) y = 0;
-    out[c] = y;
-  }
-}
 
 #if defined(__AVX512VNNI__)
 constexpr int kMR = 6, kNB = 2;
@@ -54,7 +40,30 @@ inline __m512i broadcast4(const std::uint8_t* p) {
   std::memcpy(&v, p, 4);
   return _mm512_set1_epi32(v);
 }
-inline void store(std::int32_t* dst, const Acc& acc) { _mm512_storeu_si512(dst, acc); }
+// The float epilogue of one block of 16 columns (cols of them real), the reference's arithmetic
+// (cpu/int8_gemm.cpp's gemm_rows_scalar) lane by lane: (acc - zp * colsum) * (a_scale * w_scale)
+// + bias, then ReLU.
+struct Finish {
+  __mmask16 mask;
+  __m512i zp_colsum;
+  __m512 scale, bias;
+  bool has_bias, relu;
+  Finish(const PackedWeights& w, const Epilogue& e, i64 col0, i64 cols) {
+    mask = cols >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << cols) - 1);
+    zp_colsum = _mm512_mullo_epi32(_mm512_set1_epi32(e.a_zero_point), _mm512_loadu_si512(w.colsum.data() + col0));
+    scale = e.per_channel ? _mm512_mul_ps(_mm512_set1_ps(e.a_scale), _mm512_maskz_loadu_ps(mask, e.w_scale + col0))
+                          : _mm512_set1_ps(e.a_scale * e.w_scale[0]);
+    has_bias = e.bias != nullptr;
+    bias = has_bias ? _mm512_maskz_loadu_ps(mask, e.bias + col0) : _mm512_setzero_ps();
+    relu = e.relu;
+  }
+  void operator()(const Acc& acc, float* out) const {
+    __m512 y = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc, zp_colsum)), scale);
+    if (has_bias) y = _mm512_add_ps(y, bias);
+    if (relu) y = _mm512_max_ps(y, _mm512_setzero_ps());
+    _mm512_mask_storeu_ps(out, mask, y);
+  }
+};
 #else
 constexpr int kMR = 4, kNB = 1;
 // 16 columns: lanes 0-7 in lo, 8-15 in hi.
@@ -76,10 +85,38 @@ inline __m256i broadcast4(const std::uint8_t* p) {
   std::memcpy(&v, p, 4);
   return _mm256_set1_epi32(v);
 }
-inline void store(std::int32_t* dst, const Acc& acc) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), acc.lo);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 8), acc.hi);
-}
+// The float epilogue of one block of 16 columns, as in the AVX-512 version: two halves of 8.
+struct Finish {
+  struct Half {
+    __m256i mask, zp_colsum;
+    __m256 scale, bias;
+  } half[2];
+  bool has_bias, relu;
+  Finish(const PackedWeights& w, const Epilogue& e, i64 col0, i64 cols) {
+    has_bias = e.bias != nullptr;
+    relu = e.relu;
+    for (int h = 0; h < 2; ++h) {
+      Half& f = half[h];
+      const i64 c0 = col0 + 8 * h;
+      f.mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(cols - 8 * h)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      f.zp_colsum = _mm256_mullo_epi32(_mm256_set1_epi32(e.a_zero_point),
+                                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.colsum.data() + c0)));
+      f.scale = e.per_channel ? _mm256_mul_ps(_mm256_set1_ps(e.a_scale), _mm256_maskload_ps(e.w_scale + c0, f.mask))
+                              : _mm256_set1_ps(e.a_scale * e.w_scale[0]);
+      f.bias = has_bias ? _mm256_maskload_ps(e.bias + c0, f.mask) : _mm256_setzero_ps();
+    }
+  }
+  void operator()(const Acc& acc, float* out) const {
+    const __m256i parts[2] = {acc.lo, acc.hi};
+    for (int h = 0; h < 2; ++h) {
+      const Half& f = half[h];
+      __m256 y = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(parts[h], f.zp_colsum)), f.scale);
+      if (has_bias) y = _mm256_add_ps(y, f.bias);
+      if (relu) y = _mm256_max_ps(y, _mm256_setzero_ps());
+      _mm256_maskstore_ps(out + 8 * h, f.mask, y);
+    }
+  }
+};
 #endif
 
 // rows (<= kMR) rows from `a`, blocks (<= kNB) column blocks from block jb.
@@ -102,15 +139,13 @@ void tile(const std::uint8_t* a, i64 lda, const PackedWeights& w, i64 jb, const 
       for (int b = 0; b < NB; ++b) madd(acc[r][b], a4, bp + b * block_bytes + 64 * s);
     }
   }
-  alignas(64) std::int32_t buf[16];
-  for (int r = 0; r < R; ++r)
-    for (int b = 0; b < NB; ++b) {
-      const i64 col0 = (jb + b) * 16;
-      const i64 cols = std::min<i64>(16, w.n - col0);
-      if (cols <= 0) continue;
-      store(buf, acc[r][b]);
-      finish_row(buf, col0, cols, w, e, out + r * ldo + col0);
-    }
+  for (int b = 0; b < NB; ++b) {
+    const i64 col0 = (jb + b) * 16;
+    const i64 cols = std::min<i64>(16, w.n - col0);
+    if (cols <= 0) continue;
+    const Finish finish(w, e, col0, cols);
+    for (int r = 0; r < R; ++r) finish(acc[r][b], out + r * ldo + col0);
+  }
 }
 
 template <int R>
@@ -141,6 +176,87 @@ inline void gemm_rows(const std::uint8_t* a, i64 lda, i64 r0, i64 r1, const Pack
   if (rest == 3) row_tiles<3>(ar, lda, w, e, o, ldo);
   if (rest == 2) row_tiles<2>(ar, lda, w, e, o, ldo);
   if (rest == 1) row_tiles<1>(ar, lda, w, e, o, ldo);
+}
+
+// quantize_scalar's codes, a vector at a time. max/min return their second operand for NaN, as
+// the scalar comparisons do; rounding to nearest even equals the 1.5 * 2^23 trick on [-256, 256].
+inline bool quantize_rows(const float* x, i64 rows, i64 cols, i64 ldx, float inv_scale, float zero_point,
+                          std::uint8_t* q, i64 ldq) {
+  bool ok = true;
+#if defined(__AVX512F__)
+  constexpr i64 kW = 16;
+  const __m512 inv = _mm512_set1_ps(inv_scale), zp = _mm512_set1_ps(zero_point);
+  const __m512 lo = _mm512_set1_ps(-256.0f), hi = _mm512_set1_ps(256.0f);
+  const __m512 zero = _mm512_setzero_ps(), top = _mm512_set1_ps(127.0f);
+  __mmask16 finite = 0xFFFF;
+#else
+  constexpr i64 kW = 8;
+  const __m256 inv = _mm256_set1_ps(inv_scale), zp = _mm256_set1_ps(zero_point);
+  const __m256 lo = _mm256_set1_ps(-256.0f), hi = _mm256_set1_ps(256.0f);
+  const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(127.0f);
+  int finite = 0xFF;
+#endif
+  for (i64 i = 0; i < rows; ++i) {
+    const float* xr = x + i * ldx;
+    std::uint8_t* qr = q + i * ldq;
+    i64 j = 0;
+    for (; j + kW <= cols; j += kW) {
+#if defined(__AVX512F__)
+      const __m512 v = _mm512_loadu_ps(xr + j);
+      finite &= _mm512_cmp_ps_mask(_mm512_sub_ps(v, v), zero, _CMP_EQ_OQ);
+      __m512 t = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, inv), lo), hi);
+      t = _mm512_add_ps(_mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zp);
+      t = _mm512_min_ps(_mm512_max_ps(t, zero), top);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qr + j), _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(t)));
+#else
+      const __m256 v = _mm256_loadu_ps(xr + j);
+      finite &= _mm256_movemask_ps(_mm256_cmp_ps(_mm256_sub_ps(v, v), zero, _CMP_EQ_OQ));
+      __m256 t = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v, inv), lo), hi);
+      t = _mm256_add_ps(_mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zp);
+      t = _mm256_min_ps(_mm256_max_ps(t, zero), top);
+      const __m256i w = _mm256_cvttps_epi32(t);
+      const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(qr + j), _mm_packus_epi16(w16, w16));
+#endif
+    }
+    if (j < cols) ok &= quantize_scalar(xr + j, 1, cols - j, ldx, inv_scale, zero_point, qr + j, ldq);
+  }
+#if defined(__AVX512F__)
+  return ok && finite == 0xFFFF;
+#else
+  return ok && finite == 0xFF;
+#endif
+}
+
+// range_scalar a vector at a time (min/max with the new value first return the running bound for
+// a NaN).
+inline void value_range(const float* x, i64 n, float& lo, float& hi) {
+  i64 i = 0;
+#if defined(__AVX512F__)
+  __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    vlo = _mm512_min_ps(v, vlo);
+    vhi = _mm512_max_ps(v, vhi);
+  }
+  lo = _mm512_reduce_min_ps(vlo);
+  hi = _mm512_reduce_max_ps(vhi);
+#else
+  __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    vlo = _mm256_min_ps(v, vlo);
+    vhi = _mm256_max_ps(v, vhi);
+  }
+  alignas(32) float l[8], h[8];
+  _mm256_store_ps(l, vlo);
+  _mm256_store_ps(h, vhi);
+  for (int j = 0; j < 8; ++j) {
+    lo = l[j] < lo ? l[j] : lo;
+    hi = h[j] > hi ? h[j] : hi;
+  }
+#endif
+  range_scalar(x + i, n - i, lo, hi);
 }
 
 }  // namespace keel::cpu::int8::KEEL_INT8_LEVEL
