@@ -180,10 +180,11 @@ TEST_CASE("quantized Dense computes the integer arithmetic exactly", "[quantizat
 
 TEST_CASE("each quantized layer matches its float layer within the quantization error", "[quantization]") {
   random::set_seed(5);
-  SECTION("Conv2D (same, strides, relu), DepthwiseConv2D, Dense") {
+  SECTION("Conv2D (same, strides, relu; dilated), DepthwiseConv2D, Dense") {
     models::Sequential m({layers::InputLayer(Shape{9, 9, 3}),
                           layers::Conv2D(8, 3, {.strides = {2, 1}, .padding = "same", .activation = "relu"}),
                           layers::DepthwiseConv2D(3, {.padding = "valid", .depth_multiplier = 2, .dilation_rate = {1, 2}}),
+                          layers::Conv2D(4, 2, {.dilation_rate = {2, 1}}),
                           layers::Flatten(), layers::Dense(4, {.activation = "tanh"})});
     const Tensor x = random::normal({6, 9, 9, 3});
     const Tensor ref = m.predict(x);
@@ -290,6 +291,23 @@ TEST_CASE("quantize: what it leaves in float32, and bad input", "[quantization]"
   auto qd = quantization::quantize(d);
   CHECK_THROWS_WITH(qd->predict(constant({1.0f, std::nanf(""), 0.0f}, Shape{1, 3})), Contains("NaN"));
   CHECK_THROWS_AS(qd->predict(constant({1.0f, INFINITY, 0.0f}, Shape{1, 3})), ValueError);
+}
+
+TEST_CASE("a quantized model evaluates, and refuses to train", "[quantization]") {
+  random::set_seed(4);
+  models::Sequential m({layers::InputLayer(Shape{6}), layers::Dense(8, {.activation = "relu"}), layers::Dense(3)});
+  const Tensor x = random::normal({32, 6});
+  const Tensor y = random::uniform_int(Shape{32}, 0, 3, DType::int64);
+  m.compile({.optimizer = "sgd", .loss = "sparse_categorical_crossentropy", .metrics = {"accuracy"}});
+  auto q = quantization::quantize(m);
+  q->compile({.optimizer = "sgd", .loss = "sparse_categorical_crossentropy", .metrics = {"accuracy"}});
+  const auto float_logs = m.evaluate(x, y, {.verbose = 0});
+  const auto int8_logs = q->evaluate(x, y, {.verbose = 0});
+  CHECK(int8_logs.at("loss") == Approx(float_logs.at("loss")).margin(0.05));
+  // No gradient reaches int8 codes: fit and a tape are refused, naming the layer.
+  CHECK_THROWS_WITH(q->fit(x, y, {.epochs = 1, .verbose = 0}), Contains("quant_") && Contains("no gradients"));
+  GradientTape tape;
+  CHECK_THROWS_AS((*q)(x, false), ValueError);
 }
 
 TEST_CASE("export_onnx of an int8 LSTM is a ValueError naming it", "[quantization][onnx]") {

@@ -50,6 +50,15 @@ cpu::int8::ActivationParams activation_params(const float* x, i64 n, const Range
   return cpu::int8::params_for_range(lo, hi);
 }
 
+// Scratch bytes for activation codes, kept by each thread between calls (slot 0: a layer's codes;
+// one call needs one): a fresh allocation of a few hundred KB is an mmap, and page faults, every
+// call. It grows to the largest input the thread has quantized.
+std::uint8_t* scratch_codes(std::size_t n) {
+  thread_local std::vector<std::uint8_t> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
 [[noreturn]] void not_finite(const std::string& who) {
   throw ValueError(fmt::format("{}: the input holds NaN or infinity, which int8 activations cannot represent", who));
 }
@@ -122,6 +131,9 @@ Tensor dequantize_weights(const Tensor& codes_in, const Tensor& scale_in, int ax
   return out;
 }
 
+namespace {
+
+// codes [k, ...] as the [k, n] matrix the kernels take, packed.
 Matrix make_matrix(const Tensor& codes_in, const Tensor& scale_in, i64 k) {
   const Tensor codes = codes_in.contiguous(), scale = scale_in.contiguous();
   const i64 n = codes.size() / std::max<i64>(k, 1);
@@ -134,7 +146,10 @@ Matrix make_matrix(const Tensor& codes_in, const Tensor& scale_in, i64 k) {
   return m;
 }
 
+}  // namespace
+
 const Matrix& MatrixCache::get(const Tensor& codes, const Tensor& scale, i64 rows) {
+  std::lock_guard<std::mutex> lock(mu_);
   const void* storage = codes.impl()->storage.get();
   const std::uint64_t cv = codes.impl()->storage->version(), sv = scale.impl()->storage->version();
   if (storage != codes_storage_ || cv != codes_version_ || sv != scale_version_) {
@@ -163,9 +178,10 @@ void linear(const Tensor& x_in, const Tensor& codes, const Tensor& scale, const 
     throw ShapeError(fmt::format("{}: input {} for a [{}, {}] int8 weight", who, x.shape().to_string(), w.packed.k,
                                  w.packed.n));
   const cpu::int8::ActivationParams p = activation_params(x.data<float>(), x.size(), range);
-  std::vector<std::uint8_t> a(static_cast<std::size_t>(m * w.packed.k4), 0);
-  if (!cpu::int8::quantize_rows(x.data<float>(), m, k, k, p, a.data(), w.packed.k4)) not_finite(who);
-  cpu::int8::gemm(a.data(), w.packed.k4, m, w.packed, epilogue(w, p, bias, relu, who), static_cast<float*>(y.raw_data()),
+  // Bytes k..k4 of each row are left as they are: they meet zero weights.
+  std::uint8_t* a = scratch_codes(static_cast<std::size_t>(m * w.packed.k4));
+  if (!cpu::int8::quantize_rows(x.data<float>(), m, k, k, p, a, w.packed.k4)) not_finite(who);
+  cpu::int8::gemm(a, w.packed.k4, m, w.packed, epilogue(w, p, bias, relu, who), static_cast<float*>(y.raw_data()),
                   w.packed.n);
 }
 
@@ -201,12 +217,12 @@ void conv2d(const Tensor& x_in, const Tensor& codes, const Tensor& scale, const 
   if (g.kh * g.kw * c != w.packed.k)
     throw ShapeError(fmt::format("{}: input {} for an int8 kernel of {} rows", who, x.shape().to_string(), w.packed.k));
   const cpu::int8::ActivationParams p = activation_params(x.data<float>(), x.size(), range);
-  std::vector<std::uint8_t> xq(static_cast<std::size_t>(x.size()));
-  if (!cpu::int8::quantize_rows(x.data<float>(), 1, x.size(), x.size(), p, xq.data(), x.size())) not_finite(who);
+  std::uint8_t* xq = scratch_codes(static_cast<std::size_t>(x.size()));
+  if (!cpu::int8::quantize_rows(x.data<float>(), 1, x.size(), x.size(), p, xq, x.size())) not_finite(who);
   cpu::int8::ConvShape cs;
   cs.n = n, cs.h = h, cs.w = wd, cs.c = c, cs.kh = g.kh, cs.kw = g.kw, cs.sh = g.sh, cs.sw = g.sw, cs.dh = g.dh, cs.dw = g.dw;
   cs.pad_top = g.pad_top, cs.pad_left = g.pad_left, cs.out_h = g.out_h, cs.out_w = g.out_w;
-  cpu::int8::conv2d(xq.data(), cs, w.packed, epilogue(w, p, bias, relu, who), static_cast<float*>(y.raw_data()));
+  cpu::int8::conv2d(xq, cs, w.packed, epilogue(w, p, bias, relu, who), static_cast<float*>(y.raw_data()));
 }
 
 void depthwise2d(const Tensor& x_in, const Tensor& codes_in, const Tensor& scale_in, const ConvGeometry& g,
@@ -226,8 +242,8 @@ void depthwise2d(const Tensor& x_in, const Tensor& codes_in, const Tensor& scale
     throw ShapeError(fmt::format("{}: input {} for an int8 depthwise kernel {}", who, x.shape().to_string(),
                                  codes.shape().to_string()));
   const cpu::int8::ActivationParams p = activation_params(x.data<float>(), x.size(), range);
-  std::vector<std::uint8_t> xq(static_cast<std::size_t>(x.size()));
-  if (!cpu::int8::quantize_rows(x.data<float>(), 1, x.size(), x.size(), p, xq.data(), x.size())) not_finite(who);
+  std::uint8_t* xq = scratch_codes(static_cast<std::size_t>(x.size()));
+  if (!cpu::int8::quantize_rows(x.data<float>(), 1, x.size(), x.size(), p, xq, x.size())) not_finite(who);
   const auto* wc = codes.data<std::uint8_t>();
   const float* ws = scale.data<float>();
   const bool per_channel = scale.size() > 1;
@@ -243,7 +259,7 @@ void depthwise2d(const Tensor& x_in, const Tensor& codes_in, const Tensor& scale
           for (i64 kx = 0; kx < g.kw; ++kx) {
             const i64 ix = ox * g.sw + kx * g.dw - g.pad_left;
             const bool inside = iy >= 0 && iy < h && ix >= 0 && ix < wd;
-            const std::uint8_t* xp = inside ? xq.data() + ((b * h + iy) * wd + ix) * c : nullptr;
+            const std::uint8_t* xp = inside ? xq + ((b * h + iy) * wd + ix) * c : nullptr;
             const std::uint8_t* wp = wc + (ky * g.kw + kx) * f;
             for (i64 ch = 0; ch < c; ++ch) {
               const std::int32_t a = (inside ? std::int32_t{xp[ch]} : p.zero_point) - p.zero_point;

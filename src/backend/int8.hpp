@@ -6,6 +6,7 @@
 // the GEMM's epilogue).
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -33,12 +34,14 @@ struct Matrix {
   std::vector<float> scale;
 };
 // The packing of one weight, made again when its codes or scale change (an assign, a load),
-// also when a traced graph replays the kernel.
+// also when a traced graph replays the kernel. Calls from several threads are safe (the first
+// packs under a lock); changing the weights while another thread computes with them is not.
 class MatrixCache {
  public:
   const Matrix& get(const Tensor& codes, const Tensor& scale, std::int64_t rows);
 
  private:
+  std::mutex mu_;
   std::uint64_t codes_version_ = ~0ull, scale_version_ = ~0ull;
   const void* codes_storage_ = nullptr;
   Matrix matrix_;

@@ -140,42 +140,60 @@ inline void copy_run(std::uint8_t* dst, const std::uint8_t* src, i64 n) {
   } else if (n >= 4) {
     std::memcpy(dst, src, 4);
     std::memcpy(dst + n - 4, src + n - 4, 4);
-  } else {
-    for (i64 i = 0; i < n; ++i) dst[i] = src[i];
+  } else if (n >= 2) {
+    std::memcpy(dst, src, 2);
+    std::memcpy(dst + n - 2, src + n - 2, 2);
+  } else if (n == 1) {
+    dst[0] = src[0];
   }
 }
 
-// The im2col rows of output pixels [p0, p1) into rows (k4 bytes each).
+// The im2col rows of output pixels [p0, p1) into rows (k4 bytes each). Pixels are walked in
+// order (no divisions per row), and a window wholly inside the image copies one run per kernel
+// row without bounds checks.
 void im2col_rows(const std::uint8_t* xq, const ConvShape& s, std::uint8_t zp, i64 k4, i64 p0, i64 p1,
                  std::uint8_t* rows) {
-  const i64 k = s.kh * s.kw * s.c;
+  const i64 k = s.kh * s.kw * s.c, run = s.kw * s.c;
+  i64 ox = p0 % s.out_w, oy = (p0 / s.out_w) % s.out_h, b = p0 / (s.out_w * s.out_h);
   for (i64 p = p0; p < p1; ++p) {
-    const i64 ox = p % s.out_w, oy = (p / s.out_w) % s.out_h, b = p / (s.out_w * s.out_h);
     std::uint8_t* row = rows + (p - p0) * k4;
-    for (i64 ky = 0; ky < s.kh; ++ky) {
-      const i64 iy = oy * s.sh + ky * s.dh - s.pad_top;
-      std::uint8_t* taps = row + ky * s.kw * s.c;
-      if (iy < 0 || iy >= s.h) {
-        std::memset(taps, zp, static_cast<std::size_t>(s.kw * s.c));
-        continue;
-      }
-      // The taps inside the image: kx in [kx0, kx1).
-      const i64 ix0 = ox * s.sw - s.pad_left;
-      i64 kx0 = 0, kx1 = s.kw;
-      while (kx0 < s.kw && ix0 + kx0 * s.dw < 0) ++kx0;
-      while (kx1 > kx0 && ix0 + (kx1 - 1) * s.dw >= s.w) --kx1;
-      if (kx0 > 0) std::memset(taps, zp, static_cast<std::size_t>(kx0 * s.c));
-      if (kx1 < s.kw) std::memset(taps + kx1 * s.c, zp, static_cast<std::size_t>((s.kw - kx1) * s.c));
-      // (the offset of tap kx is computed before it meets the pointer: ix0 may be negative)
-      const i64 at = ((b * s.h + iy) * s.w + ix0) * s.c;
-      if (s.dw == 1) {
-        // Undilated taps of one image row are contiguous in NHWC: one run.
-        if (kx1 > kx0) copy_run(taps + kx0 * s.c, xq + (at + kx0 * s.c), (kx1 - kx0) * s.c);
-      } else {
-        for (i64 kx = kx0; kx < kx1; ++kx) copy_run(taps + kx * s.c, xq + (at + kx * s.dw * s.c), s.c);
+    const i64 iy0 = oy * s.sh - s.pad_top, ix0 = ox * s.sw - s.pad_left;
+    const bool inside = iy0 >= 0 && iy0 + (s.kh - 1) * s.dh < s.h && ix0 >= 0 && ix0 + (s.kw - 1) * s.dw < s.w;
+    if (inside && s.dw == 1) {
+      const std::uint8_t* src = xq + ((b * s.h + iy0) * s.w + ix0) * s.c;
+      for (i64 ky = 0; ky < s.kh; ++ky) copy_run(row + ky * run, src + ky * s.dh * s.w * s.c, run);
+    } else {
+      for (i64 ky = 0; ky < s.kh; ++ky) {
+        const i64 iy = iy0 + ky * s.dh;
+        std::uint8_t* taps = row + ky * run;
+        if (iy < 0 || iy >= s.h) {
+          std::memset(taps, zp, static_cast<std::size_t>(run));
+          continue;
+        }
+        // The taps inside the image: kx in [kx0, kx1).
+        i64 kx0 = 0, kx1 = s.kw;
+        while (kx0 < s.kw && ix0 + kx0 * s.dw < 0) ++kx0;
+        while (kx1 > kx0 && ix0 + (kx1 - 1) * s.dw >= s.w) --kx1;
+        if (kx0 > 0) std::memset(taps, zp, static_cast<std::size_t>(kx0 * s.c));
+        if (kx1 < s.kw) std::memset(taps + kx1 * s.c, zp, static_cast<std::size_t>((s.kw - kx1) * s.c));
+        // (the offset of tap kx is computed before it meets the pointer: ix0 may be negative)
+        const i64 at = ((b * s.h + iy) * s.w + ix0) * s.c;
+        if (s.dw == 1) {
+          // Undilated taps of one image row are contiguous in NHWC: one run.
+          if (kx1 > kx0) copy_run(taps + kx0 * s.c, xq + (at + kx0 * s.c), (kx1 - kx0) * s.c);
+        } else {
+          for (i64 kx = kx0; kx < kx1; ++kx) copy_run(taps + kx * s.c, xq + (at + kx * s.dw * s.c), s.c);
+        }
       }
     }
-    if (k4 > k) std::memset(row + k, zp, static_cast<std::size_t>(k4 - k));
+    for (i64 t = k; t < k4; ++t) row[t] = zp;  // at most 3 bytes: no memset call
+    if (++ox == s.out_w) {
+      ox = 0;
+      if (++oy == s.out_h) {
+        oy = 0;
+        ++b;
+      }
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 
+#include "autograd/record.hpp"
 #include "backend/int8.hpp"
 #include "keel/layers/registry.hpp"
 #include "keel/ops/creation.hpp"
@@ -98,11 +99,8 @@ struct QuantizedLayer::State {
                           who, y);
     return y;
   }
-  const std::shared_ptr<backend::int8::MatrixCache>& cache(const std::string& rel) {
-    auto& c = caches[rel];
-    if (!c) c = std::make_shared<backend::int8::MatrixCache>();
-    return c;
-  }
+  // Made with the weights (build), so that calls only read the map.
+  const std::shared_ptr<backend::int8::MatrixCache>& cache(const std::string& rel) const { return caches.at(rel); }
 };
 
 QuantizedLayer::QuantizedLayer(layers::LayerRef layer, QuantizeOptions options)
@@ -140,6 +138,7 @@ void QuantizedLayer::build(const Shape& input_shape) {
     s.kernel = is_kernel(state_->kind, s.rel);
     if (s.kernel && int8) {
       s.value = &add_weight(s.rel + "_quantized", v->shape(), DType::uint8);
+      state_->caches[s.rel] = std::make_shared<backend::int8::MatrixCache>();
       const Shape m = matrix_shape(state_->kind, v->shape());
       s.scale = &add_weight(s.rel + "_scale", Shape{options_.per_channel ? m[channel_axis(state_->kind)] : 1},
                             DType::float32);
@@ -237,6 +236,12 @@ void QuantizedLayer::finish_calibration() {
 }
 
 Tensor QuantizedLayer::call(const Tensor& x, bool training) {
+  // Post-training quantization is for inference: no gradient reaches the stored codes (nor,
+  // through int8 kernels, the layers before), so training would go silently wrong.
+  if (training || autograd::recording())
+    throw ValueError(fmt::format("{}: a quantized layer computes no gradients (post-training quantization is for "
+                                 "inference): train the float model and quantize it again",
+                                 name()));
   const bool masked_rnn = state_->kind == Kind::lstm && layers::get_mask(x).defined();
   if (options_.dtype == "int8" && x.device().is_cpu() && !masked_rnn) return call_int8(x);
   sync_inner();
