@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "cpu/thread_pool.hpp"
+#include "cpu/window_kernels.hpp"
 #include "keel/core/config.hpp"
 
 // The portable level's activation quantization: the levels' loop, compiled here.
@@ -115,13 +116,11 @@ PackedWeights pack(const std::int8_t* q, i64 k, i64 n) {
 void gemm(const std::uint8_t* a, i64 lda, i64 m, const PackedWeights& w, const Epilogue& e, float* out, i64 ldo) {
   if (m <= 0 || w.n <= 0) return;
   const RowsFn fn = active().load(std::memory_order_relaxed)->fn;
-  // Row ranges of at least 2^18 multiply-adds each go to the pool's threads.
-  const double work = static_cast<double>(m) * static_cast<double>(w.n16) * static_cast<double>(w.k4);
-  const int parts = static_cast<int>(std::min<double>({work / (1 << 18), static_cast<double>(config::num_threads()),
-                                                       static_cast<double>((m + 5) / 6)}));
-  if (parts <= 1) return fn(a, lda, 0, m, w, e, out, ldo);
-  // Ranges in multiples of 6 rows, so that each keeps whole micro-tiles.
+  // Ranges in multiples of 6 rows, so that each keeps whole micro-tiles; threads only where the
+  // work pays for them (the loop kernels' rule).
   const i64 tiles = (m + 5) / 6;
+  const int parts = window::plan_parts(tiles, 6.0 * static_cast<double>(w.n16) * static_cast<double>(w.k4));
+  if (parts <= 1) return fn(a, lda, 0, m, w, e, out, ldo);
   parallel_ranges(tiles, parts, [&](i64 t0, i64 t1) { fn(a, lda, t0 * 6, std::min(m, t1 * 6), w, e, out, ldo); });
 }
 
@@ -208,10 +207,9 @@ void conv2d(const std::uint8_t* xq, const ConvShape& s, const PackedWeights& w, 
   // and the GEMM.
   constexpr i64 kBlock = 192;
   const i64 blocks = (pixels + kBlock - 1) / kBlock;
-  const double work = static_cast<double>(pixels) * static_cast<double>(w.n16) * static_cast<double>(w.k4);
-  const int parts = static_cast<int>(std::min<double>({work / (1 << 18), static_cast<double>(config::num_threads()),
-                                                       static_cast<double>(blocks)}));
-  parallel_ranges(blocks, std::max(parts, 1), [&](i64 b0, i64 b1) {
+  const int parts =
+      window::plan_parts(blocks, static_cast<double>(kBlock) * static_cast<double>(w.n16) * static_cast<double>(w.k4));
+  parallel_ranges(blocks, parts, [&](i64 b0, i64 b1) {
     std::vector<std::uint8_t> rows(static_cast<std::size_t>(kBlock * w.k4));
     for (i64 blk = b0; blk < b1; ++blk) {
       const i64 p0 = blk * kBlock, p1 = std::min(pixels, p0 + kBlock);

@@ -62,6 +62,9 @@ std::uint64_t version_of(const Variable* v) { return v->peek().impl()->storage->
 struct QuantizedLayer::State {
   Kind kind = Kind::dense;
   json config;  // the wrapped layer's
+  // What each call reads of it, made once: its activations, and the name errors give.
+  activations::ActivationFn activation, recurrent_activation;
+  std::string who;
   struct Stored {
     std::string rel;            // "kernel", "bias", ...
     Variable* inner = nullptr;  // the wrapped layer's float weight
@@ -125,6 +128,9 @@ QuantizedLayer::QuantizedLayer(layers::LayerRef layer, QuantizeOptions options)
                                  layer_->class_name(), layer_->name()));
   state_->kind = kind_of(layer_->class_name());
   state_->config = layer_->get_config();
+  state_->activation = activations::ActivationFn(state_->config.value("activation", std::string("linear")));
+  state_->recurrent_activation =
+      activations::ActivationFn(state_->config.value("recurrent_activation", std::string("sigmoid")));
 }
 
 void QuantizedLayer::build(const Shape& input_shape) {
@@ -251,7 +257,8 @@ Tensor QuantizedLayer::call(const Tensor& x, bool training) {
 Tensor QuantizedLayer::call_int8(const Tensor& x) {
   State& st = *state_;
   const json& c = st.config;
-  const std::string who = fmt::format("{} ({} {})", name(), layer_->class_name(), "int8");
+  if (st.who.empty()) st.who = fmt::format("{} ({} int8)", name(), layer_->class_name());
+  const std::string& who = st.who;
   backend::int8::Range range;
   if (st.input_range && !st.calibrating) range.calibrated = st.input_range->peek();
   if (st.calibrating && st.kind != Kind::embedding) {
@@ -259,7 +266,7 @@ Tensor QuantizedLayer::call_int8(const Tensor& x) {
     backend::int8::observe(cast(x, DType::float32), st.seen_lo, st.seen_hi, max_samples ? &st.sample : nullptr,
                            max_samples);
   }
-  const activations::ActivationFn act(c.value("activation", std::string("linear")));
+  const activations::ActivationFn& act = st.activation;
   const bool fuse_relu = act.name() == "relu";
   const auto finish = [&](Tensor y) { return fuse_relu ? y : act(y); };
   const Tensor xf = st.kind == Kind::embedding ? x : cast(x, DType::float32);
@@ -319,7 +326,7 @@ Tensor QuantizedLayer::call_int8(const Tensor& x) {
     }
     case Kind::lstm: {
       const i64 n = s[0], t = s[1], u = c.at("units").get<i64>();
-      const activations::ActivationFn rec(c.value("recurrent_activation", std::string("sigmoid")));
+      const activations::ActivationFn& rec = st.recurrent_activation;
       const bool backwards = c.value("go_backwards", false);
       // The input projection of every step in one product; the recurrent one step by step, on h
       // whose range is [-1, 1] with tanh (o * tanh(c)), else taken from each step.
