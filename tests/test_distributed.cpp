@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "distribute/communicator.hpp"
 #include "distribute/hooks.hpp"
 
 using namespace keel;
@@ -93,6 +95,14 @@ TEST_CASE("the default strategy has one replica, and scope() installs and restor
     CHECK(&distribute::get_strategy() == &s);
   }
   CHECK(distribute::get_strategy().num_replicas_in_sync() == 1);
+}
+
+TEST_CASE("workers started on one machine share its cores: each pool takes cores / workers threads",
+          "[distributed]") {
+  auto& s = world();  // MPI started by keel: the pool was sized then (the tests run on one machine)
+  if (!distribute::detail::mpi_built()) return;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  CHECK(config::num_threads() == std::max(1, cores / s.num_workers()));
 }
 
 TEST_CASE("all_reduce: every dtype and every ReduceOp", "[distributed]") {

@@ -37,6 +37,21 @@ void scale_as(void* buf, std::size_t n, double factor) {
 // Host copies of tensors that may live on a GPU: collectives read and write host memory.
 Tensor on_host(const Tensor& t) { return (t.device().is_cpu() ? t : t.to(Device::cpu())).contiguous(); }
 
+template <class T>
+void scaled_copy_as(void* dst, const void* src, std::size_t n, double factor) {
+  auto* d = static_cast<T*>(dst);
+  const auto* s = static_cast<const T*>(src);
+  const auto f = static_cast<T>(factor);
+  for (std::size_t i = 0; i < n; ++i) d[i] = s[i] * f;
+}
+
+// dst = src * factor for float32 / float64.
+void scaled_copy(void* dst, const void* src, std::size_t n, DType dt, double factor) {
+  if (dt == DType::float32) return scaled_copy_as<float>(dst, src, n, factor);
+  scaled_copy_as<double>(dst, src, n, factor);
+}
+
+
 }  // namespace
 
 void scale_buffer(void* buf, std::size_t count, DType dtype, double factor) {
@@ -90,12 +105,47 @@ Tensor all_reduce_tensor(const std::shared_ptr<Communicator>& comm, const Tensor
   run_kernel("all_reduce", static_cast<int>(op), in, out, [comm, op, c, pre_scale](const Tensor* t) {
     const auto n = static_cast<std::size_t>(t[0].size());
     const DType dt = t[0].dtype();
-    std::memcpy(t[1].raw_data(), t[0].raw_data(), n * itemsize(dt));
-    if (pre_scale && is_floating(dt)) scale_buffer(t[1].raw_data(), n, dt, pre_scale());
+    const double factor = pre_scale && is_floating(dt) ? pre_scale() : 1.0;
+    if (factor != 1.0 && (dt == DType::float32 || dt == DType::float64)) {
+      scaled_copy(t[1].raw_data(), t[0].raw_data(), n, dt, factor);  // one pass instead of two
+    } else {
+      std::memcpy(t[1].raw_data(), t[0].raw_data(), n * itemsize(dt));
+      scale_buffer(t[1].raw_data(), n, dt, factor);
+    }
     comm->all_reduce(t[1].raw_data(), n, dt, c);
     if (op == ReduceOp::mean) scale_buffer(t[1].raw_data(), n, dt, 1.0 / comm->size());
   });
   return value.device().is_cpu() ? out : out.to(value.device());
+}
+
+Tensor weighted_all_reduce_sum(const std::shared_ptr<Communicator>& comm, const std::vector<Tensor>& parts,
+                               const std::function<double()>& weight) {
+  std::int64_t total = 0;
+  for (const Tensor& p : parts) total += p.size();
+  const DType dt = parts.at(0).dtype();
+  if (!is_floating(dt) || is_half(dt)) throw DTypeError("weighted_all_reduce_sum: float32 or float64 parts only");
+  Tensor bucket;
+  {
+    DeviceScope host(Device::cpu());
+    bucket = empty(Shape({total}), dt);
+  }
+  // Each part copied into its place times this run's weight (one kernel per part: a kernel's
+  // operands are fixed in number), then the bucket reduced where it is. The bucket is each
+  // kernel's output; the reduction also lists it as its input, since it reads it.
+  std::int64_t offset = 0;
+  for (const Tensor& part : parts) {
+    const Tensor src = on_host(part);
+    if (src.dtype() != dt) throw DTypeError("weighted_all_reduce_sum: parts of different dtypes");
+    run_kernel("bucket_fill", 0, src, bucket, [offset, weight](const Tensor* t) {
+      auto* dst = static_cast<char*>(t[1].raw_data()) + static_cast<std::size_t>(offset) * itemsize(t[1].dtype());
+      scaled_copy(dst, t[0].raw_data(), static_cast<std::size_t>(t[0].size()), t[0].dtype(), weight());
+    });
+    offset += part.size();
+  }
+  run_kernel("all_reduce", static_cast<int>(ReduceOp::sum), bucket, bucket, [comm](const Tensor* t) {
+    comm->all_reduce(t[1].raw_data(), static_cast<std::size_t>(t[1].size()), t[1].dtype(), Combine::sum);
+  });
+  return parts[0].device().is_cpu() ? bucket : bucket.to(parts[0].device());
 }
 
 Tensor broadcast_tensor(const std::shared_ptr<Communicator>& comm, const Tensor& value, int root) {

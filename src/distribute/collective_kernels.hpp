@@ -4,6 +4,7 @@
 // call's buffers. Internal to keel.
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "distribute/communicator.hpp"
 #include "keel/core/tensor.hpp"
@@ -19,6 +20,11 @@ void check_same_everywhere(const std::shared_ptr<Communicator>& comm, const Tens
 // multiplies this rank's contribution first (floating dtypes only).
 Tensor all_reduce_tensor(const std::shared_ptr<Communicator>& comm, const Tensor& value, ReduceOp op,
                          std::function<double()> pre_scale = {});
+
+// A gradient bucket: a new 1-D tensor (on the parts' device), the sum over the ranks of weight() * (the parts,
+// flattened one after the other); weight is read each time the kernels run. float32 / float64.
+Tensor weighted_all_reduce_sum(const std::shared_ptr<Communicator>& comm, const std::vector<Tensor>& parts,
+                               const std::function<double()>& weight);
 
 // A new tensor holding root's value.
 Tensor broadcast_tensor(const std::shared_ptr<Communicator>& comm, const Tensor& value, int root);

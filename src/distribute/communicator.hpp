@@ -4,7 +4,9 @@
 // with KEEL_DISTRIBUTED). Internal to keel.
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "keel/core/dtype.hpp"
 #include "keel/distribute/strategy.hpp"
@@ -40,10 +42,39 @@ class LocalCommunicator final : public Communicator {
   std::string transport() const override { return "local"; }
 };
 
+// Point-to-point messages between the processes of a job (the parameter-server mode): sends
+// never block (they complete while the mailbox is polled), receives wait up to a deadline.
+struct Message {
+  int source = -1, tag = -1;
+  std::vector<char> bytes;
+};
+
+class Mailbox {
+ public:
+  virtual ~Mailbox() = default;
+  virtual int size() const = 0;
+  virtual int rank() const = 0;
+  // Queues bytes for dest and returns; delivery goes on while receive / flush poll.
+  virtual void post(int dest, int tag, std::vector<char> bytes) = 0;
+  // The next message from source (-1: any) with tag (-1: any), or nothing after timeout_s.
+  virtual std::optional<Message> receive(int source, int tag, double timeout_s) = 0;
+  // Waits until every posted message is delivered; RuntimeError naming the destination after
+  // timeout_s.
+  virtual void flush(double timeout_s) = 0;
+};
+
 // Whether keel was built with MPI.
 bool mpi_built();
 // The MPI world (MPI initialised on first use); throws where keel was built without MPI.
 std::shared_ptr<Communicator> make_mpi_communicator(double timeout_s);
+// The first `members` ranks of the MPI world as one communicator (collective over the whole
+// world: every rank calls it); null on the other ranks.
+std::shared_ptr<Communicator> make_mpi_communicator(double timeout_s, int members);
+// The processes of the MPI world (MPI initialised on first use; 1 for a program started alone).
+int mpi_world_size();
+int mpi_world_rank();
+// A mailbox over the MPI world.
+std::shared_ptr<Mailbox> make_mpi_mailbox();
 // The number of processes a launcher (mpirun, srun) says this job has, or 1 when none does.
 int launcher_world_size();
 

@@ -67,8 +67,11 @@ void reduce_gradients(std::vector<Tensor>& grads) {
     }
     std::vector<Tensor> flat;
     for (std::size_t m : members) flat.push_back(reshape(grads[m], Shape({grads[m].size()})));
-    const Tensor bucket = flat.size() == 1 ? flat[0] : concat(flat, 0);
-    const Tensor reduced = all_reduce_tensor(comm, bucket, ReduceOp::sum, weight);
+    // float32 / float64: one weighted copy into the bucket, reduced in place; other dtypes
+    // (half gradients) through concat and the general all-reduce.
+    const Tensor reduced = dt == DType::float32 || dt == DType::float64
+                               ? weighted_all_reduce_sum(comm, flat, weight)
+                               : all_reduce_tensor(comm, flat.size() == 1 ? flat[0] : concat(flat, 0), ReduceOp::sum, weight);
     std::int64_t offset = 0;
     for (std::size_t m : members) {
       const std::int64_t n = grads[m].size();

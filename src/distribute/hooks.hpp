@@ -10,6 +10,10 @@
 #include "keel/autograd/variable.hpp"
 #include "keel/core/tensor.hpp"
 
+namespace keel::optimizers {
+class Optimizer;
+}
+
 namespace keel::distribute::detail {
 
 // Whether the strategy in scope has more than one replica (fit then runs data-parallel).
@@ -53,5 +57,29 @@ void broadcast_weights(const std::vector<Variable*>& weights);
 // The logs of every replica combined: each value weighted by the rows the replica has seen
 // (exact for the loss and the mean metrics, whose value is a mean over rows).
 std::map<std::string, double> reduce_logs(const std::map<std::string, double>& logs, double rows);
+
+// ---- the parameter-server mode (a ParameterServerStrategy in scope; parameter_server.cpp) ----
+
+// Whether the strategy in scope is a ParameterServerStrategy, and whether this process is one
+// of its servers.
+bool parameter_server_mode();
+bool is_parameter_server();
+// This worker's share of n rows [begin, end) (split as evenly as it goes), and its number and
+// the workers' for Dataset::shard.
+std::pair<std::int64_t, std::int64_t> worker_rows(std::int64_t n);
+std::int64_t worker_number();
+std::int64_t worker_count();
+// fit's start on every process of the job: checks that all hold the same trainable variables,
+// then sets every weight to the chief's.
+void ps_fit_begin(const std::vector<Variable*>& weights, const std::vector<Variable*>& trainable);
+// On a server: applies the workers' gradients to the variables it holds with `optimizer` and
+// answers each push with those variables, until every worker is done.
+void ps_serve(const std::vector<Variable*>& trainable, optimizers::Optimizer& optimizer);
+// A worker's train step, instead of the all-reduce and the optimizer: pushes the gradients to
+// the servers and assigns the weights they answer with. A host step: a traced step replays it.
+void ps_push_pull(const std::vector<Tensor>& grads, const std::vector<Variable*>& vars);
+// fit's end on every process: a worker says it is done; then every process takes the servers'
+// trainable variables and the chief's non-trainable ones.
+void ps_fit_end(const std::vector<Variable*>& trainable, const std::vector<Variable*>& non_trainable);
 
 }  // namespace keel::distribute::detail

@@ -2,7 +2,8 @@
 // cmake/KeelDistributed.cmake); without it, make_mpi_communicator says so.
 //
 // Every collective is non-blocking (MPI_Iallreduce / MPI_Ibcast / MPI_Ibarrier) and polled with
-// MPI_Test against a deadline, on a duplicate of MPI_COMM_WORLD whose error handler is
+// MPI_Test against a deadline (an all-reduce of 64 KiB or more: a barrier so polled, then the
+// blocking MPI_Allreduce), on a duplicate of MPI_COMM_WORLD whose error handler is
 // MPI_ERRORS_RETURN: a dead or stuck worker makes the others throw RuntimeError after timeout_s
 // instead of hanging (MPI's blocking collectives would wait forever). While it waits, each rank
 // answers "where are you?" probes on a second duplicate, so that a rank that times out can name
@@ -14,6 +15,7 @@
 
 #include <fmt/core.h>
 
+#include "keel/core/config.hpp"
 #include "keel/core/error.hpp"
 
 #if KEEL_HAVE_MPI
@@ -23,8 +25,14 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <cstring>
+#include <list>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -47,10 +55,18 @@ int launcher_world_size() {
 
 bool mpi_built() { return false; }
 
-std::shared_ptr<Communicator> make_mpi_communicator(double) {
-  throw ValueError("MultiWorkerMirroredStrategy: keel was built without MPI (configure with -DKEEL_DISTRIBUTED=ON and "
-                   "an MPI installation such as libopenmpi-dev)");
+namespace {
+[[noreturn]] void no_mpi() {
+  throw ValueError("distribute: keel was built without MPI (configure with -DKEEL_DISTRIBUTED=ON and an MPI "
+                   "installation such as libopenmpi-dev)");
 }
+}  // namespace
+
+std::shared_ptr<Communicator> make_mpi_communicator(double) { no_mpi(); }
+std::shared_ptr<Communicator> make_mpi_communicator(double, int) { no_mpi(); }
+int mpi_world_size() { no_mpi(); }
+int mpi_world_rank() { no_mpi(); }
+std::shared_ptr<Mailbox> make_mpi_mailbox() { no_mpi(); }
 
 #else
 
@@ -59,6 +75,22 @@ bool mpi_built() { return true; }
 namespace {
 
 constexpr int kProbeTag = 7001, kAnswerTag = 7002;
+// All-reduces of this many bytes or more run blocking, behind a barrier with the deadline.
+constexpr std::size_t kBlockingBytes = std::size_t{64} << 10;
+
+// Several workers started on one machine (mpirun -np 2 on a 2-core box) would each run a pool
+// of one thread per core, and the pools would fight over the cores (a parallel region waits for
+// its slowest thread). Unless the program chose a thread count, each process takes its share:
+// cores / processes on this machine, at least 1 (what torchrun does with OMP_NUM_THREADS).
+void share_cores() {
+  MPI_Comm local = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) != MPI_SUCCESS) return;
+  int here = 1;
+  MPI_Comm_size(local, &here);
+  MPI_Comm_free(&local);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (here > 1 && config::num_threads() == cores) config::set_num_threads(std::max(1, cores / here));
+}
 
 // MPI_Init_thread once per process; MPI_Finalize at exit (unless the program initialised MPI
 // itself, then it finalises it).
@@ -73,6 +105,15 @@ struct MpiRuntime {
       if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
         throw RuntimeError("MultiWorkerMirroredStrategy: MPI_Init_thread failed");
       owned = true;
+#if defined(__GLIBC__)
+      // Open MPI's collectives allocate their scratch buffers on every call; glibc serves those
+      // of 128 KiB and more with fresh mmaps, so each gradient all-reduce page-faulted its
+      // scratch in again (a quarter of a 2-worker CNN step). Freed large blocks now stay in
+      // the heap for the next call. Only in a process whose MPI keel starts: a training worker.
+      mallopt(M_MMAP_THRESHOLD, 256 << 20);
+      mallopt(M_TRIM_THRESHOLD, 512 << 20);
+#endif
+      share_cores();
       std::atexit([] {
         int finalized = 0;
         MPI_Finalized(&finalized);
@@ -113,12 +154,15 @@ MPI_Op mpi_op(Combine op, DType dt) {
   return MPI_SUM;
 }
 
+void ensure_mpi() { static MpiRuntime runtime; }  // thread-safe, once
+
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(double timeout_s) : timeout_s_(timeout_s) {
-    static MpiRuntime runtime;  // thread-safe, once
-    check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
-    check(MPI_Comm_dup(MPI_COMM_WORLD, &probe_), "MPI_Comm_dup");
+  // A communicator over `base` (the world, or a part of it split off), which it takes over.
+  MpiCommunicator(double timeout_s, MPI_Comm base) : timeout_s_(timeout_s) {
+    check(MPI_Comm_dup(base, &comm_), "MPI_Comm_dup");
+    check(MPI_Comm_dup(base, &probe_), "MPI_Comm_dup");
+    if (base != MPI_COMM_WORLD) MPI_Comm_free(&base);
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(probe_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
@@ -155,13 +199,26 @@ class MpiCommunicator final : public Communicator {
     constexpr std::size_t kChunk = std::size_t{1} << 30;
     auto* bytes = static_cast<char*>(buf);
     const std::size_t item = itemsize(dtype);
+    const std::string what = fmt::format("all_reduce of {} {} elements", count, name(dtype));
     for (std::size_t done = 0; done < count; done += kChunk) {
       const std::size_t n = std::min(kChunk, count - done);
+      if (n * item >= kBlockingBytes) {
+        // Large buffers: a barrier with the deadline first (a dead or stuck worker is named
+        // there), then MPI's blocking all-reduce among workers that are all in it. Open MPI's
+        // blocking algorithms run large buffers 2-3x faster than its non-blocking ones.
+        MPI_Request req;
+        start(MPI_Ibarrier(comm_, &req), "all_reduce");
+        wait(req, what);
+        start(MPI_Allreduce(MPI_IN_PLACE, bytes + done * item, static_cast<int>(n), mpi_type(dtype), mpi_op(op, dtype),
+                            comm_),
+              "all_reduce");
+        continue;
+      }
       MPI_Request req;
       start(MPI_Iallreduce(MPI_IN_PLACE, bytes + done * item, static_cast<int>(n), mpi_type(dtype),
                            mpi_op(op, dtype), comm_, &req),
             "all_reduce");
-      wait(req, fmt::format("all_reduce of {} {} elements", count, name(dtype)));
+      wait(req, what);
     }
   }
 
@@ -303,9 +360,133 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
+// Sends are MPI_Isend requests kept with their bytes until MPI_Test says they are done.
+class MpiMailbox final : public Mailbox {
+ public:
+  MpiMailbox() {
+    ensure_mpi();
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &comm_) != MPI_SUCCESS) throw RuntimeError("distribute: MPI_Comm_dup failed");
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiMailbox() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    for (auto& s : sends_) {  // undelivered (a peer died): abandoned, not waited for
+      MPI_Cancel(&s.request);
+      MPI_Request_free(&s.request);
+    }
+    if (sends_.empty()) MPI_Comm_free(&comm_);
+  }
+  int size() const override { return size_; }
+  int rank() const override { return rank_; }
+
+  void post(int dest, int tag, std::vector<char> bytes) override {
+    if (bytes.size() > static_cast<std::size_t>(INT_MAX))
+      throw ValueError(fmt::format("distribute: a message of {} bytes to rank {} is over MPI's 2 GiB; spread the "
+                                   "variables over more parameter servers (num_ps)", bytes.size(), dest));
+    sends_.push_back({MPI_REQUEST_NULL, std::move(bytes), dest});
+    Send& s = sends_.back();
+    const int rc = MPI_Isend(s.bytes.data(), static_cast<int>(s.bytes.size()), MPI_BYTE, dest, tag, comm_, &s.request);
+    if (rc != MPI_SUCCESS) {
+      sends_.pop_back();
+      throw RuntimeError(fmt::format("distribute: rank {}: sending to rank {} failed: {}", rank_, dest, mpi_error(rc)));
+    }
+  }
+
+  std::optional<Message> receive(int source, int tag, double timeout_s) override {
+    using clock = std::chrono::steady_clock;
+    const auto begin = clock::now();
+    const auto deadline = begin + std::chrono::duration<double>(timeout_s);
+    for (;;) {
+      progress();
+      int flag = 0;
+      MPI_Status st;
+      const int rc = MPI_Iprobe(source < 0 ? MPI_ANY_SOURCE : source, tag < 0 ? MPI_ANY_TAG : tag, comm_, &flag, &st);
+      if (rc != MPI_SUCCESS)
+        throw RuntimeError(fmt::format("distribute: rank {}: waiting for a message failed: {}", rank_, mpi_error(rc)));
+      if (flag) {
+        int count = 0;
+        MPI_Get_count(&st, MPI_BYTE, &count);
+        Message m{st.MPI_SOURCE, st.MPI_TAG, std::vector<char>(static_cast<std::size_t>(count))};
+        const int r = MPI_Recv(m.bytes.data(), count, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, comm_, MPI_STATUS_IGNORE);
+        if (r != MPI_SUCCESS)
+          throw RuntimeError(fmt::format("distribute: rank {}: receiving from rank {} failed: {}", rank_, m.source,
+                                         mpi_error(r)));
+        return m;
+      }
+      const auto now = clock::now();
+      if (now > deadline) return std::nullopt;
+      // Spin for the first milliseconds (latency), then yield the core (a server shares one).
+      if (now - begin > std::chrono::milliseconds(1)) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  void flush(double timeout_s) override {
+    using clock = std::chrono::steady_clock;
+    const auto deadline = clock::now() + std::chrono::duration<double>(timeout_s);
+    while (progress() > 0) {
+      if (clock::now() > deadline)
+        throw RuntimeError(fmt::format("distribute: rank {}: rank {} did not take a message within timeout_s = {} s "
+                                       "(dead or stuck)", rank_, sends_.front().dest, timeout_s));
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+ private:
+  struct Send {
+    MPI_Request request;
+    std::vector<char> bytes;  // a vector's buffer does not move with it
+    int dest;
+  };
+  // Retires the delivered sends; returns how many are left.
+  std::size_t progress() {
+    for (auto it = sends_.begin(); it != sends_.end();) {
+      int done = 0;
+      if (MPI_Test(&it->request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        throw RuntimeError(fmt::format("distribute: rank {}: a send to rank {} failed", rank_, it->dest));
+      it = done ? sends_.erase(it) : std::next(it);
+    }
+    return sends_.size();
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  std::list<Send> sends_;
+};
+
 std::shared_ptr<Communicator> make_mpi_communicator(double timeout_s) {
-  return std::make_shared<MpiCommunicator>(timeout_s);
+  ensure_mpi();
+  return std::make_shared<MpiCommunicator>(timeout_s, MPI_COMM_WORLD);
 }
+
+std::shared_ptr<Communicator> make_mpi_communicator(double timeout_s, int members) {
+  ensure_mpi();
+  MPI_Comm part = MPI_COMM_NULL;
+  const int rank = mpi_world_rank();
+  if (MPI_Comm_split(MPI_COMM_WORLD, rank < members ? 0 : MPI_UNDEFINED, rank, &part) != MPI_SUCCESS)
+    throw RuntimeError("distribute: MPI_Comm_split failed");
+  if (part == MPI_COMM_NULL) return nullptr;
+  return std::make_shared<MpiCommunicator>(timeout_s, part);
+}
+
+int mpi_world_size() {
+  ensure_mpi();
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+int mpi_world_rank() {
+  ensure_mpi();
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+std::shared_ptr<Mailbox> make_mpi_mailbox() { return std::make_shared<MpiMailbox>(); }
 
 #endif
 

@@ -319,9 +319,15 @@ std::map<std::string, double> Model::multi_train_step(const std::vector<Tensor>&
       // dynamic scale, or loss_scale_factor); apply() divides the gradients by it again.
       if (!vars.empty()) grads = tape.gradient(optimizer_->scale_loss(losses_out[0]), vars);
     }
-    // Under a strategy with several replicas: the gradients of the global batch (a no-op otherwise).
-    if (!vars.empty()) distribute::detail::reduce_gradients(grads);
-    if (!vars.empty()) optimizer_->apply(grads, vars);
+    if (vars.empty()) {
+    } else if (distribute::detail::parameter_server_mode()) {
+      // Asynchronous: the servers apply the gradients; the weights come back from them.
+      distribute::detail::ps_push_pull(grads, vars);
+    } else {
+      // Under a strategy with several replicas: the gradients of the global batch (a no-op otherwise).
+      distribute::detail::reduce_gradients(grads);
+      optimizer_->apply(grads, vars);
+    }
     for (const Tensor& p : y_pred) losses_out.push_back(for_metrics(p));
     return losses_out;
   });

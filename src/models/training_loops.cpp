@@ -150,10 +150,28 @@ History Model::fit(const ModelData& x_in, const ModelData& y_in, FitOptions o) {
     sw = rows(sw, 0, split_at);
   }
   if (x[0].shape()[0] == 0) throw ValueError("fit: no training samples");
+  if (distribute::detail::parameter_server_mode() && !distribute::detail::is_parameter_server()) {
+    // Asynchronous workers: each trains on its share of the rows.
+    const auto [b, e] = distribute::detail::worker_rows(x[0].shape()[0]);
+    if (e == b)
+      throw ValueError(fmt::format("fit: {} training samples leave worker {} without any", x[0].shape()[0],
+                                   distribute::detail::worker_number()));
+    x = rows_of(x, b, e);
+    y = rows_of(y, b, e);
+    sw = rows(sw, b, e);
+  }
   return fit_loop(EpochIterator(x, y, sw, o.batch_size, o.shuffle, o.steps_per_epoch), o, val, val_sw);
 }
 
 namespace {
+// A parameter-server worker's share of a Dataset's elements (Dataset::shard); the Dataset
+// itself otherwise.
+template <class D>
+D worker_share(const D& d) {
+  if (!distribute::detail::parameter_server_mode() || distribute::detail::is_parameter_server()) return d;
+  return d.shard(distribute::detail::worker_count(), distribute::detail::worker_number());
+}
+
 std::optional<std::pair<std::vector<Tensor>, std::vector<Tensor>>> no_validation_split(const FitOptions& o) {
   if (o.validation_split != 0)
     throw ValueError("fit: validation_split is not supported for a Dataset; pass validation_data");
@@ -168,7 +186,7 @@ History Model::fit(const data::Dataset<std::pair<Tensor, Tensor>>& train, FitOpt
   if (o.validation_data)
     val.emplace(inputs_in_order(o.validation_data->first, "fit (validation_data)"),
                 targets_in_order(o.validation_data->second, "fit (validation_data)"));
-  return fit_loop(EpochIterator(train, o.steps_per_epoch, "fit"), o, val, Tensor());
+  return fit_loop(EpochIterator(worker_share(train), o.steps_per_epoch, "fit"), o, val, Tensor());
 }
 
 History Model::fit(const data::Dataset<std::pair<std::vector<Tensor>, std::vector<Tensor>>>& train, FitOptions o) {
@@ -178,7 +196,7 @@ History Model::fit(const data::Dataset<std::pair<std::vector<Tensor>, std::vecto
   if (o.validation_data)
     val.emplace(inputs_in_order(o.validation_data->first, "fit (validation_data)"),
                 targets_in_order(o.validation_data->second, "fit (validation_data)"));
-  return fit_loop(EpochIterator(train, o.steps_per_epoch, "fit"), o, val, Tensor());
+  return fit_loop(EpochIterator(worker_share(train), o.steps_per_epoch, "fit"), o, val, Tensor());
 }
 
 History Model::fit_loop(const EpochIterator& data, const FitOptions& o,
@@ -195,6 +213,23 @@ History Model::fit_loop(const EpochIterator& data, const FitOptions& o,
   stop_training = false;
   resume_epoch_ = -1;
   for (auto& cb : o.callbacks) cb->on_train_begin({});
+  if (distribute::detail::parameter_server_mode()) {
+    // Asynchronous training: every process starts from the chief's weights (built first if need
+    // be); a server then serves the workers until they are done.
+    if (weights().empty())
+      data.run_epoch([&](std::int64_t, const Batch& b) {
+        autograd::NoRecordScope build_only;
+        forward(placed(b.x, model_device(*this)), false);
+        return false;
+      });
+    distribute::detail::ps_fit_begin(weights(), trainable_weights());
+    if (distribute::detail::is_parameter_server()) {
+      distribute::detail::ps_serve(trainable_weights(), *optimizer_);
+      distribute::detail::ps_fit_end(trainable_weights(), non_trainable_weights());
+      for (auto& cb : o.callbacks) cb->on_train_end({});
+      return history;
+    }
+  }
   // A callback (BackupAndRestore) may have restored a later epoch to continue from.
   const int first_epoch = resume_epoch_ >= 0 ? resume_epoch_ : o.initial_epoch;
   bool replicas_synced = false;  // data-parallel: the chief's weights broadcast at the first step
@@ -275,6 +310,8 @@ History Model::fit_loop(const EpochIterator& data, const FitOptions& o,
     history.epoch.push_back(epoch);
     if (stop_training) break;
   }
+  if (distribute::detail::parameter_server_mode())
+    distribute::detail::ps_fit_end(trainable_weights(), non_trainable_weights());
   for (auto& cb : o.callbacks) cb->on_train_end({});
   return history;
 }

@@ -12,6 +12,8 @@
 // replica, broadcast the initial weights from the chief (worker 0) and reduce the logs. Only the
 // chief writes files (ModelCheckpoint, BackupAndRestore, TensorBoard, CSVLogger, Model::save).
 //
+// ParameterServerStrategy trains asynchronously instead (see below).
+//
 // The collectives run over MPI (keel built with KEEL_DISTRIBUTED); no MPI header is included
 // here. A collective that does not complete within the strategy's timeout (a worker died) throws
 // RuntimeError naming the ranks that did not answer, instead of hanging.
@@ -67,9 +69,11 @@ class Strategy {
   Strategy(const Strategy&) = delete;
   Strategy& operator=(const Strategy&) = delete;
 
-  int num_replicas_in_sync() const;
-  int worker_index() const;
-  int num_workers() const;
+  // Virtual for ParameterServerStrategy, whose workers step asynchronously (one replica in
+  // sync) and whose servers are no workers (worker_index() = -1).
+  virtual int num_replicas_in_sync() const;
+  virtual int worker_index() const;
+  virtual int num_workers() const;
   bool is_chief() const { return worker_index() == 0; }  // chief = worker 0
   [[nodiscard]] StrategyScope scope() { return StrategyScope(this); }
 
@@ -117,6 +121,66 @@ class MirroredStrategy : public Strategy {
 class MultiWorkerMirroredStrategy : public Strategy {
  public:
   explicit MultiWorkerMirroredStrategy(MultiWorkerOptions options = {});
+};
+
+// tf.distribute.experimental.ParameterServerStrategy's cluster, flattened. num_ps: how many of
+// the job's processes (the last num_ps ranks) hold the variables. max_staleness: the most steps
+// a worker may run ahead of the slowest worker still training (stale synchronous parallel; 0
+// keeps the workers in step). timeout_s: the longest any worker or server waits for another.
+struct ParameterServerOptions {
+  int num_ps = 1;
+  int max_staleness = 4;
+  double timeout_s = 300;
+};
+
+// What the last fit measured (ParameterServerStrategy::stats()). On a server: the updates it
+// applied, how stale their gradients were (updates applied by others between the worker's pull
+// and its push) and the largest lead of a worker over the slowest one when it was answered.
+// With W workers and max_staleness s a gradient is at most (W - 1)(2 s + 1) updates stale.
+// On a worker: its steps and the seconds it waited for the servers' answers.
+struct ParameterServerStats {
+  std::int64_t updates = 0;
+  std::int64_t max_staleness = 0;
+  double mean_staleness = 0;
+  std::int64_t max_clock_lead = 0;
+  std::int64_t steps = 0;
+  double wait_s = 0;
+};
+
+namespace detail {
+class ParameterServerState;  // src/distribute/parameter_server.cpp
+}
+
+// tf.distribute.experimental.ParameterServerStrategy: asynchronous data parallelism. Every
+// process of the job (mpirun -np W+P) runs the same program; the last num_ps ranks are parameter
+// servers, the others workers (worker 0 is the chief). The trainable variables are placed on
+// the servers round-robin; each server runs the compiled optimizer on its variables.
+//
+// Under its scope fit() on a worker trains on that worker's share of the rows (batch_size is
+// per worker: every step is one update), pushing each step's gradients to the servers and
+// pulling the weights they answer with, without waiting for the other workers, except that a
+// worker max_staleness steps ahead of the slowest waits for it. On a server fit() applies the
+// gradients as they arrive until every worker is done, and returns an empty History. When fit
+// ends every process holds the servers' final weights (and the chief's non-trainable ones).
+// History and evaluate are each worker's own (no reduction: the workers are not in step).
+class ParameterServerStrategy : public Strategy {
+ public:
+  explicit ParameterServerStrategy(ParameterServerOptions options = {});
+  ~ParameterServerStrategy() override;
+
+  int num_replicas_in_sync() const override { return 1; }
+  int worker_index() const override;  // -1 on a parameter server
+  int num_workers() const override;
+  bool is_parameter_server() const;
+  int num_ps() const { return ps_options_.num_ps; }
+  const ParameterServerOptions& ps_options() const { return ps_options_; }
+  ParameterServerStats stats() const;
+  detail::ParameterServerState& state() { return *state_; }  // internal to keel
+
+ private:
+  ParameterServerStrategy(ParameterServerOptions options, std::shared_ptr<detail::ParameterServerState> state);
+  ParameterServerOptions ps_options_;
+  std::shared_ptr<detail::ParameterServerState> state_;
 };
 
 // The strategy in scope on any thread, or the default strategy (one replica, no communication).
