@@ -86,7 +86,11 @@ echo "consumer checks in $WORK"
 links_keel() {
   local dir=$1
   if [[ -f "$dir/build.ninja" ]]; then
-    ninja -C "$dir" -t commands consumer | grep -q "libkeel"
+    # Captured first: grep -q stops reading at its match, and under pipefail the SIGPIPE that
+    # ninja then gets would fail the check whenever the command list is long.
+    local commands
+    commands=$(ninja -C "$dir" -t commands consumer) || return 1
+    grep -q "libkeel" <<<"$commands"
   else
     grep -q "libkeel" "$dir/CMakeFiles/consumer.dir/link.txt"
   fi

@@ -84,14 +84,15 @@ asan_options() {
 }
 
 # 1. setup -------------------------------------------------------------------------------------
-# Open MPI, which test_distributed's in-process cases initialise, leaks at exit: those cases run
-# without leak checks (its mpirun entries set the same themselves), everything else with them.
+# Open MPI, which test_distributed's and test_parameter_server's in-process cases initialise,
+# leaks at exit: those cases run without leak checks (their mpirun entries set the same
+# themselves), everything else with them.
 asan_ctest() {
   local rc=0
-  ctest --test-dir build-asan --output-on-failure -j2 --no-tests=error -E '^test_distributed:' ||
+  ctest --test-dir build-asan --output-on-failure -j2 --no-tests=error -E '^test_(distributed|parameter_server):' ||
     { rc=1; failed_tests build-asan; }
   ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
-    ctest --test-dir build-asan --output-on-failure -j2 -R '^test_distributed:' || { rc=1; failed_tests build-asan; }
+    ctest --test-dir build-asan --output-on-failure -j2 -R '^test_(distributed|parameter_server):' || { rc=1; failed_tests build-asan; }
   return "$rc"
 }
 
