@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <map>
 
 #include <nlohmann/json.hpp>
 #include <zlib.h>
@@ -159,4 +160,117 @@ TEST_CASE("profiler misuse is a clear error; off, nothing is recorded", "[profil
   profiler::stop();
   exp(ones({3}));  // after stop: not recorded
   CHECK(profiler::key_averages().empty());
+}
+
+TEST_CASE("the data pipeline's worker threads are followed: their pulls, map calls and kernels are events on "
+          "their own threads", "[profiler]") {
+  const Tensor x = random::normal({32, 4}), y = random::normal({32, 1});
+  // 32 rows mapped by two worker threads (tanh of each row), batched by 8, prefetched.
+  const auto ds = data::Dataset<>::from_tensor_slices({x, y})
+                      .map([](const std::pair<Tensor, Tensor>& e) { return std::make_pair(tanh(e.first), e.second); }, 2)
+                      .batch(8)
+                      .prefetch(2);
+  models::Sequential model{layers::InputLayer({4}), layers::Dense(1)};
+  model.compile({.optimizer = optimizers::SGD(0.01), .loss = "mse"});
+  keel_test::Scratch dir("profiler-threads");
+  profiler::start();
+  model.fit(ds, {.epochs = 1, .verbose = 0});
+  profiler::stop();
+  const auto stats = profiler::key_averages();
+  const auto* map_call = find(stats, "Dataset.map");
+  const auto* tanh_op = find(stats, "Tanh");
+  const auto* wait = find(stats, "data wait");
+  REQUIRE(map_call);
+  REQUIRE(tanh_op);
+  REQUIRE(wait);
+  CHECK(map_call->calls == 32);       // one per row
+  CHECK(tanh_op->calls == 32);        // the kernel inside each map call
+  CHECK(wait->calls == 4 + 1);        // before each of the 4 batches, and the wait that found the end
+  CHECK(find(stats, "Dataset.prefetch") != nullptr);
+  CHECK(find(stats, "train_step") != nullptr);
+  // In the trace the map calls and their Tanh kernels are on named worker threads, not the
+  // profiling thread (tid 1).
+  const std::string path = dir.dir + "/threads.json";
+  profiler::export_chrome_trace(path);
+  const auto j = nlohmann::json::parse(keel_test::read_all(path));
+  std::map<int, std::string> names;
+  int tanh_events = 0;
+  for (const auto& e : j.at("traceEvents"))
+    if (e["ph"] == "M" && e["name"] == "thread_name") names[e["tid"].get<int>()] = e["args"]["name"];
+  CHECK(names.at(1) == "profiling thread");
+  for (const auto& e : j.at("traceEvents")) {
+    if (e["ph"] != "X" || (e["name"] != "Tanh" && e["name"] != "Dataset.map")) continue;
+    const int tid = e["tid"].get<int>();
+    CHECK(tid != 1);
+    REQUIRE(names.count(tid) == 1);
+    CHECK_THAT(names[tid], Catch::StartsWith("data worker"));
+    tanh_events += e["name"] == "Tanh";
+  }
+  CHECK(tanh_events == 32);
+}
+
+TEST_CASE("profile_memory records every tensor buffer made and freed, with running totals and per-op peaks",
+          "[profiler]") {
+  keel_test::Scratch dir("profiler-memory");
+  const Tensor a = random::normal({256, 256});  // made before the profile: not in its timeline
+  profiler::start("", {.profile_memory = true});
+  {
+    profiler::Trace block("block");
+    Tensor b = exp(a);   // 256 KiB made
+    Tensor c = b * b;    // another 256 KiB: both live here
+    (void)c;
+  }                      // both freed
+  profiler::stop();
+  const std::string path = dir.dir + "/memory.json";
+  profiler::export_chrome_trace(path);
+  const auto j = nlohmann::json::parse(keel_test::read_all(path));
+  std::int64_t made = 0, freed = 0, peak = 0, last_total = 0;
+  int allocations = 0, frees = 0;
+  std::map<std::string, std::int64_t> first_alloc;  // address -> bytes
+  for (const auto& e : j.at("traceEvents")) {
+    if (e["name"] != "[memory]") continue;
+    CHECK(e["ph"] == "i");
+    const auto bytes = e["args"]["Bytes"].get<std::int64_t>();
+    const auto total = e["args"]["Total Allocated"].get<std::int64_t>();
+    CHECK(e["args"]["Device"] == "cpu");
+    // Each event moves the device's total by its bytes.
+    CHECK(total == last_total + bytes);
+    last_total = total;
+    peak = std::max(peak, total);
+    if (bytes > 0) {
+      made += bytes;
+      ++allocations;
+      first_alloc[e["args"]["Addr"].get<std::string>()] = bytes;
+    } else {
+      freed -= bytes;
+      ++frees;
+      // A free names a buffer made in the profile, with the same size.
+      const auto it = first_alloc.find(e["args"]["Addr"].get<std::string>());
+      REQUIRE(it != first_alloc.end());
+      CHECK(it->second == -bytes);
+    }
+  }
+  const std::int64_t kib256 = 256 * 256 * 4;
+  CHECK(allocations >= 2);
+  CHECK(made >= 2 * kib256);
+  CHECK(freed == made);          // everything made inside was freed inside
+  CHECK(last_total == 0);
+  CHECK(peak >= 2 * kib256);     // b and c at once
+  // The range's peak saw both; the first kernel's saw at least its own output.
+  const auto stats = profiler::key_averages();
+  const auto* block = find(stats, "block");
+  const auto* exp_op = find(stats, "Exp");
+  REQUIRE(block);
+  REQUIRE(exp_op);
+  CHECK(block->peak_bytes >= 2 * kib256);
+  CHECK(exp_op->peak_bytes >= kib256);
+  CHECK(exp_op->peak_bytes < 2 * kib256);
+  // Without profile_memory there is no timeline and no peak.
+  profiler::start("", {.profile_memory = false});
+  exp(a);
+  profiler::stop();
+  CHECK(find(profiler::key_averages(), "Exp")->peak_bytes == -1);
+  profiler::export_chrome_trace(path);
+  const auto j2 = nlohmann::json::parse(keel_test::read_all(path));
+  for (const auto& e : j2.at("traceEvents")) CHECK(e["name"] != "[memory]");
 }

@@ -15,6 +15,7 @@
 //
 // The closure captures only the call's non-tensor arguments; the recorder calls it (also for
 // the first, traced run), and a backend call made inside it is not recorded again.
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -91,6 +92,39 @@ class ProfileRange {
 
  private:
   RangeListener* listener_;
+};
+
+// A profiler running on one thread that also wants the work of the threads keel starts for it
+// (the data pipeline's workers): while one is installed, such a thread asks it for a recorder
+// and range listener of its own around each piece of work (see ThreadWork). attach() returns
+// null when the thread is already profiled; detach() gets back what attach() gave.
+class ThreadProfiler {
+ public:
+  virtual ~ThreadProfiler() = default;
+  virtual KernelRecorder* attach(RangeListener*& listener) = 0;
+  virtual void detach(KernelRecorder* recorder) = 0;
+};
+
+namespace record_detail {
+// Set by the profiler (an object that outlives every call it may get), read with one atomic load.
+extern std::atomic<ThreadProfiler*> thread_profiler;
+}  // namespace record_detail
+
+// RAII around one piece of work on a thread keel started: a range named `name` in `category`,
+// with the kernels inside it, while a profiler that wants such threads runs; one atomic load
+// otherwise.
+class ThreadWork {
+ public:
+  ThreadWork(const char* category, const char* name);
+  ~ThreadWork();
+  ThreadWork(const ThreadWork&) = delete;
+  ThreadWork& operator=(const ThreadWork&) = delete;
+
+ private:
+  ThreadProfiler* owner_ = nullptr;
+  KernelRecorder* recorder_ = nullptr;
+  KernelRecorder* saved_recorder_ = nullptr;
+  RangeListener* saved_ranges_ = nullptr;
 };
 
 // The recorder of this thread's outermost backend call, or null (the common case: one

@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "core/caching_allocator.hpp"
+#include "core/memory_events.hpp"
 #include "cuda/runtime.hpp"
 #include "keel/core/error.hpp"
 
@@ -38,12 +39,24 @@ detail::CachingAllocator& host_allocator() {
 
 std::size_t rounded(std::size_t nbytes) { return (nbytes + kAlignment - 1) / kAlignment * kAlignment; }
 
+// A profile's memory timeline listens (core/memory_events.hpp): out of line and cold, so that
+// the constructor and destructor stay as small as without it.
+[[gnu::noinline, gnu::cold]] void report(detail::MemoryListener* l, bool made, const void* p, std::size_t n,
+                                         Device d) {
+  if (made)
+    l->allocated(p, n, d);
+  else
+    l->freed(p, n, d);
+}
+
 }  // namespace
 
 
 namespace {
 std::atomic<std::uint64_t> storage_serials{1};
 }  // namespace
+
+std::atomic<detail::MemoryListener*> detail::memory_listener{nullptr};
 
 config::CudaMemoryStats config::host_memory_stats() { return host_allocator().stats(); }
 void config::reset_host_peak_memory() { host_allocator().reset_peak(); }
@@ -54,21 +67,23 @@ Storage::Storage(std::size_t nbytes, Device device)
     : nbytes_(nbytes), device_(device), serial_(storage_serials.fetch_add(1, std::memory_order_relaxed)) {
   if (device.is_cuda()) {
     data_ = cuda::allocate(nbytes, device.index());  // DeviceError without CUDA or out of memory
-    return;
-  }
-  if (nbytes > kMaxHostBytes)  // rounding up would wrap; no host has this much memory anyway
+  } else if (nbytes > kMaxHostBytes) {  // rounding up would wrap; no host has this much memory anyway
     throw ResourceExhaustedError(fmt::format("out of memory on cpu: cannot allocate {} bytes", nbytes));
-  if (nbytes >= kCacheMinBytes) {
+  } else if (nbytes >= kCacheMinBytes) {
     data_ = host_allocator().allocate(nbytes);  // ResourceExhaustedError naming the bytes
-    return;
+  } else {
+    data_ = std::aligned_alloc(kAlignment, rounded(nbytes == 0 ? 1 : nbytes));
+    if (!data_)
+      throw ResourceExhaustedError(fmt::format("out of memory on cpu: cannot allocate {} bytes", nbytes));
   }
-  data_ = std::aligned_alloc(kAlignment, rounded(nbytes == 0 ? 1 : nbytes));
-  if (!data_)
-    throw ResourceExhaustedError(fmt::format("out of memory on cpu: cannot allocate {} bytes", nbytes));
+  if (detail::MemoryListener* l = detail::memory_listener.load(std::memory_order_relaxed)) [[unlikely]]
+    report(l, true, data_, nbytes_, device_);
 }
 
 Storage::~Storage() {
   if (!data_) return;
+  if (detail::MemoryListener* l = detail::memory_listener.load(std::memory_order_relaxed)) [[unlikely]]
+    report(l, false, data_, nbytes_, device_);
   if (device_.is_cuda()) {
     cuda::deallocate(data_, device_.index());  // back to the cache; never throws (see there)
     return;

@@ -8,6 +8,9 @@
 // end of input is recorded once; the consumer ends when the input is done, no worker holds an
 // item and nothing is left to take.
 //
+// A profiler that follows keel's threads sees each pull and each transformation as an event of
+// this worker's thread (backend::ThreadWork).
+//
 // Shutdown. The destructor sets `stop` and wakes everyone; a worker notices it before every
 // reservation and pull, so it exits after at most the call it is in. The threads are joined
 // before the input generator (owned here) is destroyed. Nothing is ever detached.
@@ -21,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/recorder.hpp"
 #include "keel/core/device.hpp"
 #include "keel/data/dataset.hpp"
 
@@ -96,6 +100,7 @@ struct AsyncPipe::Impl {
       } else {
         seq = pull_seq++;
         try {
+          const backend::ThreadWork traced("data", work ? "Dataset.map: input" : "Dataset.prefetch");
           slot.value = pull();
           if (!slot.value) end = pull_done = true;
         } catch (...) {
@@ -106,6 +111,7 @@ struct AsyncPipe::Impl {
     }
     if (!end && !slot.error && work) {
       try {
+        const backend::ThreadWork traced("data", "Dataset.map");
         slot.value = work(std::move(slot.value));
       } catch (...) {
         slot.value.reset();

@@ -7,6 +7,7 @@
 
 #include <fmt/core.h>
 
+#include "backend/recorder.hpp"
 #include "distribute/hooks.hpp"
 #include "keel/core/device.hpp"
 #include "keel/ops/creation.hpp"
@@ -105,12 +106,22 @@ EpochIterator::EpochIterator(const data::Dataset<std::pair<std::vector<Tensor>, 
 
 std::int64_t EpochIterator::run_epoch(const std::function<bool(std::int64_t, const Batch&)>& f) const {
   std::int64_t step = 0;
-  for (const Batch& batch : batches_) {
+  // Each wait for the next batch is a "data wait" range for a profiler (the input pipeline's
+  // share of a step).
+  auto it = [&] {
+    backend::ProfileRange wait("data", "data wait");
+    return batches_.begin();
+  }();
+  const auto end = batches_.end();
+  while (!(it == end)) {
     if (steps_ > 0 && step >= steps_) break;  // a Dataset longer than the steps asked for
+    const Batch& batch = *it;
     if (op_) check_xy(batch.x, batch.y, op_);
     const bool more = f(step, batch);
     ++step;
     if (!more) break;
+    backend::ProfileRange wait("data", "data wait");
+    ++it;
   }
   return step;
 }

@@ -43,11 +43,15 @@ std::string chrome_trace_json(const Recording& r) {
   nlohmann::json events = nlohmann::json::array();
   const int pid = static_cast<int>(::getpid());
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"tid", 1}, {"args", {{"name", "keel"}}}});
+  for (std::size_t i = 0; i < r.thread_names.size(); ++i)
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", static_cast<int>(i) + 1},
+                      {"args", {{"name", r.thread_names[i]}}}});
   for (const Event& e : r.events) {
     nlohmann::json args = {{"device", e.device}};
     if (!e.shapes.empty()) args["shapes"] = e.shapes;
     if (!e.stack.empty()) args["stack"] = e.stack;
     if (e.bytes > 0) args["bytes"] = e.bytes;
+    if (e.peak_bytes >= 0) args["peak_bytes"] = e.peak_bytes;
     // Microseconds with nanosecond fractions, as the format allows.
     events.push_back({{"name", e.name},
                       {"cat", e.category},
@@ -55,7 +59,7 @@ std::string chrome_trace_json(const Recording& r) {
                       {"ts", static_cast<double>(e.start_ns) * 1e-3},
                       {"dur", static_cast<double>(e.dur_ns) * 1e-3},
                       {"pid", pid},
-                      {"tid", 1},
+                      {"tid", e.tid},
                       {"args", args}});
     if (e.host_bytes >= 0)
       events.push_back({{"name", "host memory"},
@@ -64,6 +68,27 @@ std::string chrome_trace_json(const Recording& r) {
                         {"pid", pid},
                         {"tid", 1},
                         {"args", {{"allocated_bytes", e.host_bytes}}}});
+  }
+  // The memory timeline, as torch.profiler writes it: an instant event per allocation (bytes >
+  // 0) and free (bytes < 0), and each device's total as a counter track.
+  for (const MemoryEvent& m : r.memory) {
+    const double ts = static_cast<double>(m.time_ns) * 1e-3;
+    events.push_back({{"name", "[memory]"},
+                      {"ph", "i"},
+                      {"s", "t"},
+                      {"ts", ts},
+                      {"pid", pid},
+                      {"tid", m.tid},
+                      {"args", {{"Addr", fmt::format("{:#x}", m.address)},
+                                {"Bytes", m.bytes},
+                                {"Total Allocated", m.live_bytes},
+                                {"Device", m.device}}}});
+    events.push_back({{"name", "tensor memory " + m.device},
+                      {"ph", "C"},
+                      {"ts", ts},
+                      {"pid", pid},
+                      {"tid", 1},
+                      {"args", {{"live_bytes", m.live_bytes}}}});
   }
   return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
 }

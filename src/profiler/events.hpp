@@ -17,10 +17,24 @@ struct Event {
   std::string device;
   std::int64_t bytes = 0;       // profile_memory: bytes the kernel wrote
   std::int64_t host_bytes = -1; // profile_memory: host memory held when it ended
+  std::int64_t peak_bytes = -1; // profile_memory: most tensor memory live while it ran
+  int tid = 1;                  // the thread: 1 the profiling one, then keel's others as they came
+};
+
+// profile_memory: one tensor buffer made (bytes > 0) or freed (bytes < 0).
+struct MemoryEvent {
+  std::int64_t time_ns = 0;
+  std::uintptr_t address = 0;
+  std::int64_t bytes = 0;
+  std::int64_t live_bytes = 0;  // the tensor memory live on its device after it
+  std::string device;
+  int tid = 1;
 };
 
 struct Recording {
   std::vector<Event> events;
+  std::vector<MemoryEvent> memory;
+  std::vector<std::string> thread_names;  // by tid - 1
   std::string logdir;
 };
 

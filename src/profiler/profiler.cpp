@@ -1,16 +1,23 @@
 // The profiler: while it runs it is the thread's kernel recorder (it runs each backend call it
-// is handed and times it) and the thread's range listener (layers, fit's steps, Trace).
+// is handed and times it) and the thread's range listener (layers, fit's steps, Trace). The
+// threads keel starts for the data pipeline get a recorder of their own around each piece of
+// work (backend::ThreadWork), and with profile_memory every tensor buffer made or freed on any
+// thread is an event of the memory timeline (core/memory_events.hpp).
 #include "keel/profiler/profiler.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include <fmt/core.h>
 
 #include "backend/recorder.hpp"
+#include "core/memory_events.hpp"
 #include "graph/plan.hpp"
 #include "keel/core/config.hpp"
 #include "keel/core/error.hpp"
@@ -38,9 +45,11 @@ std::string shapes_of(std::initializer_list<const Tensor*> inputs, std::initiali
 
 class Profiler final : public backend::KernelRecorder, public backend::RangeListener {
  public:
-  Profiler(std::string logdir, ProfilerOptions options)
-      : logdir_(std::move(logdir)), options_(options), start_(Clock::now()) {
-    events_.reserve(1 << 12);
+  // One thread's recorder: `tid` names the thread in the trace; `live` is the session's count of
+  // tensor bytes made since it started (every thread's), for the events' peaks.
+  Profiler(ProfilerOptions options, Clock::time_point start, int tid, const std::atomic<std::int64_t>* live)
+      : options_(options), start_(start), tid_(tid), live_(live) {
+    events_.reserve(1 << 10);
   }
 
   void kernel(backend::KernelType type, std::initializer_list<const Tensor*> inputs,
@@ -74,12 +83,15 @@ class Profiler final : public backend::KernelRecorder, public backend::RangeList
     close_event(std::move(e));
   }
 
-  Recording finish() {
+  // The events so far, every open range closed.
+  std::vector<Event> finish() {
     while (!open_.empty()) end();
-    Recording r;
-    r.events = std::move(events_);
-    r.logdir = logdir_;
-    return r;
+    return std::move(events_);
+  }
+
+  // A buffer was made on this thread: the open events' peaks take the new total.
+  void note_live(std::int64_t live) {
+    for (Event& e : open_) e.peak_bytes = std::max(e.peak_bytes, live);
   }
 
  private:
@@ -124,6 +136,8 @@ class Profiler final : public backend::KernelRecorder, public backend::RangeList
     e.name = std::move(name);
     e.category = category;
     e.start_ns = now_ns();
+    e.tid = tid_;
+    if (options_.profile_memory) e.peak_bytes = live_->load(std::memory_order_relaxed);
     if (options_.with_stack)
       for (const Event& o : open_) e.stack += (e.stack.empty() ? "" : " > ") + o.name;
     return e;
@@ -137,20 +151,152 @@ class Profiler final : public backend::KernelRecorder, public backend::RangeList
     events_.push_back(std::move(e));
   }
 
-  std::string logdir_;
   ProfilerOptions options_;
   Clock::time_point start_;
+  int tid_;
+  const std::atomic<std::int64_t>* live_;
   std::vector<Event> open_;
   std::vector<Event> events_;
   std::map<std::pair<const char*, int>, std::string> names_;
 };
 
-struct Session {
-  std::mutex mutex;
+// The profiler of this thread while it records (the profiling thread's, or a keel thread's
+// attached one): where a buffer made on this thread reports the new total.
+thread_local Profiler* this_thread = nullptr;
+thread_local int this_tid = 0;  // 0: a thread the profile does not follow
+
+// The one profile that may run: the profiling thread's recorder, the other threads' (attached
+// for a piece of work each, their events collected as they detach) and the memory timeline.
+// A static: the hooks it installs may still be called by a thread that loaded them just before
+// stop() took them away.
+class Session final : public backend::ThreadProfiler, public keel::detail::MemoryListener {
+ public:
+  std::mutex mutex;  // start / stop
   std::unique_ptr<Profiler> running;
   backend::KernelRecorder* saved_recorder = nullptr;
   backend::RangeListener* saved_listener = nullptr;
   Recording last;
+
+  void begin(std::string logdir, ProfilerOptions options) {
+    start_ = Clock::now();
+    options_ = options;
+    logdir_ = std::move(logdir);
+    live_.store(0);
+    {
+      std::lock_guard<std::mutex> lock(threads_mutex_);
+      thread_events_.clear();
+      thread_names_ = {"profiling thread"};
+      tids_.clear();
+      accepting_ = true;
+    }
+    {
+      std::lock_guard<std::mutex> lock(memory_mutex_);
+      memory_.clear();
+      live_by_device_.clear();
+      memory_on_ = options.profile_memory;
+    }
+    running = std::make_unique<Profiler>(options, start_, 1, &live_);
+    this_thread = running.get();
+    this_tid = 1;
+    backend::record_detail::thread_profiler.store(this, std::memory_order_release);
+    if (options.profile_memory) keel::detail::memory_listener.store(this, std::memory_order_release);
+  }
+
+  Recording end() {
+    backend::record_detail::thread_profiler.store(nullptr, std::memory_order_release);
+    keel::detail::memory_listener.store(nullptr, std::memory_order_release);
+    Recording r;
+    r.events = running->finish();
+    running.reset();
+    this_thread = nullptr;
+    this_tid = 0;
+    {
+      // The threads still inside a piece of work finish it (each is one pull or one map call).
+      std::unique_lock<std::mutex> lock(threads_mutex_);
+      accepting_ = false;
+      idle_.wait(lock, [&] { return attached_ == 0; });
+      for (Event& e : thread_events_) r.events.push_back(std::move(e));
+      thread_events_.clear();
+      r.thread_names = thread_names_;
+    }
+    {
+      std::lock_guard<std::mutex> lock(memory_mutex_);
+      memory_on_ = false;
+      r.memory = std::move(memory_);
+      memory_.clear();
+    }
+    r.logdir = logdir_;
+    return r;
+  }
+
+  backend::KernelRecorder* attach(backend::RangeListener*& listener) override {
+    std::lock_guard<std::mutex> lock(threads_mutex_);
+    if (!accepting_) return nullptr;
+    auto [it, fresh] = tids_.try_emplace(std::this_thread::get_id(), static_cast<int>(thread_names_.size()) + 1);
+    if (fresh) thread_names_.push_back("data worker " + std::to_string(it->second - 1));
+    ++attached_;
+    auto* p = new Profiler(options_, start_, it->second, &live_);
+    this_thread = p;
+    this_tid = it->second;
+    listener = p;
+    return p;
+  }
+
+  void detach(backend::KernelRecorder* recorder) override {
+    auto* p = static_cast<Profiler*>(recorder);
+    std::vector<Event> events = p->finish();
+    delete p;
+    this_thread = nullptr;
+    this_tid = 0;
+    {
+      std::lock_guard<std::mutex> lock(threads_mutex_);
+      for (Event& e : events) thread_events_.push_back(std::move(e));
+      --attached_;
+    }
+    idle_.notify_all();
+  }
+
+  void allocated(const void* address, std::size_t bytes, Device device) noexcept override {
+    record(address, static_cast<std::int64_t>(bytes), device);
+  }
+  void freed(const void* address, std::size_t bytes, Device device) noexcept override {
+    record(address, -static_cast<std::int64_t>(bytes), device);
+  }
+
+ private:
+  void record(const void* address, std::int64_t bytes, Device device) noexcept {
+    std::int64_t total = 0;
+    try {
+      std::lock_guard<std::mutex> lock(memory_mutex_);
+      if (!memory_on_) return;
+      std::string where = device.to_string();
+      const std::int64_t live = live_by_device_[where] += bytes;
+      total = live_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+      memory_.push_back({std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_).count(),
+                         reinterpret_cast<std::uintptr_t>(address), bytes, live, std::move(where), this_tid});
+    } catch (...) {  // no memory for the record itself: the timeline misses one event
+      return;
+    }
+    if (bytes > 0 && this_thread) this_thread->note_live(total);
+  }
+
+  Clock::time_point start_;
+  ProfilerOptions options_;
+  std::string logdir_;
+  std::atomic<std::int64_t> live_{0};  // tensor bytes made minus freed since start, every device
+
+  std::mutex threads_mutex_;
+  std::condition_variable idle_;
+  bool accepting_ = false;
+  int attached_ = 0;
+  std::vector<Event> thread_events_;
+  std::vector<std::string> thread_names_;
+  std::map<std::thread::id, int> tids_;
+
+  std::mutex memory_mutex_;
+  bool memory_on_ = false;
+  std::vector<MemoryEvent> memory_;
+  std::map<std::string, std::int64_t> live_by_device_;
 };
 
 Session& session() {
@@ -170,7 +316,7 @@ void start(std::string logdir, ProfilerOptions options) {
   if (s.running) throw ValueError("profiler::start: a profile is already running (call profiler::stop first)");
   if (backend::record_detail::active)
     throw ValueError("profiler::start: cannot profile inside a keel::function trace");
-  s.running = std::make_unique<detail::Profiler>(std::move(logdir), options);
+  s.begin(std::move(logdir), options);
   s.saved_recorder = backend::record_detail::active;
   s.saved_listener = backend::record_detail::ranges;
   backend::record_detail::active = s.running.get();
@@ -185,8 +331,7 @@ void stop() {
     throw ValueError("profiler::stop: call it on the thread that started the profile");
   backend::record_detail::active = s.saved_recorder;
   backend::record_detail::ranges = s.saved_listener;
-  s.last = s.running->finish();
-  s.running.reset();
+  s.last = s.end();
   if (!s.last.logdir.empty()) detail::write_tensorboard_run(s.last);
 }
 
@@ -218,6 +363,7 @@ std::vector<OpStat> key_averages() {
     s.total_us += static_cast<double>(e.dur_ns) * 1e-3;
     s.self_us += static_cast<double>(e.dur_ns - e.child_ns) * 1e-3;
     s.bytes_allocated += e.bytes;
+    s.peak_bytes = std::max(s.peak_bytes, e.peak_bytes);
   }
   std::vector<OpStat> out;
   for (auto& [name, s] : by_name) {

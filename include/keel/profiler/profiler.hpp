@@ -1,8 +1,11 @@
 #pragma once
 // The profiler (tf.profiler / torch.profiler): between start() and stop() every kernel call on
 // the profiling thread (eager ops, their gradients, replayed graphs), every layer call, fit's
-// steps and callbacks, and the user's Trace ranges become timed events, with the shapes they
-// read and write and the bytes they write.
+// steps, data waits and callbacks, and the user's Trace ranges become timed events, with the
+// shapes they read and write and the bytes they write. The data pipeline's worker threads
+// (Dataset::map with num_parallel_calls, prefetch) are followed too, each pull and each map call
+// an event on that thread with the kernels inside it; and with profile_memory every tensor buffer
+// made or freed, on any thread, is an event of a memory timeline.
 //
 //   profiler::start();
 //   model.fit(x, y, {.epochs = 1});
@@ -49,13 +52,18 @@ struct OpStat {
   double total_us = 0, self_us = 0, mean_us = 0;
   std::int64_t bytes_allocated = 0;  // written by the kernels of this name (profile_memory)
   std::string device;                // "cpu", "cuda:0"
+  // profile_memory: the most tensor memory live (made since the profile started, less what was
+  // freed) while an event of this name ran; -1 without profile_memory.
+  std::int64_t peak_bytes = -1;
 };
 // Of the last profile, sorted by total time.
 std::vector<OpStat> key_averages();
 // torch.profiler's table: name, self time and share, total time and share, mean, calls, memory.
 std::string key_averages_table(int row_limit = 20);
-// The last profile as Trace Event Format JSON ("X" events with ts, dur, pid, tid, args; host
-// memory as a counter), written to a temporary name and renamed into place.
+// The last profile as Trace Event Format JSON ("X" events with ts, dur, pid, tid, args; thread
+// names; with profile_memory each allocation and free as a "[memory]" instant event with its
+// address, bytes and the device's total, the totals as counters, and the host allocator's
+// bytes as a counter), written to a temporary name and renamed into place.
 void export_chrome_trace(const std::string& path);
 
 // A named range of the user's own (tf.profiler.experimental.Trace); nothing when not profiling.
