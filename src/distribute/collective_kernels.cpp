@@ -77,18 +77,24 @@ void scale_buffer(void* buf, std::size_t count, DType dtype, double factor) {
   }
 }
 
+bool same_on_every_rank(Communicator& comm, const std::vector<std::int64_t>& values) {
+  // The values as max and as -min in one all-reduce of max: equal everywhere when max == min.
+  std::vector<std::int64_t> buf = values;
+  for (std::int64_t v : values) buf.push_back(-v);
+  comm.all_reduce(buf.data(), buf.size(), DType::int64, Combine::max);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (buf[i] != -buf[i + values.size()]) return false;
+  return true;
+}
+
 void check_same_everywhere(const std::shared_ptr<Communicator>& comm, const Tensor& value, const char* op) {
   if (comm->size() == 1) return;
-  // {numel, dtype, rank, dims...} as max and as -min in one all-reduce of max.
+  // {numel, dtype, rank, dims...}
   std::vector<std::int64_t> sig{value.size(), static_cast<std::int64_t>(value.dtype()), value.rank()};
   for (std::int64_t d : value.shape().dims()) sig.push_back(d);
   sig.resize(3 + 8, -1);  // ranks above 8 are compared by their element count only
-  std::vector<std::int64_t> buf = sig;
-  for (std::int64_t v : sig) buf.push_back(-v);
-  comm->all_reduce(buf.data(), buf.size(), DType::int64, Combine::max);
-  for (std::size_t i = 0; i < sig.size(); ++i)
-    if (buf[i] != -buf[i + sig.size()])
-      throw ShapeError(fmt::format("{}: rank {} passes a {} tensor of shape {}, and another worker a different dtype "
+  if (!same_on_every_rank(*comm, sig))
+    throw ShapeError(fmt::format("{}: rank {} passes a {} tensor of shape {}, and another worker a different dtype "
                                    "or shape (every worker must pass the same)",
                                    op, comm->rank(), name(value.dtype()), value.shape().to_string()));
 }

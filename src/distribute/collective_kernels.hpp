@@ -2,6 +2,7 @@
 // Collectives on tensors as backend kernel calls: eagerly they run at once; under keel::function
 // (a traced train step) they are recorded, and every replay runs the collective again on that
 // call's buffers. Internal to keel.
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -10,6 +11,9 @@
 #include "keel/core/tensor.hpp"
 
 namespace keel::distribute::detail {
+
+// Whether every rank passes the same values (one small all-reduce; every rank must call it).
+bool same_on_every_rank(Communicator& comm, const std::vector<std::int64_t>& values);
 
 // ShapeError unless every rank passes a tensor of the same dtype and shape (one small
 // all-reduce); `op` names the caller.

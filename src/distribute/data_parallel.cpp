@@ -20,12 +20,15 @@ thread_local bool reduced_flag = false;
 bool multi_replica() { return get_strategy().num_replicas_in_sync() > 1; }
 bool is_chief() { return get_strategy().is_chief(); }
 
+std::pair<std::int64_t, std::int64_t> even_split(std::int64_t n, std::int64_t parts, std::int64_t index) {
+  const std::int64_t base = n / parts, extra = n % parts;
+  const std::int64_t begin = index * base + std::min(index, extra);
+  return {begin, begin + base + (index < extra ? 1 : 0)};
+}
+
 std::pair<std::int64_t, std::int64_t> shard_range(std::int64_t n) {
   const Strategy& s = get_strategy();
-  const std::int64_t replicas = s.num_replicas_in_sync(), r = s.worker_index();
-  const std::int64_t base = n / replicas, extra = n % replicas;
-  const std::int64_t begin = r * base + std::min(r, extra);
-  return {begin, begin + base + (r < extra ? 1 : 0)};
+  return even_split(n, s.num_replicas_in_sync(), s.worker_index());
 }
 
 StepWeightScope::StepWeightScope(double local_rows, double global_rows) : previous_(step_weight) {

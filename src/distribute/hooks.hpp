@@ -21,6 +21,9 @@ bool multi_replica();
 // Whether this process may write files: the chief, or any process of a one-replica strategy.
 bool is_chief();
 
+// Part `index` [begin, end) of n rows split into `parts` as evenly as it goes, the first
+// n % parts parts one row larger.
+std::pair<std::int64_t, std::int64_t> even_split(std::int64_t n, std::int64_t parts, std::int64_t index);
 // The rows [begin, end) of a global batch of n rows that this replica takes: the batch split as
 // evenly as it goes, the first n % N replicas taking one row more (tf.distribute's rebatching).
 std::pair<std::int64_t, std::int64_t> shard_range(std::int64_t n);

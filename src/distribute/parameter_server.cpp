@@ -307,13 +307,9 @@ class Server {
 };
 
 // Every process checks that all hold the same numbers (max over the job == min over it).
-void check_same_numbers(ParameterServerState& st, std::vector<std::int64_t> sig, const char* what) {
-  std::vector<std::int64_t> buf = sig;
-  for (std::int64_t v : sig) buf.push_back(-v);
-  st.world_comm->all_reduce(buf.data(), buf.size(), DType::int64, Combine::max);
-  for (std::size_t i = 0; i < sig.size(); ++i)
-    if (buf[i] != -buf[i + sig.size()])
-      throw ValueError(fmt::format("ParameterServerStrategy: rank {} has {} {} {}, another process a different "
+void check_same_numbers(ParameterServerState& st, const std::vector<std::int64_t>& sig, const char* what) {
+  if (!same_on_every_rank(*st.world_comm, sig))
+    throw ValueError(fmt::format("ParameterServerStrategy: rank {} has {} {} {}, another process a different "
                                    "number (every process must build the same model)", st.rank, sig[0], what,
                                    sig.size() > 1 ? fmt::format("of {} elements", sig[1]) : std::string()));
 }
@@ -335,12 +331,7 @@ bool is_parameter_server() {
   return s && s->is_parameter_server();
 }
 
-std::pair<std::int64_t, std::int64_t> worker_rows(std::int64_t n) {
-  const std::int64_t workers = worker_count(), w = worker_number();
-  const std::int64_t base = n / workers, extra = n % workers;
-  const std::int64_t begin = w * base + std::min(w, extra);
-  return {begin, begin + base + (w < extra ? 1 : 0)};
-}
+std::pair<std::int64_t, std::int64_t> worker_rows(std::int64_t n) { return even_split(n, worker_count(), worker_number()); }
 
 std::int64_t worker_number() { return get_strategy().worker_index(); }
 std::int64_t worker_count() { return get_strategy().num_workers(); }
