@@ -203,8 +203,10 @@ TEST_CASE("gradients flow through the image preprocessing layers", "[image_prepr
     layers::RandomZoom fresh(0.3, std::nullopt, {.fill_mode = "reflect", .seed = 2});
     return fresh(in[0], true);
   }, {x});
-  // Values inside value_range, so the clip is inactive.
-  const Tensor inside = random::uniform({2, 3, 3, 2}, 100, 150, DType::float64);
+  // Values well inside value_range [0, 255], so the clip is inactive; small ones, so that the
+  // finite differences' rounding (relative to the values) stays far below the tolerance (around
+  // 125 it came within 1e-6 in some draws).
+  const Tensor inside = random::uniform({2, 3, 3, 2}, 2, 3, DType::float64);
   check_gradients([](const std::vector<Tensor>& in) {
     layers::RandomContrast fresh(0.2, {.seed = 3});
     return fresh(in[0], true);
