@@ -223,6 +223,40 @@ std::vector<Case> cases() {
   }
   // samples/lstm_timeseries.cpp's model.
   out.push_back({"lstm_timeseries", seq({H(L::InputLayer({12, 1})), H(L::LSTM(50)), H(L::Dense(1))}, "lstm_timeseries"), 17, {}, 0, true});
+  // Unknown (None) sizes besides the batch: the runs below feed 9 steps / pixels at batch 1 and
+  // 14 at batch 3. A strided "same" convolution or pooling over them is ONNX's auto_pad SAME_UPPER.
+  {
+    Tensor x = models::Input({-1, 4}, DType::float32, "seq");
+    Tensor h = L::Reshape({-1, 2, 2})(x);  // one unknown size: Reshape's -1
+    h = L::Reshape({-1, 4})(h);
+    h = L::Conv1D(5, 3, {.strides = 2, .padding = "same"})(h);
+    h = L::MaxPooling1D(2, {.strides = 1, .padding = "same"})(h);
+    h = L::LSTM(6, {.return_sequences = true})(h);
+    h = L::LayerNormalization()(h);
+    h = L::Dense(3)(h);
+    Tensor last = L::GRU(2)(h);
+    Tensor pooled = L::GlobalMaxPooling1D()(h);
+    out.push_back({"none_sequence", std::make_shared<models::Model>(std::vector<Tensor>{x}, std::vector<Tensor>{h, last, pooled},
+                                                                    "none_sequence")});
+  }
+  {
+    Tensor ids = models::Input({-1}, DType::int32, "ids");
+    Tensor e = L::Embedding(10, 4)(ids);
+    Tensor y = L::Concatenate({.axis = 1})({e, e});
+    y = L::Bidirectional(L::LSTM(3))(y);
+    out.push_back({"none_embedding", std::make_shared<models::Model>(ids, y, "none_embedding"), 17, {DType::int32}, 10});
+  }
+  {
+    Tensor img = models::Input({-1, -1, 3}, DType::float32, "image");
+    Tensor h = L::Conv2D(4, 3, {.strides = {2, 2}, .padding = "same", .activation = "relu"})(img);
+    h = L::BatchNormalization()(h);
+    h = L::AveragePooling2D(2, {.strides = std::array<int, 2>{2, 2}, .padding = "same"})(h);
+    h = L::Conv2DTranspose(2, 3, {.strides = {2, 2}, .padding = "same"})(h);
+    h = L::Conv2D(3, 1)(h);
+    Tensor pooled = L::Dense(2)(L::GlobalAveragePooling2D()(h));
+    out.push_back({"none_image", std::make_shared<models::Model>(std::vector<Tensor>{img}, std::vector<Tensor>{h, pooled},
+                                                                 "none_image")});
+  }
   return out;
 }
 
@@ -272,7 +306,8 @@ TEST_CASE("export_onnx writes the oracle cases", "[.onnx_cases]") {
           for (const auto& l : cfg["layers"])
             if (l["name"] == names[i]) {
               std::vector<std::int64_t> d;
-              for (const auto& e : l["config"]["batch_shape"]) d.push_back(e.is_null() ? batch : e.get<std::int64_t>());
+              for (const auto& e : l["config"]["batch_shape"])
+                d.push_back(!e.is_null() ? e.get<std::int64_t>() : d.empty() ? batch : batch == 1 ? 9 : 14);
               s = Shape(d);
             }
         }
@@ -342,6 +377,22 @@ TEST_CASE("export_onnx names a layer without an ONNX equivalent", "[io][onnx]") 
   // An unsupported option is refused rather than exported wrongly.
   models::Sequential masked{L::InputLayer({5}), L::Embedding(8, 3, {.mask_zero = true}), L::LSTM(2)};
   CHECK_THROWS_AS(io::export_onnx(masked, dir / "e.onnx"), ValueError);
+}
+
+TEST_CASE("export_onnx names unknown input sizes and refuses what they make ambiguous", "[io][onnx]") {
+  keel_test::Scratch dir("onnx_none_dims");
+  Tensor x = models::Input({-1, 3}, DType::float32, "x");
+  models::Model m(x, L::Dense(2)(L::LSTM(4, {.return_sequences = true})(x)), "m");
+  io::export_onnx(m, dir / "m.onnx");
+  const std::string bytes = keel_test::read_all(dir / "m.onnx");
+  CHECK(bytes.find("x_dim1") != std::string::npos);  // the time axis' dim_param
+  CHECK(bytes.find("batch") != std::string::npos);
+  // Dot of [N, T1, 4] and [N, T2, 4] over the features is [N, T1, T2]: two unknown sizes, which
+  // the exported Reshape could not tell apart: refused, and nothing is written.
+  Tensor q = models::Input({-1, 4}, DType::float32, "q"), k = models::Input({-1, 4}, DType::float32, "k");
+  models::Model two(std::vector<Tensor>{q, k}, std::vector<Tensor>{L::Dot(L::DotAxes(2, 2))({q, k})}, "two");
+  CHECK_THROWS_WITH(io::export_onnx(two, dir / "two.onnx"), Catch::Matchers::Contains("two unknown sizes"));
+  CHECK_FALSE(std::filesystem::exists(dir / "two.onnx"));
 }
 
 TEST_CASE("export_onnx keeps consecutive convolutions channels-first", "[io][onnx]") {

@@ -235,6 +235,58 @@ TEST_CASE("load_pytorch_state_dict maps Conv2D, BatchNormalization, LSTM and GRU
   CHECK(gsd.at("0.bias_hh_l0").to_vector<float>() == std::vector<float>{10, 11, 12});
 }
 
+TEST_CASE("stacked recurrent layers map to one torch RNN of num_layers > 1", "[io][pytorch]") {
+  // keel LSTM(3, return_sequences), LSTM(3), Dense(2) = torch nn.LSTM(2, 3, num_layers=2) at
+  // index 0 ("0.*_l0", "0.*_l1") and Linear(3, 2) at index 1 (the Dense moves down one index).
+  random::set_seed(5);
+  auto make = [] {
+    return models::Sequential{layers::InputLayer({4, 2}), layers::LSTM(3, {.return_sequences = true}),
+                              layers::LSTM(3), layers::Dense(2)};
+  };
+  auto a = make();
+  const auto flat = a.pytorch_state_dict();  // default: one module per keel layer
+  CHECK(flat.count("1.weight_ih_l0") == 1);
+  CHECK(flat.count("2.weight") == 1);
+  const auto stacked = a.pytorch_state_dict({.stack_recurrent = true});
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : stacked) keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"0.bias_hh_l0", "0.bias_hh_l1", "0.bias_ih_l0", "0.bias_ih_l1",
+                                         "0.weight_hh_l0", "0.weight_hh_l1", "0.weight_ih_l0", "0.weight_ih_l1",
+                                         "1.bias", "1.weight"});
+  // Layer 1's input is layer 0's 3 outputs: weight_ih_l1 is [4 gates * 3, 3].
+  CHECK(stacked.at("0.weight_ih_l0").shape() == Shape{12, 2});
+  CHECK(stacked.at("0.weight_ih_l1").shape() == Shape{12, 3});
+  CHECK(stacked.at("0.weight_ih_l1").to_vector<float>() == flat.at("1.weight_ih_l0").to_vector<float>());
+
+  // Either naming loads into a fresh model (the stacked one found from the "_l1" names) and
+  // predicts what the first model predicts.
+  const Tensor x = random::normal(Shape{2, 4, 2});
+  const auto want = a.predict(x).to_vector<float>();
+  for (const auto* sd : {&stacked, &flat}) {
+    auto b = make();
+    b.load_pytorch_state_dict(*sd);
+    CHECK(b.predict(x).to_vector<float>() == want);
+  }
+  // Different units do not stack: a torch RNN's layers all have hidden_size units.
+  models::Sequential mixed{layers::InputLayer({4, 2}), layers::LSTM(3, {.return_sequences = true}), layers::LSTM(5)};
+  CHECK(mixed.pytorch_state_dict({.stack_recurrent = true}).count("1.weight_ih_l0") == 1);
+  // Bidirectional GRUs stack as nn.GRU(bidirectional=True, num_layers=2).
+  models::Sequential bi{layers::InputLayer({4, 2}),
+                        layers::Bidirectional(layers::GRU(3, {.return_sequences = true})),
+                        layers::Bidirectional(layers::GRU(3, {.return_sequences = true}))};
+  const auto bsd = bi.pytorch_state_dict({.stack_recurrent = true});
+  CHECK(bsd.count("0.weight_hh_l1_reverse") == 1);
+  CHECK(bsd.at("0.weight_ih_l1").shape() == Shape{9, 6});  // input: both directions' 3 outputs
+  models::Sequential bi2{layers::InputLayer({4, 2}),
+                         layers::Bidirectional(layers::GRU(3, {.return_sequences = true})),
+                         layers::Bidirectional(layers::GRU(3, {.return_sequences = true}))};
+  bi2.load_pytorch_state_dict(bsd);
+  CHECK(bi2.predict(x).to_vector<float>() == bi.predict(x).to_vector<float>());
+  // A go_backwards LSTM alone runs the other way from every torch RNN: refused, not mis-mapped.
+  models::Sequential back{layers::InputLayer({4, 2}), layers::LSTM(3, {.go_backwards = true})};
+  CHECK_THROWS_WITH(back.pytorch_state_dict(), Contains("go_backwards"));
+}
+
 TEST_CASE("load_pytorch_state_dict names the first mismatch", "[io][pytorch]") {
   models::Sequential model{layers::InputLayer({2}), layers::Dense(3), layers::Dense(1)};
   auto sd = model.pytorch_state_dict();

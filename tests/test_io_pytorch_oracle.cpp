@@ -59,6 +59,15 @@ TEST_CASE("torch's state_dicts predict in keel what they predict in torch", "[.p
   check_model(bilstm, "bilstm");
   models::Sequential bigru{layers::InputLayer({5, 3}), layers::Bidirectional(layers::GRU(4, {.return_sequences = true}))};
   check_model(bigru, "bigru");
+  // nn.LSTM(num_layers=2) + Linear: the "0.*_l1" tensors are the second keel LSTM, and the
+  // Linear's "1.*" the Dense after it.
+  models::Sequential lstm2{layers::InputLayer({5, 3}), layers::LSTM(4, {.return_sequences = true}), layers::LSTM(4),
+                           layers::Dense(2)};
+  check_model(lstm2, "lstm2");
+  models::Sequential bigru2{layers::InputLayer({5, 3}),
+                            layers::Bidirectional(layers::GRU(4, {.return_sequences = true})),
+                            layers::Bidirectional(layers::GRU(4, {.return_sequences = true}))};
+  check_model(bigru2, "bigru2");
   models::Sequential embedding{layers::InputLayer({3}), layers::Embedding(10, 4),
                                layers::LayerNormalization({.epsilon = 1e-3})};
   check_model(embedding, "embedding");
@@ -117,4 +126,11 @@ TEST_CASE("keel writes files and state_dicts that torch reads", "[.pytorch_oracl
   models::Sequential gru{layers::InputLayer({5, 4}), layers::GRU(3)};
   gru.layers()[0]->weights()[2]->assign(random::normal(Shape{2, 9}));  // both biases non-zero
   write_prediction(gru, "keel_gru", random::normal(Shape{2, 5, 4}));
+
+  models::Sequential lstm2{layers::InputLayer({5, 3}), layers::LSTM(4, {.return_sequences = true}), layers::LSTM(4),
+                           layers::Dense(2)};
+  const Tensor x2 = random::normal(Shape{2, 5, 3});
+  io::save_pytorch(d + "/keel_lstm2.pt", lstm2.pytorch_state_dict({.stack_recurrent = true}));
+  io::save_npy(d + "/keel_lstm2_x.npy", x2);
+  io::save_npy(d + "/keel_lstm2_y.npy", lstm2.predict(x2));
 }

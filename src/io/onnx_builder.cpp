@@ -3,6 +3,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+
 #include <cstring>
 
 #include "keel/autograd/variable.hpp"
@@ -297,14 +299,29 @@ std::string activation_name(const nlohmann::json& c, const layers::Layer& layer)
   throw ValueError(fmt::format("export_onnx: {}: cannot read its activation {}", who(layer), it->dump()));
 }
 
-std::vector<std::int64_t> output_shape_of(layers::Layer& layer, const std::vector<Value>& in) {
+std::vector<std::int64_t> output_shape_at(layers::Layer& layer, const std::vector<Value>& in, std::int64_t size) {
   if (in.size() != 1) throw ValueError(fmt::format("export_onnx: {}: expected one input, got {}", who(layer), in.size()));
   std::vector<std::int64_t> dims = in[0].shape;
   dims[0] = 1;  // compute_output_shape wants a concrete batch
+  for (std::size_t i = 1; i < dims.size(); ++i)
+    if (dims[i] < 0) dims[i] = size;
   const Shape out = layer.compute_output_shape(Shape(dims));
-  std::vector<std::int64_t> r;
-  for (std::int64_t i = 0; i < out.rank(); ++i) r.push_back(i == 0 ? -1 : out[i]);
+  std::vector<std::int64_t> r = out.dims();
+  if (!r.empty()) r[0] = -1;
   return r;
+}
+
+std::vector<std::int64_t> output_shape_of(layers::Layer& layer, const std::vector<Value>& in) {
+  // An unknown (None) size is tried as two sizes: an output dimension that follows them is
+  // unknown too. 29 and 47 share no factor with the strides and pool sizes of real models.
+  std::vector<std::int64_t> a = output_shape_at(layer, in, 29);
+  if (std::none_of(in[0].shape.begin() + 1, in[0].shape.end(), [](std::int64_t d) { return d < 0; })) return a;
+  const std::vector<std::int64_t> b = output_shape_at(layer, in, 47);
+  if (a.size() != b.size())
+    throw ValueError(fmt::format("export_onnx: {}: its output rank depends on the unknown input sizes", who(layer)));
+  for (std::size_t i = 1; i < a.size(); ++i)
+    if (a[i] != b[i]) a[i] = -1;
+  return a;
 }
 
 }  // namespace keel::io::onnx_detail

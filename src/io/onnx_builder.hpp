@@ -150,7 +150,10 @@ bool convert_quantized(GraphBuilder& g, layers::Layer& layer, const std::vector<
 // none knows it (TimeDistributed converts its inner layer with it).
 Value convert_layer(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in);
 
-// keel's output shape of the layer for the inputs (batch axis -1), from compute_output_shape.
+// keel's output shape of the layer for the inputs (batch axis -1), from compute_output_shape;
+// -1 also where an unknown (None) input size makes the output size unknown.
 std::vector<std::int64_t> output_shape_of(layers::Layer& layer, const std::vector<Value>& in);
+// The output shape with every unknown input size (the batch excepted) taken as `size`.
+std::vector<std::int64_t> output_shape_at(layers::Layer& layer, const std::vector<Value>& in, std::int64_t size);
 
 }  // namespace keel::io::onnx_detail

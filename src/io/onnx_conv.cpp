@@ -11,30 +11,37 @@
 namespace keel::io::onnx_detail {
 namespace {
 
-// Keras' padding as explicit ONNX pads [begin_1..begin_k, end_1..end_k] for spatial sizes `in`:
+// Keras' padding as ONNX attributes for spatial sizes `in` (-1: unknown): explicit pads
+// [begin_1..begin_k, end_1..end_k] for
 //   valid: none;  causal (Conv1D): (k - 1) d at the start;
 //   same: total = max((ceil(in / s) - 1) s + (k - 1) d + 1 - in, 0), begin = total / 2 (TensorFlow's
-//   rule: the odd extra element goes at the end).
-std::vector<std::int64_t> pads_for(const std::string& padding, const std::vector<std::int64_t>& in,
-                                   const std::vector<std::int64_t>& k, const std::vector<std::int64_t>& s,
-                                   const std::vector<std::int64_t>& d, const layers::Layer& layer) {
+//   rule: the odd extra element goes at the end); with s = 1 that is (k - 1) d for any size.
+// "same" with a stride over an unknown size depends on the size at run time: auto_pad SAME_UPPER,
+// ONNX's form of the same rule.
+std::vector<Attr> padding_attrs(const std::string& padding, const std::vector<std::int64_t>& in,
+                                const std::vector<std::int64_t>& k, const std::vector<std::int64_t>& s,
+                                const std::vector<std::int64_t>& d, const layers::Layer& layer) {
   const std::size_t n = in.size();
   std::vector<std::int64_t> pads(2 * n, 0);
-  if (padding == "valid") return pads;
+  if (padding == "same")
+    for (std::size_t i = 0; i < n; ++i)
+      if (in[i] < 0 && s[i] != 1) return {attr("auto_pad", "SAME_UPPER")};
+  if (padding == "valid") return {attr("pads", pads)};
   for (std::size_t i = 0; i < n; ++i) {
     const std::int64_t eff = (k[i] - 1) * d[i] + 1;
     if (padding == "causal") {
       pads[i] = eff - 1;
     } else if (padding == "same") {
-      const std::int64_t out = (in[i] + s[i] - 1) / s[i];
-      const std::int64_t total = std::max<std::int64_t>((out - 1) * s[i] + eff - in[i], 0);
+      const std::int64_t size = in[i] < 0 ? 1 : in[i];  // s = 1 here: the pads do not depend on it
+      const std::int64_t out = (size + s[i] - 1) / s[i];
+      const std::int64_t total = std::max<std::int64_t>((out - 1) * s[i] + eff - size, 0);
       pads[i] = total / 2;
       pads[n + i] = total - total / 2;
     } else {
       throw ValueError(fmt::format("export_onnx: {}: unknown padding '{}'", who(layer), padding));
     }
   }
-  return pads;
+  return {attr("pads", pads)};
 }
 
 std::vector<std::int64_t> spatial(const Value& v) { return {v.shape.begin() + 1, v.shape.end() - 1}; }
@@ -106,10 +113,14 @@ Value conv(GraphBuilder& g, layers::Layer& layer, const Value& x0, const std::st
     // keel's output length L (Keras' deconv_output_length) from ONNX's
     //   L = s (in - 1) + output_padding + (k - 1) d + 1 - pad_begin - pad_end,
     // with the pads of the forward "same" convolution from L to in, and output_padding the rest.
+    // The output length is s * in + a constant (keel's deconv lengths), so the pads and
+    // output_padding below do not depend on `in`: an unknown size is worked out at 29.
     std::vector<std::int64_t> pads(2 * n, 0), opad(n, 0);
-    const auto in = spatial(x0);
+    auto in = spatial(x0);
+    const std::vector<std::int64_t> out_at = output_shape_at(layer, {x0}, 29);
     for (std::size_t i = 0; i < n; ++i) {
-      const std::int64_t eff = (k[i] - 1) * d[i] + 1, len = out_shape[i + 1];
+      if (in[i] < 0) in[i] = 29;
+      const std::int64_t eff = (k[i] - 1) * d[i] + 1, len = out_at[i + 1];
       if (padding == "same") {
         const std::int64_t total = std::max<std::int64_t>((in[i] - 1) * s[i] + eff - len, 0);
         pads[i] = total / 2;
@@ -122,7 +133,7 @@ Value conv(GraphBuilder& g, layers::Layer& layer, const Value& x0, const std::st
     attrs.push_back(attr("pads", pads));
     attrs.push_back(attr("output_padding", opad));
   } else {
-    attrs.push_back(attr("pads", pads_for(padding, spatial(x0), k, s, d, layer)));
+    for (Attr& a : padding_attrs(padding, spatial(x0), k, s, d, layer)) attrs.push_back(std::move(a));
   }
   std::vector<std::string> inputs{x.name, wname};
   const WeightData b = layer_weight(layer, "bias", false);
@@ -157,9 +168,10 @@ Value pool(GraphBuilder& g, layers::Layer& layer, const Value& x0, const std::st
   out.shape = output_shape_of(layer, {x0});
   // Keras' "same" average excludes the padding (ONNX count_include_pad = 0, the default); the
   // max ignores it.
-  out.name = g.op(cls.rfind("Max", 0) == 0 ? "MaxPool" : "AveragePool", {x.name}, layer.name(),
-                  {attr("kernel_shape", k), attr("strides", s),
-                   attr("pads", pads_for(cfg_str(c, "padding", layer, "valid"), spatial(x0), k, s, ones, layer))});
+  std::vector<Attr> attrs{attr("kernel_shape", k), attr("strides", s)};
+  for (Attr& a : padding_attrs(cfg_str(c, "padding", layer, "valid"), spatial(x0), k, s, ones, layer))
+    attrs.push_back(std::move(a));
+  out.name = g.op(cls.rfind("Max", 0) == 0 ? "MaxPool" : "AveragePool", {x.name}, layer.name(), attrs);
   return out;
 }
 

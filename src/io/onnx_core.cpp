@@ -2,7 +2,9 @@
 // other inference-time identities, Flatten / Reshape / Permute, the merging layers, Embedding and
 // Rescaling.
 #include <fmt/core.h>
+#include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 
 #include <cmath>
@@ -127,8 +129,11 @@ Value merge(GraphBuilder& g, layers::Layer& layer, std::vector<Value> in, const 
     const std::int64_t axis = cfg(c, "axis", layer).get<std::int64_t>();
     out.name = g.op("Concat", names, base, {attr("axis", g.physical_axis(in[0], axis))});
     const std::int64_t a = axis < 0 ? axis + in[0].rank() : axis;
-    std::int64_t total = 0;
-    for (const auto& v : in) total += v.shape[static_cast<std::size_t>(a)];
+    std::int64_t total = 0;  // -1 (unknown) when one of the parts is
+    for (const auto& v : in) {
+      const std::int64_t d = v.shape[static_cast<std::size_t>(a)];
+      total = total < 0 || d < 0 ? -1 : total + d;
+    }
     out.shape[static_cast<std::size_t>(a)] = total;
     return out;
   }
@@ -194,6 +199,8 @@ Value dot(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in0, 
   bn = g.op("Reshape", {g.transpose(bn, pb, base), g.ints(base + "/b_shape", {0, k, -1})}, base);
   std::vector<std::int64_t> target{0};
   target.insert(target.end(), out_shape.begin() + 1, out_shape.end());
+  if (std::count(target.begin(), target.end(), -1) > 1)
+    throw ValueError(fmt::format("export_onnx: {}: an output with two unknown sizes is not exported", who(layer)));
   Value out = a;
   out.shape = out_shape;
   out.name = g.op("Reshape", {g.op("MatMul", {an, bn}, base), g.ints(base + "/shape", target)}, base);
@@ -254,8 +261,8 @@ bool convert_core(GraphBuilder& g, layers::Layer& layer, const std::vector<Value
       throw ValueError(fmt::format("export_onnx: {}: data_format channels_first is not exported", who(layer)));
     const Value v = g.to_last(x);  // keel flattens in its own (channels-last) order
     out = v;
-    std::int64_t n = 1;
-    for (std::size_t i = 1; i < v.shape.size(); ++i) n *= v.shape[i];
+    std::int64_t n = 1;  // -1 (unknown) when one of the sizes is
+    for (std::size_t i = 1; i < v.shape.size(); ++i) n = n < 0 || v.shape[i] < 0 ? -1 : n * v.shape[i];
     out.shape = {-1, n};
     out.name = g.op("Flatten", {v.name}, base, {attr("axis", 1)});
   } else if (cls == "Reshape") {
@@ -264,6 +271,10 @@ bool convert_core(GraphBuilder& g, layers::Layer& layer, const std::vector<Value
     out.shape = output_shape_of(layer, {v});
     std::vector<std::int64_t> target{0};  // 0: copy the (dynamic) batch axis
     for (std::size_t i = 1; i < out.shape.size(); ++i) target.push_back(out.shape[i]);
+    // One unknown size is Reshape's -1 (inferred from the element count); two are ambiguous.
+    if (std::count(target.begin(), target.end(), -1) > 1)
+      throw ValueError(fmt::format("export_onnx: {}: an output with two unknown sizes ({}) is not exported",
+                                   who(layer), fmt::join(out.shape, ", ")));
     out.name = g.op("Reshape", {v.name, g.ints(base + "/shape", target)}, base);
   } else if (cls == "Permute") {
     const Value v = g.to_last(x);

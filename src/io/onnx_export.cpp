@@ -99,8 +99,11 @@ int onnx_type(DType d, const std::string& what) {
   }
 }
 
+// A graph input's or output's type. Unknown sizes: the batch is "batch" (or 1 without
+// dynamic_batch: one example); another unknown input size is "<name>_dim<i>"; an unknown output
+// size other than the batch is left without a value or name (ONNX's unknown dimension).
 void set_type(keel_onnx::ValueInfoProto* v, const std::string& name, DType dtype, const std::vector<std::int64_t>& shape,
-              bool dynamic_batch) {
+              bool dynamic_batch, bool is_input) {
   v->set_name(name);
   auto* t = v->mutable_type()->mutable_tensor_type();
   t->set_elem_type(onnx_type(dtype, "'" + name + "'"));
@@ -108,7 +111,9 @@ void set_type(keel_onnx::ValueInfoProto* v, const std::string& name, DType dtype
   for (std::size_t i = 0; i < shape.size(); ++i) {
     auto* d = s->add_dim();
     if (i == 0 && dynamic_batch) d->set_dim_param("batch");
-    else d->set_dim_value(i == 0 ? 1 : shape[i]);  // a fixed batch is one example
+    else if (i == 0) d->set_dim_value(1);
+    else if (shape[i] >= 0) d->set_dim_value(shape[i]);
+    else if (is_input) d->set_dim_param(fmt::format("{}_dim{}", name, i));
   }
 }
 
@@ -159,10 +164,6 @@ OnnxExportReport export_onnx_report(models::Model& model, const std::string& pat
     for (std::int64_t i = 0; i < s.rank(); ++i) v.shape.push_back(i == 0 ? -1 : s[i]);
     inputs.push_back(v);
   }
-  for (std::size_t i = 1; i < inputs.size() + 1; ++i)
-    for (std::size_t j = 1; j < inputs[i - 1].shape.size(); ++j)
-      if (inputs[i - 1].shape[j] < 0)
-        throw ValueError(fmt::format("export_onnx: input {} has an unknown dimension {} (only the batch may be dynamic)", i - 1, j));
   if (!options.input_names.empty()) {
     if (options.input_names.size() != inputs.size())
       throw ValueError(fmt::format("export_onnx: {} input names for a model with {} inputs", options.input_names.size(), inputs.size()));
@@ -196,7 +197,7 @@ OnnxExportReport export_onnx_report(models::Model& model, const std::string& pat
   graph->set_name(model.name());
   GraphBuilder g(graph, options.opset);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    set_type(graph->add_input(), names[i], inputs[i].dtype, inputs[i].shape, options.dynamic_batch);
+    set_type(graph->add_input(), names[i], inputs[i].dtype, inputs[i].shape, options.dynamic_batch, true);
     inputs[i].name = names[i];
   }
   const std::vector<Value> outs = walk(g, model, inputs);
@@ -206,7 +207,7 @@ OnnxExportReport export_onnx_report(models::Model& model, const std::string& pat
     const Value v = g.to_last(outs[i]);
     g.op("Identity", {v.name}, "output");
     graph->mutable_node(graph->node_size() - 1)->set_output(0, out_names[i]);
-    set_type(graph->add_output(), out_names[i], v.dtype, v.shape, options.dynamic_batch);
+    set_type(graph->add_output(), out_names[i], v.dtype, v.shape, options.dynamic_batch, false);
   }
   std::string bytes;
   if (!proto.SerializeToString(&bytes))

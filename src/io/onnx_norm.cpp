@@ -84,6 +84,8 @@ Value layer_norm(GraphBuilder& g, layers::Layer& layer, const Value& x0) {
   std::vector<std::int64_t> pshape;
   std::int64_t count = 1;
   for (auto a : axes) {
+    if (x.shape[static_cast<std::size_t>(a)] < 0)
+      throw ValueError(fmt::format("export_onnx: {}: normalising over an axis of unknown size is not exported", who(layer)));
     pshape.push_back(x.shape[static_cast<std::size_t>(a)]);
     count *= pshape.back();
   }

@@ -70,6 +70,18 @@ def write_models(d):
             out, _ = birnn(x)
             save_model(d, "bi" + name, m, x.numpy(), out.numpy())
 
+        # Two-layer RNNs (num_layers=2): keel's two stacked layers. LSTM + Linear on the last
+        # step; a bidirectional GRU's every step.
+        lstm2 = torch.nn.LSTM(3, 4, num_layers=2, batch_first=True)
+        fc = torch.nn.Linear(4, 2)
+        m = torch.nn.Sequential(lstm2, fc).eval()  # a holder of the names "0.*_l1", "1.weight"
+        out, _ = lstm2(x)
+        save_model(d, "lstm2", m, x.numpy(), fc(out[:, -1, :]).numpy())
+        gru2 = torch.nn.GRU(3, 4, num_layers=2, batch_first=True, bidirectional=True)
+        m = torch.nn.Sequential(gru2).eval()
+        out, _ = gru2(x)
+        save_model(d, "bigru2", m, x.numpy(), out.numpy())
+
         # Embedding + LayerNorm: ids in, normalised vectors out.
         m = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.LayerNorm(4, eps=1e-3)).eval()
         m[1].weight.copy_(torch.rand(4) + 0.5)
@@ -160,6 +172,14 @@ def check_keel_files(d):
         out, _ = m[0](torch.from_numpy(np.load(os.path.join(d, "keel_gru_x.npy"))))
         diff = float(np.abs(out[:, -1].numpy() - np.load(os.path.join(d, "keel_gru_y.npy"))).max())
         expect(diff < 1e-5, f"keel_gru: torch's prediction differs from keel's by {diff}")
+    # keel's two stacked LSTMs + Dense, written with stack_recurrent: nn.LSTM(num_layers=2) + Linear.
+    sd = torch.load(os.path.join(d, "keel_lstm2.pt"), weights_only=True)
+    lstm2, fc = torch.nn.LSTM(3, 4, num_layers=2, batch_first=True), torch.nn.Linear(4, 2)
+    torch.nn.Sequential(lstm2, fc).load_state_dict(sd, strict=True)
+    with torch.no_grad():
+        out, _ = lstm2(torch.from_numpy(np.load(os.path.join(d, "keel_lstm2_x.npy"))))
+        diff = float(np.abs(fc(out[:, -1]).numpy() - np.load(os.path.join(d, "keel_lstm2_y.npy"))).max())
+        expect(diff < 1e-5, f"keel_lstm2: torch's prediction differs from keel's by {diff}")
     return failures
 
 

@@ -140,6 +140,12 @@ Tensor Input(Shape shape_without_batch, DType dtype = DType::float32, std::strin
 struct LoadStateDictOptions {
   bool strict = true;
 };
+// Model::pytorch_state_dict: stack_recurrent = write each run of recurrent layers of one class,
+// direction and unit count (all but the last with return_sequences) as one torch module of
+// num_layers = the run's length ("<i>.weight_ih_l1" ...), as nn.LSTM(num_layers = k) names them.
+struct PytorchStateDictOptions {
+  bool stack_recurrent = false;
+};
 
 class Model;
 namespace detail {
@@ -278,7 +284,7 @@ class Model : public layers::Layer {
   // Conv2D <-> Conv2d (HWIO <-> OIHW), BatchNormalization <-> BatchNorm2d (running stats and
   // num_batches_tracked), Embedding, LayerNormalization, LSTM/GRU <-> nn.LSTM/nn.GRU (gate order,
   // PyTorch's two biases summed). A mismatch is a ValueError naming the first one.
-  std::map<std::string, Tensor> pytorch_state_dict();
+  std::map<std::string, Tensor> pytorch_state_dict(PytorchStateDictOptions options = {});
   void load_pytorch_state_dict(const std::map<std::string, Tensor>& state, LoadStateDictOptions options = {});
 
   std::string class_name() const override { return is_functional() ? "Functional" : "Model"; }
