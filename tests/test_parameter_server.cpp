@@ -84,7 +84,12 @@ TEST_CASE("parameter-server training converges on a linear regression, and every
   const auto [x, y] = linear_data(240);
   const std::int64_t batch = 8, epochs = 12;
   const auto before = model.evaluate(x, y, {.verbose = 0}).at("loss");
-  const models::History h = model.fit(x, y, {.batch_size = batch, .epochs = static_cast<int>(epochs), .verbose = 0});
+  // This worker's own running loss at its last step (the logs before fit combines the workers').
+  double own_loss = 0;
+  callbacks::CallbackList cbs{std::make_shared<callbacks::LambdaCallback>(callbacks::LambdaCallbackOptions{
+      .on_train_batch_end = [&](std::int64_t, const callbacks::Logs& l) { own_loss = l.at("loss"); }})};
+  const models::History h = model.fit(x, y, {.batch_size = batch, .epochs = static_cast<int>(epochs), .verbose = 0, .callbacks = cbs,
+                                             .validation_data = std::pair<models::ModelData, models::ModelData>{x, y}});
   const auto stats = strategy.stats();
   if (strategy.is_parameter_server()) {
     CHECK(h.epoch.empty());
@@ -116,6 +121,18 @@ TEST_CASE("parameter-server training converges on a linear regression, and every
   const double after = model.evaluate(x, y, {.verbose = 0}).at("loss");
   CHECK(after < before * 1e-3);
   if (!strategy.is_parameter_server()) {
+    // The epoch logs are the workers' combined: the mean of their losses weighted by the rows
+    // each trained (240 / W each, the remainder to the first), the same on every worker, and
+    // val_loss the mean of the workers' evaluations.
+    const int w = strategy.worker_index();
+    const double rows = static_cast<double>(240 / workers + (w < 240 % workers ? 1 : 0));
+    const double weighted = values(strategy.all_reduce(constant(own_loss * rows), distribute::ReduceOp::sum))[0];
+    CHECK(h.history.at("loss").back() == Approx(weighted / 240).epsilon(1e-12));
+    for (const char* key : {"loss", "val_loss"}) {
+      const Tensor mine = constant(h.history.at(key).back());
+      CHECK(values(strategy.all_reduce(mine, distribute::ReduceOp::max)) ==
+            values(strategy.all_reduce(mine, distribute::ReduceOp::min)));
+    }
     // The workers agree with each other bit for bit.
     for (Variable* v : model.trainable_weights()) {
       const Tensor hi = strategy.all_reduce(v->peek(), distribute::ReduceOp::max);
@@ -123,6 +140,43 @@ TEST_CASE("parameter-server training converges on a linear regression, and every
       CHECK(values(hi) == values(lo));
     }
   }
+}
+
+TEST_CASE("global_clipnorm clips the whole gradient when several servers share the variables", "[parameter_server]") {
+  const int n = job_size();
+  const distribute::ParameterServerOptions o{.num_ps = 2, .max_staleness = 0, .timeout_s = 60};
+  if (n < 3) return check_refused_alone(o);
+  const auto [x, y] = linear_data(16);
+  const double lr = 0.1, clip = 0.5;
+  // The same step without a strategy: kernel and bias clipped together, by the norm of both.
+  auto make = [&] {
+    auto m = std::make_shared<models::Sequential>(
+        std::vector<std::shared_ptr<layers::Layer>>{std::make_shared<layers::InputLayer>(Shape{4}),
+                                                    std::make_shared<layers::Dense>(1)});
+    m->trainable_weights()[0]->assign(constant<float>({0.1f, 0.2f, -0.3f, 0.4f}, {4, 1}));
+    m->trainable_weights()[1]->assign(constant<float>({-0.5f}));
+    m->compile({.optimizer = optimizers::SGD(lr, {.global_clipnorm = clip}), .loss = "mse"});
+    return m;
+  };
+  auto reference = make();
+  reference->fit(x, y, {.batch_size = 16, .epochs = 1, .verbose = 0, .shuffle = false});
+  distribute::ParameterServerStrategy strategy(o);
+  auto scope = strategy.scope();
+  auto model = make();
+  // Only the first n - 2 workers' rows: with one worker (n = 3) that is all 16, as the reference.
+  model->fit(x, y, {.batch_size = 16, .epochs = 1, .verbose = 0, .shuffle = false});
+  if (n == 3)
+    for (std::size_t i = 0; i < 2; ++i) {
+      const auto got = values(model->trainable_weights()[i]->peek()), want = values(reference->trainable_weights()[i]->peek());
+      for (std::size_t j = 0; j < want.size(); ++j) CHECK(got[j] == Approx(want[j]).margin(1e-6));
+    }
+  // The step moved the weights by exactly lr * clip in norm (the gradient's norm exceeds clip here).
+  double moved = 0;
+  const double start[5] = {0.1, 0.2, -0.3, 0.4, -0.5};
+  const auto k = values(model->trainable_weights()[0]->peek()), b = values(model->trainable_weights()[1]->peek());
+  for (std::size_t j = 0; j < 4; ++j) moved += (k[j] - start[j]) * (k[j] - start[j]);
+  moved += (b[0] - start[4]) * (b[0] - start[4]);
+  if (n == 3) CHECK(std::sqrt(moved) == Approx(lr * clip).epsilon(1e-5));
 }
 
 TEST_CASE("a slow worker holds the others back by at most max_staleness steps", "[parameter_server]") {

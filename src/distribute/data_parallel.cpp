@@ -104,9 +104,11 @@ void broadcast_weights(const std::vector<Variable*>& weights) {
   }
 }
 
-std::map<std::string, double> reduce_logs(const std::map<std::string, double>& logs, double rows) {
-  Strategy& s = get_strategy();
-  if (s.num_replicas_in_sync() <= 1 || logs.empty()) return logs;
+namespace {
+
+// The logs combined over the strategy's communicator, whatever its replica count.
+std::map<std::string, double> reduce_logs_over(Strategy& s, const std::map<std::string, double>& logs, double rows) {
+  if (s.communicator()->size() <= 1 || logs.empty()) return logs;
   // {count, -count} first: every replica must log the same keys (the same compiled model).
   const double n = static_cast<double>(logs.size());
   std::vector<double> buf{n, -n, rows};
@@ -125,6 +127,19 @@ std::map<std::string, double> reduce_logs(const std::map<std::string, double>& l
     ++k;
   }
   return out;
+}
+
+}  // namespace
+
+std::map<std::string, double> reduce_logs(const std::map<std::string, double>& logs, double rows) {
+  Strategy& s = get_strategy();
+  if (s.num_replicas_in_sync() <= 1) return logs;
+  return reduce_logs_over(s, logs, rows);
+}
+
+// A ParameterServerStrategy's communicator is its workers' (parameter_server.cpp).
+std::map<std::string, double> ps_reduce_logs(const std::map<std::string, double>& logs, double rows) {
+  return reduce_logs_over(get_strategy(), logs, rows);
 }
 
 }  // namespace keel::distribute::detail

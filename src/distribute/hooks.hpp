@@ -80,9 +80,15 @@ void ps_fit_begin(const std::vector<Variable*>& weights, const std::vector<Varia
 void ps_serve(const std::vector<Variable*>& trainable, optimizers::Optimizer& optimizer);
 // A worker's train step, instead of the all-reduce and the optimizer: pushes the gradients to
 // the servers and assigns the weights they answer with. A host step: a traced step replays it.
-void ps_push_pull(const std::vector<Tensor>& grads, const std::vector<Variable*>& vars);
+// `optimizer` is the worker's compiled one: a global_clipnorm over several servers is applied here.
+void ps_push_pull(const std::vector<Tensor>& grads, const std::vector<Variable*>& vars,
+                  const optimizers::Optimizer& optimizer);
 // fit's end on every process: a worker says it is done; then every process takes the servers'
 // trainable variables and the chief's non-trainable ones.
 void ps_fit_end(const std::vector<Variable*>& trainable, const std::vector<Variable*>& non_trainable);
+// A worker's epoch logs combined with the other workers' (weighted by the rows each trained or
+// evaluated), at the end of each of fit's epochs: every worker logs, and its callbacks see, the
+// same numbers, as a coordinator aggregating the workers' metrics would report.
+std::map<std::string, double> ps_reduce_logs(const std::map<std::string, double>& logs, double rows);
 
 }  // namespace keel::distribute::detail

@@ -27,6 +27,8 @@
 #include "keel/distribute/strategy.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
+#include "keel/ops/reduce.hpp"
+#include "keel/optimizers/loss_scale_optimizer.hpp"
 #include "keel/optimizers/optimizer.hpp"
 
 namespace keel::distribute {
@@ -355,13 +357,36 @@ void ps_serve(const std::vector<Variable*>& trainable, optimizers::Optimizer& op
   st.serve(trainable, optimizer);
 }
 
-void ps_push_pull(const std::vector<Tensor>& grads, const std::vector<Variable*>& vars) {
+void ps_push_pull(const std::vector<Tensor>& grads, const std::vector<Variable*>& vars,
+                  const optimizers::Optimizer& optimizer) {
   ParameterServerState& st = ps_state("train step");
+  // global_clipnorm is over all the variables, which several servers share between them: the
+  // worker clips its whole gradient first. Each server's own clip then sees a part of a gradient
+  // whose norm is at most global_clipnorm, and leaves it as it is.
+  const optimizers::CommonOptions& common = optimizer.common_options();
+  const double clip = st.options.num_ps > 1 && common.global_clipnorm ? *common.global_clipnorm : 0;
+  if (clip > 0 && (common.gradient_accumulation_steps || common.loss_scale_factor ||
+                   dynamic_cast<const optimizers::LossScaleOptimizer*>(&optimizer)))
+    throw ValueError(fmt::format("ParameterServerStrategy: global_clipnorm over {} parameter servers is applied by "
+                                 "the workers, which cannot with gradient_accumulation_steps or a loss scale",
+                                 st.options.num_ps));
   std::vector<const Tensor*> inputs;
   for (const Tensor& g : grads) inputs.push_back(&g);
-  backend::host_step("PushPullParameters", inputs, [state = &st, vars, n = grads.size()](const Tensor* g) {
+  backend::host_step("PushPullParameters", inputs, [state = &st, vars, n = grads.size(), clip](const Tensor* g) {
     autograd::NoRecordScope no_record;
-    state->push_pull(g, n, vars);
+    if (clip <= 0) return state->push_pull(g, n, vars);
+    double sq = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      if (g[i].defined()) sq += reduce_sum(square(cast(g[i], DType::float64))).item<double>();
+    // Keras' clip_by_global_norm factor: clip * min(1 / norm, 1 / clip), NaN for a non-finite norm.
+    const double norm = std::sqrt(sq);
+    const double scale = std::isfinite(norm) ? clip * std::min(1.0 / norm, 1.0 / clip)
+                                             : std::numeric_limits<double>::quiet_NaN();
+    std::vector<Tensor> clipped(g, g + n);
+    if (scale != 1)
+      for (Tensor& t : clipped)
+        if (t.defined()) t = t * scale;
+    state->push_pull(clipped.data(), n, vars);
   });
 }
 

@@ -322,7 +322,7 @@ std::map<std::string, double> Model::multi_train_step(const std::vector<Tensor>&
     if (vars.empty()) {
     } else if (distribute::detail::parameter_server_mode()) {
       // Asynchronous: the servers apply the gradients; the weights come back from them.
-      distribute::detail::ps_push_pull(grads, vars);
+      distribute::detail::ps_push_pull(grads, vars, *optimizer_);
     } else {
       // Under a strategy with several replicas: the gradients of the global batch (a no-op otherwise).
       distribute::detail::reduce_gradients(grads);

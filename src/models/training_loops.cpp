@@ -247,6 +247,7 @@ History Model::fit_loop(const EpochIterator& data, const FitOptions& o,
       const Device d = model_device(*this);
       if (!distribute::detail::multi_replica()) {
         logs = run_train_step(placed(batch.x, d), placed(batch.y, d), placed(sw, d));
+        epoch_rows += static_cast<double>(batch.x[0].shape()[0]);
       } else {
         // Data-parallel (distribute/hooks.hpp): this replica's shard of the global batch; its
         // gradients weighted by its share of the rows and all-reduced in the step; the logs of
@@ -293,14 +294,18 @@ History Model::fit_loop(const EpochIterator& data, const FitOptions& o,
     if (known_steps != steps)
       for (auto& cb : o.callbacks) cb->params["steps"] = static_cast<double>(steps);
     known_steps = steps;
-    std::map<std::string, double> epoch_logs = logs;
+    const bool ps_worker = distribute::detail::parameter_server_mode();  // servers returned above
+    std::map<std::string, double> epoch_logs = ps_worker ? distribute::detail::ps_reduce_logs(logs, epoch_rows) : logs;
     if (val && (epoch + 1 - o.initial_epoch) % o.validation_freq == 0) {
       EvaluateOptions eo;
       eo.batch_size = o.validation_batch_size > 0 ? o.validation_batch_size : o.batch_size;
       eo.verbose = 0;
       eo.steps = o.validation_steps;
       const EpochIterator val_data(val->first, val->second, val_sw, eo.batch_size, false, eo.steps);
-      for (const auto& [k, v] : evaluate_loop(val_data, eo)) epoch_logs["val_" + k] = v;
+      std::map<std::string, double> val_logs = evaluate_loop(val_data, eo);
+      // Each parameter-server worker evaluates all the validation rows with its own weights.
+      if (ps_worker) val_logs = distribute::detail::ps_reduce_logs(val_logs, 1.0);
+      for (const auto& [k, v] : val_logs) epoch_logs["val_" + k] = v;
     }
     // Keras runs History and the progress bar after the user's callbacks, which may add to
     // the logs (LearningRateScheduler's "learning_rate").
