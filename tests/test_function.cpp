@@ -256,6 +256,60 @@ TEST_CASE("dead-code elimination drops work no result or variable needs", "[func
   CHECK(values(pruned(full({3}, 2.0))) == std::vector<float>(3, 3.0f));
 }
 
+TEST_CASE("common-subexpression elimination computes a repeated call once", "[function]") {
+  PassGuard guard;
+  graph::detail::default_pass_options().fuse_elementwise = false;  // count the kernels one by one
+  Variable w(random::normal({3, 2}), "w");
+  // exp(x) and x @ w twice each, and the same scalar multiple of them (each `* 2.0` makes its
+  // own constant, equal in value).
+  auto body = [&](const Tensor& x) {
+    const Tensor a = exp(x) * 2.0 + reduce_sum(matmul(x, w));
+    const Tensor b = exp(x) * 2.0 - reduce_sum(matmul(x, w));
+    return a * b;
+  };
+  auto count = [](const graph::Graph& g, const std::string& type) {
+    std::size_t n = 0;
+    for (const auto& op : g.operations()) n += op.type == type;
+    return n;
+  };
+  graph::detail::default_pass_options().eliminate_common_subexpressions = false;
+  auto plain = keel::function(body);
+  const Tensor x = random::normal({4, 3});
+  const graph::Graph& all = plain.concrete_graph(x);
+  CHECK(count(all, "Exp") == 2);
+  CHECK(count(all, "BatchMatMulV2") == 2);
+  graph::detail::default_pass_options().eliminate_common_subexpressions = true;
+  auto merged = keel::function(body);
+  const graph::Graph& g = merged.concrete_graph(x);
+  CHECK(count(g, "Exp") == 1);
+  CHECK(count(g, "BatchMatMulV2") == 1);
+  CHECK(g.num_nodes() <= all.num_nodes() - 3);  // one Exp, one MatMul, one Mul by 2 fewer
+  for (int call = 0; call < 3; ++call) {
+    const Tensor xi = random::normal({4, 3});
+    CHECK(values(merged(xi)) == values(body(xi)));
+    w.assign(random::normal({3, 2}));  // read at call time by the one MatMul left
+  }
+}
+
+TEST_CASE("common-subexpression elimination keeps a repeat whose input was written in between", "[function]") {
+  PassGuard guard;
+  graph::detail::default_pass_options().fuse_elementwise = false;
+  Variable v(constant<float>({1, 2}), "v");
+  auto f = keel::function([&](const Tensor& x) {
+    const Tensor before = v.value() * x;
+    v.assign_add(constant<float>({10, 10}));
+    const Tensor after = v.value() * x;  // the same kernel on the same view, of new values
+    return before + after;
+  });
+  // v = (1, 2): before = (1, 2) * 3, then v = (11, 12): after = (33, 36).
+  CHECK(values(f(full({2}, 3.0))) == std::vector<float>{36, 42});
+  // The replay starts from v = (11, 12): before (33, 36), then v = (21, 22): after (63, 66).
+  CHECK(values(f(full({2}, 3.0))) == std::vector<float>{96, 102});
+  std::size_t muls = 0;
+  for (const auto& op : f.concrete_graph(full({2}, 3.0)).operations()) muls += op.type == "Mul";
+  CHECK(muls == 2);
+}
+
 TEST_CASE("memory planning shares buffers between values that are not alive together", "[function]") {
   PassGuard guard;
   auto chain = [](const Tensor& x) {

@@ -1,10 +1,11 @@
-// The whole-graph passes over a traced plan, each switchable for testing: dead-code
-// elimination, elementwise fusion (fusion.cpp), and memory planning; then the executor the
-// replays run.
+// The whole-graph passes over a traced plan, each switchable for testing: constant folding,
+// common-subexpression elimination (cse.cpp), dead-code elimination, elementwise fusion
+// (fusion.cpp), and memory planning; then the executor the replays run.
 #include <algorithm>
 #include <functional>
 #include <map>
 
+#include "graph/cse.hpp"
 #include "graph/fusion.hpp"
 #include "graph/plan.hpp"
 
@@ -220,6 +221,7 @@ void build_executor(Plan& p) {
 void finalise(Plan& plan, const PassOptions& options) {
   drop_state_initialisers(plan);
   if (options.fold_constants) fold_constants(plan);
+  if (options.eliminate_common_subexpressions) eliminate_common_subexpressions(plan);
   if (options.eliminate_dead_code) eliminate_dead_code(plan);
   plan.unplanned_bytes = intermediate_bytes(plan);
   if (options.fuse_elementwise) fuse_elementwise(plan);

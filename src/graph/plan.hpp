@@ -133,6 +133,7 @@ std::vector<Tensor> trace(const std::string& name, const std::vector<Tensor>& ar
 
 struct PassOptions {
   bool fold_constants = true;
+  bool eliminate_common_subexpressions = true;
   bool eliminate_dead_code = true;
   bool fuse_elementwise = true;
   bool plan_memory = true;
