@@ -7,6 +7,7 @@
 #include <keel/keel.hpp>
 #include <keel/callbacks/tensorboard.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -61,14 +62,15 @@ TEST_CASE("TensorBoard writes Keras' epoch and batch scalars to train and valida
       if (s.tag() == "epoch_learning_rate") CHECK(s.simple_value() == Approx(0.01));
 }
 
-TEST_CASE("TensorBoard writes weight histograms, weight images and the layer graph", "[callbacks][tensorboard]") {
+TEST_CASE("TensorBoard writes weight histograms, weight images and the layer graph of an eager step",
+          "[callbacks][tensorboard]") {
   keel_test::Scratch dir("tensorboard_weights");
   random::set_seed(2);
   auto input = models::Input({3});
   auto h = layers::Dense(4, {.name = "hidden"})(input);
   auto out = layers::Dense(1, {.name = "head"})(h);
   models::Model model(input, out);
-  model.compile({.optimizer = optimizers::SGD(0.01), .loss = "mse"});
+  model.compile({.optimizer = optimizers::SGD(0.01), .loss = "mse", .run_eagerly = true});
   const Tensor x = random::normal({4, 3}), y = random::normal({4, 1});
   auto tb = std::make_shared<callbacks::TensorBoard>(
       dir.dir, callbacks::TensorBoardOptions{.histogram_freq = 2, .write_images = true});
@@ -106,6 +108,48 @@ TEST_CASE("TensorBoard writes weight histograms, weight images and the layer gra
   REQUIRE(nodes["hidden"].second.size() == 1);
   CHECK(nodes[nodes["hidden"].second[0]].first == "InputLayer");
   CHECK(nodes["head"].second == std::vector<std::string>{"hidden"});
+}
+
+TEST_CASE("TensorBoard writes the graph the train step was traced into", "[callbacks][tensorboard]") {
+  keel_test::Scratch dir("tensorboard_op_graph");
+  random::set_seed(2);
+  models::Sequential model({std::make_shared<layers::Dense>(4, layers::DenseOptions{.activation = "relu"}),
+                            std::make_shared<layers::Dense>(1)});
+  model.compile({.optimizer = optimizers::SGD(0.01), .loss = "mse"});  // traced (run_eagerly false)
+  CHECK(model.train_function_graph() == nullptr);  // before the first step
+  const Tensor x = random::normal({4, 3}), y = random::normal({4, 1});
+  auto tb = std::make_shared<callbacks::TensorBoard>(dir.dir);
+  model.fit(x, y, {.batch_size = 2, .epochs = 1, .verbose = 0, .callbacks = {tb}});
+  REQUIRE(model.train_function_graph() != nullptr);
+  const auto events = read_events(event_file(dir / "train"));
+  int graphs = 0;
+  tensorboard::GraphDef g;
+  for (const auto& e : events)
+    if (!e.graph_def().empty()) {
+      ++graphs;
+      REQUIRE(g.ParseFromString(e.graph_def()));
+    }
+  CHECK(graphs == 1);  // once, after the first batch
+  std::map<std::string, std::pair<std::string, std::vector<std::string>>> nodes;
+  for (const auto& n : g.node()) nodes[n.name()] = {n.op(), {n.input().begin(), n.input().end()}};
+  // The operations of train_function_graph(), each with its inputs, every input a node itself.
+  const auto ops = model.train_function_graph()->operations();
+  std::size_t matmuls = 0;
+  for (const auto& op : ops) {
+    REQUIRE(nodes.count(op.name) == 1);
+    CHECK(nodes[op.name].first == op.type);
+    matmuls += op.type == "BatchMatMulV2";
+  }
+  CHECK(matmuls >= 2);  // the two Dense layers' forward products at least
+  for (const auto& [name, node] : nodes)
+    for (const auto& in : node.second) CHECK(nodes.count(in) == 1);
+  // The first product reads argument 0 (the batch x) and the kernel: a variable the first call
+  // made (the model builds in its first step: VarHandleOp) or one made before it (Captured).
+  REQUIRE(nodes.count("BatchMatMulV2") == 1);
+  const auto& first = nodes["BatchMatMulV2"].second;
+  CHECK(std::count(first.begin(), first.end(), "Placeholder_0") == 1);
+  REQUIRE(first.size() == 2);
+  CHECK((nodes[first[1]].first == "VarHandleOp" || nodes[first[1]].first == "Captured"));
 }
 
 TEST_CASE("TensorBoard profiles the batch range and writes the projector's embeddings", "[callbacks][tensorboard]") {

@@ -3,6 +3,7 @@
 // "<weight>/histogram" and "<weight>/image" tags, a 1-based global batch counter for
 // update_freq and profile_batch.
 #include "keel/callbacks/tensorboard.hpp"
+#include "keel/graph/function.hpp"
 
 #include <cmath>
 #include <fstream>
@@ -69,7 +70,6 @@ summary::FileWriter& TensorBoard::writer(const std::string& run) {
 void TensorBoard::on_train_begin(const Logs&) {
   if (!distribute::detail::is_chief()) return;  // data-parallel: only the chief writes files
   global_batch_ = 0;
-  if (options_.write_graph && model) log_graph();
 }
 
 void TensorBoard::on_train_end(const Logs&) {
@@ -98,6 +98,8 @@ void TensorBoard::on_train_batch_begin(std::int64_t, const Logs&) {
 void TensorBoard::on_train_batch_end(std::int64_t batch, const Logs& logs) {
   if (!distribute::detail::is_chief()) return;  // data-parallel: only the chief writes files
   ++epoch_batches_;
+  // After the first batch the train step has been traced (or has run eagerly): its graph.
+  if (global_batch_ == 1 && options_.write_graph && model) log_graph();
   if (!options_.update_freq.per_epoch()) {
     if (options_.write_steps_per_second) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - batch_start_).count();
@@ -186,10 +188,33 @@ void TensorBoard::log_weights(int epoch) {
 }
 
 void TensorBoard::log_graph() {
-  // One NodeDef per layer: name, op = the layer's class, inputs = the layers feeding it (from the
-  // functional config's keras_history entries; a Sequential model is a chain).
   tensorboard::GraphDef g;
-  const nlohmann::json config = model->get_config();
+  if (const graph::Graph* traced = model->train_function_graph()) {
+    // One NodeDef per operation (op = its TensorFlow name, inputs = what feeds it), and one per
+    // source of memory from outside the graph (arguments, captured variables, constants).
+    std::set<std::string> defined;
+    const std::vector<graph::Operation> ops = traced->operations();
+    for (const auto& op : ops) defined.insert(op.name);
+    for (const auto& op : ops)
+      for (const std::string& in : op.inputs)
+        if (defined.insert(in).second) {
+          auto* node = g.add_node();
+          node->set_name(in);
+          node->set_op(in.substr(0, in.rfind('_')));  // "Placeholder_0" -> Placeholder
+        }
+    for (const auto& op : ops) {
+      auto* node = g.add_node();
+      node->set_name(op.name);
+      node->set_op(op.type);
+      std::set<std::string> seen;
+      for (const std::string& in : op.inputs)
+        if (seen.insert(in).second) node->add_input(in);
+    }
+  }
+  // A step that runs eagerly: one NodeDef per layer: name, op = the layer's class, inputs = the
+  // layers feeding it (from the functional config's keras_history entries; a Sequential model
+  // is a chain).
+  const nlohmann::json config = g.node_size() > 0 ? nlohmann::json::object() : model->get_config();
   std::string previous;
   if (config.contains("layers") && config["layers"].is_array()) {
     for (const auto& entry : config["layers"]) {

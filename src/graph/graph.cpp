@@ -141,15 +141,26 @@ const char* slot_label(SlotKind k) {
 std::vector<Operation> Graph::operations() const {
   const Plan& p = checked(plan_);
   const std::vector<std::string> names = unique_names(p);
+  // The last writer of each slot so far, starting from the memory that enters from outside.
+  std::vector<std::string> writer(p.slots.size());
+  for (std::size_t s = 0; s < p.slots.size(); ++s) {
+    const char* label = slot_label(p.slots[s].kind);
+    if (*label)
+      writer[s] = fmt::format("{}_{}", label, p.slots[s].kind == SlotKind::input ? static_cast<std::size_t>(p.slots[s].input) : s);
+  }
   std::vector<Operation> ops;
   for (std::size_t i = 0; i < p.nodes.size(); ++i) {
     const auto& n = p.nodes[i];
-    Operation op{detail::op_type(n), names[i], {}, {}};
+    Operation op{detail::op_type(n), names[i], {}, {}, {}};
     for (std::size_t j = 0; j < n.operands.size(); ++j) {
       if (n.operands[j] < 0) continue;
-      const Shape& s = p.views[static_cast<std::size_t>(n.operands[j])].shape;
-      (j < n.num_inputs ? op.input_shapes : op.output_shapes).push_back(s);
+      const auto& view = p.views[static_cast<std::size_t>(n.operands[j])];
+      (j < n.num_inputs ? op.input_shapes : op.output_shapes).push_back(view.shape);
+      const std::string& from = writer[static_cast<std::size_t>(view.slot)];
+      if (j < n.num_inputs && !from.empty()) op.inputs.push_back(from);
     }
+    for (std::size_t j = n.num_inputs; j < n.operands.size(); ++j)
+      if (n.operands[j] >= 0) writer[static_cast<std::size_t>(p.views[static_cast<std::size_t>(n.operands[j])].slot)] = names[i];
     ops.push_back(std::move(op));
   }
   return ops;

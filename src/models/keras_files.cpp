@@ -48,6 +48,7 @@
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "layers/loading_scope.hpp"
+#include "models/keras_optimizer_vars.hpp"
 #include "models/model_files.hpp"
 #include "models/serialization.hpp"
 
@@ -326,7 +327,16 @@ void save_keras3(Model& model, const std::string& path) {
     write_store(root, model);
     if (parts.optimizer) {
       h5::Group og = root.require_group("optimizer");
-      og.require_group("vars");
+      h5::Group vars = og.require_group("vars");
+      // Keras' own form, which Keras loads: the variables in its order (where keel knows it).
+      // keel reads its own form beside it, which also holds what Keras has no place for.
+      const auto order = model.optimizer() ? keras_variable_order(*model.optimizer(), model.trainable_weights())
+                                           : std::nullopt;
+      bool complete = order.has_value();
+      for (std::size_t i = 0; complete && i < order->size(); ++i) complete = parts.optimizer->tensors.count((*order)[i]) > 0;
+      if (complete)
+        for (std::size_t i = 0; i < order->size(); ++i)
+          vars.write_dataset(std::to_string(i), parts.optimizer->tensors.at((*order)[i]));
       h5::Group ks = og.create_group("keel_state");
       write_optimizer_state(ks, *parts.optimizer);
     }
@@ -431,7 +441,8 @@ std::shared_ptr<Model> build_model(const json& top, std::uint64_t budget, const 
 // Compiles `model` as compile_config says, through keel's own loader (which validates it and the
 // optimizer state): a folder with the config, the weights as loaded and the optimizer state.
 std::shared_ptr<Model> compiled(Model& model, const json& top, const json& compile_config,
-                                std::optional<OptimizerState> state, const std::string& label) {
+                                std::optional<OptimizerState> state, const std::string& label,
+                                const std::vector<Tensor>& keras_vars = {}) {
   std::error_code ec;
   std::string dir = (fs::temp_directory_path(ec) / "keel-keras-XXXXXX").string();
   if (!::mkdtemp(dir.data())) throw IOError(fmt::format("load_model: {}: cannot make a temporary folder", label));
@@ -448,19 +459,29 @@ std::shared_ptr<Model> compiled(Model& model, const json& top, const json& compi
   io::atomic_write(m + "/" + kConfig, keel_top.dump());
   model.save_weights(m + "/" + kWeights);
   if (!state) {
-    // A file Keras wrote: its optimizer variables follow Keras' own order, which keel does not
-    // map; as Keras does for an optimizer whose variables do not match, training starts afresh.
-    std::cerr << fmt::format("load_model: {}: the optimizer's saved variables are not in keel's form; the "
-                             "optimizer starts from a fresh state\n", label);
+    // A file Keras wrote: its optimizer variables ("optimizer/vars") in Keras' order, mapped to
+    // keel's names through the compiled optimizer built on the model's weights, as Keras'
+    // compile_from_config builds it before loading them. Where they do not fit, training
+    // starts afresh, as in Keras.
     std::shared_ptr<optimizers::Optimizer> opt;
     try {
       opt = optimizers::deserialize(compile_config.at("optimizer"));
     } catch (const std::exception& e) {
       throw IOError(fmt::format("load_model: {}: compile_config.optimizer: {}", label, e.what()));
     }
+    if (model.built()) opt->build(model.trainable_weights());
+    bool built = false;
+    std::optional<std::map<std::string, Tensor>> keras;
+    if (!keras_vars.empty()) keras = keras_state_by_name(*opt, model.trainable_weights(), keras_vars, label, built);
+    else
+      std::cerr << fmt::format("load_model: {}: the file holds no optimizer state keel reads (tf.keras 2's "
+                               "optimizer_weights are not mapped); the optimizer starts from a fresh state\n", label);
     state = OptimizerState{};
-    for (const auto& [n, v] : opt->variables()) state->tensors.emplace(n, v->peek());
-    state->metadata = {{"format", "keel"}, {"optimizer", opt->class_name()}, {"optimizer_built", "false"}};
+    for (const auto& [n, v] : opt->variables())
+      if (built || n.find('/') == std::string::npos) state->tensors.emplace(n, v->peek());
+    if (keras)
+      for (auto& [n, t] : *keras) state->tensors[n] = t;
+    state->metadata = {{"format", "keel"}, {"optimizer", opt->class_name()}, {"optimizer_built", built ? "true" : "false"}};
   }
   io::save_safetensors(m + "/" + kOptimizer, state->tensors, state->metadata);
   return load_model(m, true);
@@ -491,9 +512,14 @@ std::shared_ptr<Model> load_keras3(const std::string& path, bool compile) {
   }
   auto model = build_model(top, budget, config_label, wlabel);
   std::optional<OptimizerState> state;
+  std::vector<Tensor> keras_vars;  // Keras' optimizer/vars, when keel's own state is absent
   if (f) {
     read_store(f->root(), *model, "load_model", wlabel);
     state = read_optimizer_state(f->root(), "optimizer/keel_state");
+    if (!state && f->root().has_group("optimizer/vars")) {
+      const h5::Group vars = f->root().open_group("optimizer/vars");
+      for (std::size_t i = 0; vars.has_dataset(std::to_string(i)); ++i) keras_vars.push_back(vars.read_dataset(std::to_string(i)));
+    }
   } else if (!model->weights().empty()) {
     throw IOError(fmt::format("load_model: {}: no member '{}', but the model has {} weights", path, kKerasWeights,
                               model->weights().size()));
@@ -501,7 +527,7 @@ std::shared_ptr<Model> load_keras3(const std::string& path, bool compile) {
   f.reset();
   auto cc = top.find("compile_config");
   if (!compile || cc == top.end() || cc->is_null()) return model;
-  return compiled(*model, top, *cc, std::move(state), config_label);
+  return compiled(*model, top, *cc, std::move(state), config_label, keras_vars);
 }
 
 std::shared_ptr<Model> load_legacy_h5(const std::string& path, bool compile) {

@@ -35,7 +35,9 @@ std::vector<Tensor> StepFunctions::run(Step step, const std::vector<Tensor>& arg
   }
   *e.current = eager;
   try {
-    return (*e.traced)(args);
+    std::vector<Tensor> out = (*e.traced)(args);
+    if (!e.first_graph) e.first_graph = e.traced->concrete_graph(args);
+    return out;
   } catch (const graph::detail::UntraceableError& err) {
     // These errors arise in the forward pass, the loss or the gradient, before the optimizer's
     // update (a host step at the end): the weights have not moved, and the step runs again
@@ -46,6 +48,11 @@ std::vector<Tensor> StepFunctions::run(Step step, const std::vector<Tensor>& arg
     e.eager_only = true;
     return eager(args);
   }
+}
+
+const graph::Graph* StepFunctions::first_graph(Step step) const {
+  const Entry& e = entries_[static_cast<int>(step)];
+  return e.first_graph && !e.eager_only ? &*e.first_graph : nullptr;
 }
 
 }  // namespace keel::models::detail

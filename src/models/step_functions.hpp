@@ -22,12 +22,15 @@ class StepFunctions {
   // `eager` is the step as it is; traced (and replayed) unless `trace` is false.
   std::vector<Tensor> run(Step step, const std::vector<Tensor>& args, const Fn& eager, bool trace, bool jit_compile,
                           const std::string& model_name);
+  // The graph of the step's first traced call; nullptr before it, or when the step runs eagerly.
+  const graph::Graph* first_graph(Step step) const;
 
  private:
   struct Entry {
     std::shared_ptr<Fn> current;  // what the traced function calls: this call's eager step
     std::optional<Function<std::function<std::vector<Tensor>(const std::vector<Tensor>&)>>> traced;
     bool eager_only = false;
+    std::optional<graph::Graph> first_graph;  // what TensorBoard(write_graph) shows
   };
   Entry entries_[3];
 };

@@ -248,6 +248,10 @@ std::vector<Tensor> Model::run_step(detail::Step step, const std::vector<Tensor>
   return steps_->run(step, args, eager, !compile_options_.run_eagerly, compile_options_.jit_compile, name());
 }
 
+const graph::Graph* Model::train_function_graph() const {
+  return steps_ ? steps_->first_graph(detail::Step::train) : nullptr;
+}
+
 std::vector<Tensor> Model::forward(const std::vector<Tensor>& x, bool training) {
   // A functional model with several inputs or outputs runs its graph directly (its layers
   // cast their own inputs, and each gets `training`); otherwise the model is called as a layer.

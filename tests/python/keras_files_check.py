@@ -63,8 +63,8 @@ def input3(name, shape):
             "config": {"batch_shape": [None] + shape, "dtype": "float32", "sparse": False, "name": name}}
 
 
-def write_keras(path, model_config, build_shape, weights):
-    """weights: {"layers/dense": [arrays]} -> H5IOStore groups."""
+def write_keras(path, model_config, build_shape, weights, compile_config=None, optimizer_vars=()):
+    """weights: {"layers/dense": [arrays]} -> H5IOStore groups; optimizer_vars: "optimizer/vars"."""
     tmp = path + ".weights.h5"
     with h5py.File(tmp, "w") as f:
         f.create_group("vars")
@@ -73,9 +73,11 @@ def write_keras(path, model_config, build_shape, weights):
             g = f.create_group(p).create_group("vars") if p else f["vars"]
             for i, a in enumerate(arrays):
                 g[str(i)] = a
-        f.create_group("optimizer").create_group("vars")
+        ov = f.create_group("optimizer").create_group("vars")
+        for i, a in enumerate(optimizer_vars):
+            ov[str(i)] = a
     top = {"module": "keras", "class_name": model_config["class_name"], "config": model_config["config"],
-           "registered_name": None, "build_config": {"input_shape": build_shape}, "compile_config": None}
+           "registered_name": None, "build_config": {"input_shape": build_shape}, "compile_config": compile_config}
     with zipfile.ZipFile(path, "w") as z:
         z.writestr("metadata.json", json.dumps({"keras_version": "3.3.3", "date_saved": "2024-05-01@12:00:00"}))
         z.writestr("config.json", json.dumps(top))
@@ -266,6 +268,83 @@ with tempfile.TemporaryDirectory() as work:
             check(len(lnames) == 2 and all(ln in f for ln in lnames), f"w.h5 layer_names {lnames}")
             wn = [n.decode() for n in f[lnames[1]].attrs["weight_names"]]
             check(np.array_equal(f[lnames[1]][wn[0]][()], w[2]), "w.h5 values")
+
+    # ---- (c) optimizer variables in Keras' order ("optimizer/vars/<i>") --------------------------------
+    # Keras 3 (keras/src/optimizers): iteration, learning_rate, then the slots of each variable in
+    # turn (Adam: momentum, velocity), amsgrad's velocity_hat for all variables after them; RMSprop
+    # all velocities, then all momentums, then all average gradients.
+    def keel_name(weight, slot):
+        return f"{weight.replace('/', '__')}__{slot}"
+
+
+    def expected_order(optimizer, weights):
+        order = ["iteration", "learning_rate"]
+        if optimizer == "Adam":
+            for w in weights:
+                order += [keel_name(w, "momentum"), keel_name(w, "velocity")]
+            order += [keel_name(w, "velocity_hat") for w in weights]
+        else:  # RMSprop(momentum > 0, centered)
+            for slot in ("velocity", "momentum", "average_gradient"):
+                order += [keel_name(w, slot) for w in weights]
+        return order
+
+
+    weights = ["dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias"]
+    shapes = {"dense/kernel": (4, 3), "dense/bias": (3,), "dense_1/kernel": (3, 2), "dense_1/bias": (2,)}
+
+    # keel -> Keras: a trained Adam(amsgrad)'s variables, in Keras' order, with keel's values.
+    opt_dir = os.path.join(work, "opt")
+    r = subprocess.run([TOOL, "save_trained", work], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, f"keel could not save a trained model: {r.stderr.strip()}")
+    if r.returncode == 0:
+        with zipfile.ZipFile(os.path.join(work, "m_opt.keras")) as z:
+            with open(os.path.join(work, "opt_inner.h5"), "wb") as out:
+                out.write(z.read("model.weights.h5"))
+        with h5py.File(os.path.join(work, "opt_inner.h5"), "r") as f:
+            g = f["optimizer/vars"]
+            order = expected_order("Adam", weights)
+            check(sorted(g.keys(), key=int) == [str(i) for i in range(len(order))],
+                  f"m_opt.keras optimizer/vars holds {sorted(g.keys(), key=int)}, Keras' Adam(amsgrad) has {len(order)}")
+            for i, name in enumerate(order):
+                if str(i) not in g:
+                    continue
+                want = np.load(os.path.join(opt_dir, name + ".npy"))
+                check(g[str(i)].shape == want.shape and np.array_equal(g[str(i)][()], want),
+                      f"optimizer/vars/{i} is not keel's {name}")
+            check(g["0"].dtype == np.int64 and int(g["0"][()]) == 3, f"iteration {g['0'][()]} ({g['0'].dtype}), want 3")
+
+    # Keras -> keel: files with the optimizer variables Keras writes, loaded into keel's optimizer.
+    for optimizer, config in (("Adam", {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-07, "amsgrad": True}),
+                              ("RMSprop", {"rho": 0.9, "momentum": 0.5, "epsilon": 1e-07, "centered": True})):
+        common = {"name": optimizer.lower(), "learning_rate": 0.005, "weight_decay": None, "clipnorm": None,
+                  "global_clipnorm": None, "clipvalue": None, "use_ema": False, "ema_momentum": 0.99,
+                  "ema_overwrite_frequency": None, "loss_scale_factor": None, "gradient_accumulation_steps": None}
+        compile_config = {"optimizer": {"module": "keras.optimizers", "class_name": optimizer,
+                                        "config": {**common, **config}, "registered_name": None},
+                          "loss": "mean_squared_error", "loss_weights": None, "metrics": None, "weighted_metrics": None,
+                          "run_eagerly": False, "steps_per_execution": 1, "jit_compile": False}
+        model_config = {"class_name": "Sequential", "config": {"name": "sequential", "trainable": True, "dtype": policy(),
+                        "layers": [input3("input_layer", [4]), dense3("dense", 3, "relu", 4), dense3("dense_1", 2, "linear", 3)]}}
+        order = expected_order(optimizer, weights)
+        values = {"iteration": np.array(7, dtype=np.int64), "learning_rate": np.array(0.005, dtype=np.float32)}
+        for name in order[2:]:
+            w = "/".join(name.split("__")[:2])  # "dense__kernel__momentum" -> dense/kernel
+            values[name] = rng.uniform(0.1, 1.0, shapes[w]).astype(np.float32)
+        path = os.path.join(work, f"keras_{optimizer}.keras")
+        write_keras(path, model_config, [None, 4],
+                    {"layers/dense": [f32(4, 3), f32(3)], "layers/dense_1": [f32(3, 2), f32(2)]},
+                    compile_config=compile_config, optimizer_vars=[values[n] for n in order])
+        out = os.path.join(work, f"keel_{optimizer}")
+        os.makedirs(out, exist_ok=True)
+        r = subprocess.run([TOOL, "optimizer", path, out], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, f"keel could not load {os.path.basename(path)} compiled: {r.stderr.strip()}")
+        check("fresh state" not in r.stderr and "Skipping" not in r.stderr.lower(), f"{optimizer}: {r.stderr.strip()}")
+        if r.returncode == 0:
+            for name in order:
+                f = os.path.join(out, name + ".npy")
+                got = np.load(f) if os.path.exists(f) else None
+                check(got is not None and np.array_equal(got.astype(values[name].dtype), values[name]),
+                      f"{optimizer}: keel's {name} is {got}, the file's {values[name]}")
 
 if failures:
     print(f"{len(failures)} check(s) failed")

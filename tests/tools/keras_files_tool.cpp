@@ -5,12 +5,31 @@
 //   keras_files_tool save <folder>
 //       builds a fixed Sequential (Input(4), Dense(3, relu), Dense(2)) and writes m.keras, m.h5,
 //       w.weights.h5 and w.h5 there, with its weights as w<i>.npy (get_weights() order).
+//   keras_files_tool save_trained <folder>
+//       the same model compiled with Adam(amsgrad) and trained 3 steps, saved as m_opt.keras,
+//       with its optimizer's variables as opt/<name>.npy ('/' written as "__")
+//   keras_files_tool optimizer <model.keras> <folder>
+//       loads the model compiled and writes its optimizer's variables as <folder>/<name>.npy
 #include <keel/keel.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 using namespace keel;
+
+namespace {
+
+// Each of the optimizer's variables as <dir>/<name>.npy, '/' in the name written as "__".
+void dump_optimizer(optimizers::Optimizer& opt, const std::string& dir) {
+  for (const auto& [name, v] : opt.variables()) {
+    std::string file = name;
+    for (std::size_t p = file.find('/'); p != std::string::npos; p = file.find('/', p + 2)) file.replace(p, 1, "__");
+    io::save_npy(dir + "/" + file + ".npy", v->peek());
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   try {
@@ -32,7 +51,24 @@ int main(int argc, char** argv) {
       model.save_weights(dir + "/w.h5");
       return 0;
     }
-    std::fprintf(stderr, "usage: keras_files_tool predict <model> <x.npy> <out.npy> | save <folder>\n");
+    if (cmd == "save_trained" && argc == 3) {
+      const std::string dir = argv[2];
+      random::set_seed(3);
+      models::Sequential model{layers::InputLayer(Shape{4}), layers::Dense(3, {.activation = "relu"}), layers::Dense(2)};
+      model.compile({.optimizer = optimizers::Adam(0.01, {.amsgrad = true}), .loss = "mse"});
+      model.fit(random::normal(Shape{12, 4}), random::normal(Shape{12, 2}), {.batch_size = 4, .epochs = 1, .verbose = 0});
+      model.save(dir + "/m_opt.keras");
+      std::filesystem::create_directories(dir + "/opt");
+      dump_optimizer(*model.optimizer(), dir + "/opt");
+      return 0;
+    }
+    if (cmd == "optimizer" && argc == 4) {
+      auto model = models::load_model(argv[2], true);
+      dump_optimizer(*model->optimizer(), argv[3]);
+      return 0;
+    }
+    std::fprintf(stderr, "usage: keras_files_tool predict <model> <x.npy> <out.npy> | save <folder> | "
+                         "save_trained <folder> | optimizer <model.keras> <folder>\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "keras_files_tool: %s\n", e.what());

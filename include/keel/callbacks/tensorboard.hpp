@@ -9,8 +9,10 @@
 //   * every histogram_freq epochs: a histogram of each weight ("<layer>/<weight>/histogram"), and
 //     with write_images the weight as an image ("<layer>/<weight>/image": a vector as one row, a
 //     matrix wider than tall (transposed when taller), kernels one image per output channel),
-//   * write_graph: the model's layer graph as a GraphDef (one node per layer, op = its class)
-//     at the start of training,
+//   * write_graph: after the first batch, the graph the train step was traced into as a
+//     GraphDef (its kernels as TensorFlow's op names, with the edges between them, as Keras
+//     writes model.train_function's graph), or, for a step that runs eagerly, the layer graph
+//     (one node per layer, op = its class),
 //   * profile_batch {start, stop} (1-based global batches, {0, 0} off): the profiler runs over
 //     those batches and writes a TensorBoard profile run under log_dir/plugins/profile/,
 //   * every embeddings_freq epochs: each Embedding layer's matrix as a TSV file and

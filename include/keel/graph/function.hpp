@@ -59,6 +59,10 @@ struct Operation {
   std::string type;
   std::string name;
   std::vector<Shape> input_shapes, output_shapes;
+  // What feeds each input: the name of the operation that last wrote it, or of the memory it
+  // comes from outside the graph: "Placeholder_<k>" (argument k), "Captured_<i>" (a variable or
+  // tensor made before the trace), "VarHandleOp_<i>" (state the function made), "Const_<i>".
+  std::vector<std::string> inputs;
 };
 
 class Graph {

@@ -148,6 +148,11 @@ struct PytorchStateDictOptions {
 };
 
 class Model;
+}  // namespace keel::models
+namespace keel::graph {
+class Graph;
+}  // namespace keel::graph
+namespace keel::models {
 namespace detail {
 class EpochIterator;  // the batches of one epoch (internal)
 class StepFunctions;  // the traced steps (internal)
@@ -258,6 +263,10 @@ class Model : public layers::Layer {
   std::map<std::string, double> metrics_results();
   void reset_metrics();
   std::shared_ptr<optimizers::Optimizer> optimizer() const { return optimizer_; }
+  // The graph fit's train step was traced into (Keras' model.train_function), as of its first
+  // traced call: nullptr before that, and when the step runs eagerly. TensorBoard(write_graph)
+  // writes it.
+  const graph::Graph* train_function_graph() const;
   std::shared_ptr<losses::Loss> loss() const { return loss_; }
   bool compiled() const { return optimizer_ != nullptr; }
   bool stop_training = false;  // set by callbacks (EarlyStopping) to end fit() after this epoch

@@ -1,0 +1,119 @@
+// Keras 3's order of an optimizer's variables (keras_optimizer_vars.hpp), from
+// keras/src/optimizers/*.py (3.10 and later, the order every release since keeps):
+//   iteration, learning_rate (absent for a schedule); then BaseOptimizer.build's: every
+//   variable's "average" (use_ema), then every variable's "gradient_accumulator"; then the
+//   optimizer's own build: its slots per variable, one variable after another ("Interleaves
+//   adding variables for backward-compatibility": momentum_0, velocity_0, momentum_1, ...),
+//   except RMSprop, which adds all velocities, then all momentums, then all average gradients,
+//   and Adam's amsgrad velocity_hat, added for all variables after the rest; Nadam's u_product
+//   comes last.
+// keel's optimizers keep the same slots under the same names ("<weight>/<slot>"), so the order
+// is a permutation of Optimizer::variables().
+#include "models/keras_optimizer_vars.hpp"
+
+#include <algorithm>
+#include <iostream>
+#include <set>
+
+#include <fmt/core.h>
+
+#include "keel/ops/elementwise.hpp"
+#include "keel/optimizers/optimizer.hpp"
+
+namespace keel::models::detail {
+
+namespace {
+
+bool keras_order_known(const std::string& cls) {
+  static const std::set<std::string> known = {"SGD",  "Adam",    "AdamW",    "RMSprop", "Adagrad", "Nadam",
+                                              "Adamax", "Adadelta", "Ftrl", "Lion",    "Lamb",    "Adafactor"};
+  return known.count(cls) > 0;
+}
+
+}  // namespace
+
+std::optional<std::vector<std::string>> keras_variable_order(optimizers::Optimizer& optimizer,
+                                                             const std::vector<Variable*>& trainable) {
+  if (!keras_order_known(optimizer.class_name())) return std::nullopt;
+  const auto vars = optimizer.variables();
+  std::set<std::string> globals;
+  std::map<std::string, std::vector<std::string>> slots;  // weight name -> its slots, keel's order
+  for (const auto& [name, v] : vars) {
+    const auto slash = name.rfind('/');
+    if (slash == std::string::npos) globals.insert(name);
+    else slots[name.substr(0, slash)].push_back(name.substr(slash + 1));
+  }
+  for (const std::string& g : globals)
+    if (g != "iteration" && g != "learning_rate" && g != "u_product") return std::nullopt;
+  std::vector<std::string> order{"iteration"};
+  if (globals.count("learning_rate")) order.push_back("learning_rate");
+  if (!optimizer.built()) return order;  // what Keras lists before build()
+
+  std::set<std::string> names;
+  for (Variable* v : trainable) names.insert(v->name());
+  for (const auto& [weight, list] : slots)
+    if (!names.count(weight)) return std::nullopt;  // state of a variable the model does not train
+  const auto has = [&](const Variable* v, const std::string& slot) {
+    const auto it = slots.find(v->name());
+    return it != slots.end() && std::find(it->second.begin(), it->second.end(), slot) != it->second.end();
+  };
+  const auto all_of_slot = [&](const std::string& slot) {
+    for (Variable* v : trainable)
+      if (has(v, slot)) order.push_back(v->name() + "/" + slot);
+  };
+  all_of_slot("average");
+  all_of_slot("gradient_accumulator");
+  const std::set<std::string> grouped = {"average", "gradient_accumulator", "velocity_hat"};
+  if (optimizer.class_name() == "RMSprop") {
+    for (const char* slot : {"velocity", "momentum", "average_gradient"}) all_of_slot(slot);
+  } else {
+    for (Variable* v : trainable) {
+      const auto it = slots.find(v->name());
+      if (it == slots.end()) continue;
+      for (const std::string& slot : it->second)
+        if (!grouped.count(slot)) order.push_back(v->name() + "/" + slot);
+    }
+    all_of_slot("velocity_hat");
+  }
+  if (globals.count("u_product")) order.push_back("u_product");
+  if (order.size() != vars.size()) return std::nullopt;  // a slot this order does not place
+  return order;
+}
+
+std::optional<std::map<std::string, Tensor>> keras_state_by_name(optimizers::Optimizer& optimizer,
+                                                                 const std::vector<Variable*>& trainable,
+                                                                 const std::vector<Tensor>& saved,
+                                                                 const std::string& label, bool& built) {
+  const auto order = keras_variable_order(optimizer, trainable);
+  if (!order) {
+    std::cerr << fmt::format("load_model: {}: keel does not know the order of a {}'s variables in Keras; the "
+                             "optimizer starts from a fresh state\n", label, optimizer.class_name());
+    return std::nullopt;
+  }
+  // A saved optimizer that was never built holds what Keras creates in its constructor.
+  std::size_t base = 0;
+  while (base < order->size() && (*order)[base].find('/') == std::string::npos && (*order)[base] != "u_product") ++base;
+  built = saved.size() == order->size();
+  if (!built && saved.size() != base) {
+    // Keras' BaseOptimizer.load_own_variables warns and skips in this case.
+    std::cerr << fmt::format("load_model: {}: skipping variable loading for optimizer '{}', because it has {} "
+                             "variables whereas the saved optimizer has {} variables\n",
+                             label, optimizer.name(), order->size(), saved.size());
+    return std::nullopt;
+  }
+  std::map<std::string, Variable*> by_name;
+  for (const auto& [name, v] : optimizer.variables()) by_name.emplace(name, v);
+  std::map<std::string, Tensor> out;
+  for (std::size_t i = 0; i < saved.size(); ++i) {
+    const std::string& name = (*order)[i];
+    const Variable* v = by_name.at(name);
+    if (saved[i].shape() != v->shape())
+      throw IOError(fmt::format("load_model: {}: optimizer/vars/{} has shape {}, but Keras' {} lists '{}' of shape {} "
+                                "there", label, i, saved[i].shape().to_string(), optimizer.class_name(), name,
+                                v->shape().to_string()));
+    out.emplace(name, saved[i].dtype() == v->dtype() ? saved[i] : cast(saved[i], v->dtype()));
+  }
+  return out;
+}
+
+}  // namespace keel::models::detail
