@@ -100,7 +100,9 @@ std::size_t eliminate_common_subexpressions(Plan& p) {
       continue;
     }
     const Node& first = p.nodes[it->second];
-    bool same_inputs = true;
+    // A differentiable plan's backward runs when a tape asks, after code outside the plan may
+    // have written what the forward read: forward and backward calls are not merged.
+    bool same_inputs = first.backward == n.backward;
     for (std::size_t j = 0; j < first.num_inputs && same_inputs; ++j)
       if (first.operands[j] >= 0)
         same_inputs = !written_between(p.views[static_cast<std::size_t>(first.operands[j])].slot, it->second, i);

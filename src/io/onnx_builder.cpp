@@ -3,8 +3,6 @@
 
 #include <fmt/core.h>
 
-#include <algorithm>
-
 #include <cstring>
 
 #include "keel/autograd/variable.hpp"
@@ -304,24 +302,16 @@ std::vector<std::int64_t> output_shape_at(layers::Layer& layer, const std::vecto
   std::vector<std::int64_t> dims = in[0].shape;
   dims[0] = 1;  // compute_output_shape wants a concrete batch
   for (std::size_t i = 1; i < dims.size(); ++i)
-    if (dims[i] < 0) dims[i] = size;
-  const Shape out = layer.compute_output_shape(Shape(dims));
-  std::vector<std::int64_t> r = out.dims();
+    if (size > 0 && dims[i] < 0) dims[i] = size;
+  std::vector<std::int64_t> r = layer.compute_output_shape(Shape(dims)).dims();
   if (!r.empty()) r[0] = -1;
   return r;
 }
 
+// An unknown (None) size stays -1: compute_output_shape probes it at two sizes, as a functional
+// model's None dimensions are, and an output size that differs between them is unknown too.
 std::vector<std::int64_t> output_shape_of(layers::Layer& layer, const std::vector<Value>& in) {
-  // An unknown (None) size is tried as two sizes: an output dimension that follows them is
-  // unknown too. 29 and 47 share no factor with the strides and pool sizes of real models.
-  std::vector<std::int64_t> a = output_shape_at(layer, in, 29);
-  if (std::none_of(in[0].shape.begin() + 1, in[0].shape.end(), [](std::int64_t d) { return d < 0; })) return a;
-  const std::vector<std::int64_t> b = output_shape_at(layer, in, 47);
-  if (a.size() != b.size())
-    throw ValueError(fmt::format("export_onnx: {}: its output rank depends on the unknown input sizes", who(layer)));
-  for (std::size_t i = 1; i < a.size(); ++i)
-    if (a[i] != b[i]) a[i] = -1;
-  return a;
+  return output_shape_at(layer, in, -1);
 }
 
 }  // namespace keel::io::onnx_detail

@@ -153,7 +153,7 @@ Value convert_layer(GraphBuilder& g, layers::Layer& layer, const std::vector<Val
 // keel's output shape of the layer for the inputs (batch axis -1), from compute_output_shape;
 // -1 also where an unknown (None) input size makes the output size unknown.
 std::vector<std::int64_t> output_shape_of(layers::Layer& layer, const std::vector<Value>& in);
-// The output shape with every unknown input size (the batch excepted) taken as `size`.
+// The output shape with every unknown input size (the batch excepted) taken as `size` (> 0).
 std::vector<std::int64_t> output_shape_at(layers::Layer& layer, const std::vector<Value>& in, std::int64_t size);
 
 }  // namespace keel::io::onnx_detail

@@ -114,12 +114,13 @@ Value conv(GraphBuilder& g, layers::Layer& layer, const Value& x0, const std::st
     //   L = s (in - 1) + output_padding + (k - 1) d + 1 - pad_begin - pad_end,
     // with the pads of the forward "same" convolution from L to in, and output_padding the rest.
     // The output length is s * in + a constant (keel's deconv lengths), so the pads and
-    // output_padding below do not depend on `in`: an unknown size is worked out at 29.
+    // output_padding below do not depend on `in`: an unknown size is worked out at one size.
+    constexpr std::int64_t kSomeSize = 32;
     std::vector<std::int64_t> pads(2 * n, 0), opad(n, 0);
     auto in = spatial(x0);
-    const std::vector<std::int64_t> out_at = output_shape_at(layer, {x0}, 29);
+    const std::vector<std::int64_t> out_at = output_shape_at(layer, {x0}, kSomeSize);
     for (std::size_t i = 0; i < n; ++i) {
-      if (in[i] < 0) in[i] = 29;
+      if (in[i] < 0) in[i] = kSomeSize;
       const std::int64_t eff = (k[i] - 1) * d[i] + 1, len = out_at[i + 1];
       if (padding == "same") {
         const std::int64_t total = std::max<std::int64_t>((in[i] - 1) * s[i] + eff - len, 0);
