@@ -93,7 +93,7 @@ std::optional<std::map<std::string, Tensor>> keras_state_by_name(optimizers::Opt
   // A saved optimizer that was never built holds what Keras creates in its constructor.
   std::size_t base = 0;
   while (base < order->size() && (*order)[base].find('/') == std::string::npos && (*order)[base] != "u_product") ++base;
-  built = saved.size() == order->size();
+  built = optimizer.built() && saved.size() == order->size();
   if (!built && saved.size() != base) {
     // Keras' BaseOptimizer.load_own_variables warns and skips in this case.
     std::cerr << fmt::format("load_model: {}: skipping variable loading for optimizer '{}', because it has {} "
