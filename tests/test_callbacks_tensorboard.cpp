@@ -133,20 +133,27 @@ TEST_CASE("TensorBoard writes the graph the train step was traced into", "[callb
   std::map<std::string, std::pair<std::string, std::vector<std::string>>> nodes;
   for (const auto& n : g.node()) nodes[n.name()] = {n.op(), {n.input().begin(), n.input().end()}};
   // The operations of train_function_graph(), each with its inputs, every input a node itself.
+  // Node names carry the operation's scope: fit's phase and the layer it was traced in.
   const auto ops = model.train_function_graph()->operations();
+  auto full = [](const graph::Operation& op) { return op.scope.empty() ? op.name : op.scope + "/" + op.name; };
   std::size_t matmuls = 0;
+  std::set<std::string> phases;
   for (const auto& op : ops) {
-    REQUIRE(nodes.count(op.name) == 1);
-    CHECK(nodes[op.name].first == op.type);
+    REQUIRE(nodes.count(full(op)) == 1);
+    CHECK(nodes[full(op)].first == op.type);
     matmuls += op.type == "BatchMatMulV2";
+    phases.insert(op.scope.substr(0, op.scope.find('/')));
   }
   CHECK(matmuls >= 2);  // the two Dense layers' forward products at least
+  for (const char* phase : {"forward", "loss", "backward", "optimizer"}) CHECK(phases.count(phase) == 1);
   for (const auto& [name, node] : nodes)
     for (const auto& in : node.second) CHECK(nodes.count(in) == 1);
-  // The first product reads argument 0 (the batch x) and the kernel: a variable the first call
-  // made (the model builds in its first step: VarHandleOp) or one made before it (Captured).
-  REQUIRE(nodes.count("BatchMatMulV2") == 1);
-  const auto& first = nodes["BatchMatMulV2"].second;
+  // The first product, in the first layer's scope inside the model's, reads argument 0 (the batch x) and the
+  // kernel: a variable the first call made (the model builds in its first step: VarHandleOp) or
+  // one made before it (Captured).
+  const std::string first_name = "forward/" + model.name() + "/" + model.layers()[0]->name() + "/BatchMatMulV2";
+  REQUIRE(nodes.count(first_name) == 1);
+  const auto& first = nodes[first_name].second;
   CHECK(std::count(first.begin(), first.end(), "Placeholder_0") == 1);
   REQUIRE(first.size() == 2);
   CHECK((nodes[first[1]].first == "VarHandleOp" || nodes[first[1]].first == "Captured"));

@@ -135,6 +135,115 @@ TEST_CASE("profiling fit shows its steps, layers and the graph's kernels", "[pro
   CHECK(find(profiler::key_averages(), "hidden") != nullptr);
 }
 
+namespace {
+
+// The complete ("X") events of the profiling thread in a Chrome trace, by name.
+struct Span {
+  double ts, end;
+};
+std::map<std::string, std::vector<Span>> spans_of(const std::string& path) {
+  std::map<std::string, std::vector<Span>> out;
+  const auto trace = nlohmann::json::parse(keel_test::read_all(path));
+  for (const auto& e : trace.at("traceEvents"))
+    if (e["ph"] == "X" && e["tid"] == 1) {
+      const double ts = e["ts"].get<double>();
+      out[e["name"].get<std::string>()].push_back({ts, ts + e["dur"].get<double>()});
+    }
+  return out;
+}
+// Whether every `inner` event lies inside one of the `outer` ones (the trace's times have a
+// nanosecond's rounding).
+bool all_inside(const std::vector<Span>& inner, const std::vector<Span>& outer) {
+  for (const Span& i : inner) {
+    bool in = false;
+    for (const Span& o : outer) in = in || (i.ts >= o.ts - 1e-3 && i.end <= o.end + 1e-3);
+    if (!in) return false;
+  }
+  return !inner.empty();
+}
+bool some_inside(const std::vector<Span>& inner, const std::vector<Span>& outer) {
+  for (const Span& i : inner)
+    if (all_inside({i}, outer)) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("a replayed step shows fit's phases and the layer calls, nested as in an eager step", "[profiler]") {
+  keel_test::Scratch dir("profiler-phases");
+  for (const bool eager : {false, true}) {
+    DYNAMIC_SECTION((eager ? "eager" : "traced") << " steps") {
+      random::set_seed(1);
+      models::Sequential model;
+      model.add(layers::InputLayer(Shape{4}));
+      model.add(layers::Dense(8, {.activation = "relu", .name = "hidden"}));
+      model.add(layers::Dense(1, {.name = "out"}));
+      model.compile({.optimizer = optimizers::Adam(0.01), .loss = "mse", .run_eagerly = eager});
+      const Tensor x = random::normal({32, 4}), y = random::normal({32, 1});
+      model.fit(x, y, {.batch_size = 8, .epochs = 1, .verbose = 0});  // traced steps: traces
+      profiler::start();
+      model.fit(x, y, {.batch_size = 8, .epochs = 1, .verbose = 0});  // traced steps: replays
+      profiler::stop();
+      // One range per phase and layer call in each of the 4 steps.
+      const auto stats = profiler::key_averages();
+      for (const char* name : {"train_step", "forward", "loss", "backward", "optimizer", "metrics", "hidden", "out"}) {
+        INFO(name);
+        const auto* s = find(stats, name);
+        REQUIRE(s);
+        CHECK(s->calls == 4);
+      }
+      const std::string path = dir.dir + (eager ? "/eager.json" : "/traced.json");
+      profiler::export_chrome_trace(path);
+      const auto spans = spans_of(path);
+      // The phases run inside the step, the layers inside the forward phase, each kernel inside
+      // the phase that made it: the layers' matmuls in their layer, the update in the optimizer's.
+      for (const char* phase : {"forward", "loss", "backward", "optimizer"}) {
+        INFO(phase);
+        CHECK(all_inside(spans.at(phase), spans.at("train_step")));
+      }
+      CHECK(all_inside(spans.at("hidden"), spans.at("forward")));
+      CHECK(all_inside(spans.at("out"), spans.at("forward")));
+      CHECK(all_inside(spans.at("ApplyGradients"), spans.at("optimizer")));
+      CHECK(some_inside(spans.at("BatchMatMulV2"), spans.at("hidden")));
+      CHECK(some_inside(spans.at("BatchMatMulV2"), spans.at("backward")));
+      CHECK_FALSE(some_inside(spans.at("BatchMatMulV2"), spans.at("optimizer")));
+    }
+  }
+}
+
+TEST_CASE("a traced function replays the user's ranges around the kernels traced inside them", "[profiler]") {
+  random::set_seed(2);
+  Variable w(random::normal({6, 3}), "w");
+  auto f = keel::function([&](const Tensor& x) {
+    Tensor unused;
+    {
+      profiler::Trace dead("unused_block");
+      unused = exp(x);  // nothing reads it: dead-code elimination drops it, and its range with it
+    }
+    profiler::Trace block("block");
+    return relu(matmul(x, w));
+  });
+  const Tensor x = random::normal({5, 6});
+  const Tensor first = f(x);  // traces
+  profiler::start();
+  const Tensor again = f(x), third = f(x);
+  profiler::stop();
+  CHECK(f.trace_count() == 1);
+  const auto stats = profiler::key_averages();
+  const auto* block = find(stats, "block");
+  const auto* mm = find(stats, "BatchMatMulV2");
+  REQUIRE(block);
+  REQUIRE(mm);
+  CHECK(block->calls == 2);
+  CHECK(mm->calls == 2);
+  CHECK(block->total_us >= mm->total_us);
+  CHECK(block->self_us < block->total_us);  // the kernels are its children
+  CHECK(find(stats, "unused_block") == nullptr);
+  CHECK(find(stats, "Exp") == nullptr);
+  CHECK(again.to_vector<float>() == first.to_vector<float>());
+  CHECK(third.to_vector<float>() == first.to_vector<float>());
+}
+
 TEST_CASE("start with a logdir writes a TensorBoard profile run", "[profiler]") {
   keel_test::Scratch dir("profiler-tb");
   profiler::start(dir.dir);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -192,23 +193,25 @@ void TensorBoard::log_graph() {
   if (const graph::Graph* traced = model->train_function_graph()) {
     // One NodeDef per operation (op = its TensorFlow name, inputs = what feeds it), and one per
     // source of memory from outside the graph (arguments, captured variables, constants).
-    std::set<std::string> defined;
+    // An operation's node name carries its scope ("forward/dense_1/BatchMatMulV2"), which
+    // TensorBoard's graph view draws as nested boxes, as it does tf.function's name scopes.
+    std::map<std::string, std::string> full;
     const std::vector<graph::Operation> ops = traced->operations();
-    for (const auto& op : ops) defined.insert(op.name);
+    for (const auto& op : ops) full[op.name] = op.scope.empty() ? op.name : op.scope + "/" + op.name;
     for (const auto& op : ops)
       for (const std::string& in : op.inputs)
-        if (defined.insert(in).second) {
+        if (full.emplace(in, in).second) {
           auto* node = g.add_node();
           node->set_name(in);
           node->set_op(in.substr(0, in.rfind('_')));  // "Placeholder_0" -> Placeholder
         }
     for (const auto& op : ops) {
       auto* node = g.add_node();
-      node->set_name(op.name);
+      node->set_name(full.at(op.name));
       node->set_op(op.type);
       std::set<std::string> seen;
       for (const std::string& in : op.inputs)
-        if (seen.insert(in).second) node->add_input(in);
+        if (seen.insert(in).second) node->add_input(full.at(in));
     }
   }
   // A step that runs eagerly: one NodeDef per layer: name, op = the layer's class, inputs = the

@@ -219,6 +219,8 @@ class Fuser {
     fused.kind = NodeKind::kernel;
     fused.type = {"fused_elementwise", 0};
     fused.fused_from = static_cast<int>(end - begin);
+    fused.range = p_.nodes[begin].range;  // a profile shows the run inside its first call's range
+    fused.backward = p_.nodes[begin].backward;
     fused.operands = in_views;
     fused.num_inputs = in_views.size();
     fused.operands.insert(fused.operands.end(), out_views.begin(), out_views.end());

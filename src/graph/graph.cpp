@@ -126,6 +126,13 @@ std::vector<std::string> unique_names(const Plan& p) {
   return names;
 }
 
+std::string scope_of(const Plan& p, int range) {
+  std::string scope;
+  for (; range >= 0; range = p.ranges[static_cast<std::size_t>(range)].parent)
+    scope = p.ranges[static_cast<std::size_t>(range)].name + (scope.empty() ? "" : "/" + scope);
+  return scope;
+}
+
 const char* slot_label(SlotKind k) {
   switch (k) {
     case SlotKind::input: return "Placeholder";
@@ -151,7 +158,7 @@ std::vector<Operation> Graph::operations() const {
   std::vector<Operation> ops;
   for (std::size_t i = 0; i < p.nodes.size(); ++i) {
     const auto& n = p.nodes[i];
-    Operation op{detail::op_type(n), names[i], {}, {}, {}};
+    Operation op{detail::op_type(n), names[i], {}, {}, {}, scope_of(p, n.range)};
     for (std::size_t j = 0; j < n.operands.size(); ++j) {
       if (n.operands[j] < 0) continue;
       const auto& view = p.views[static_cast<std::size_t>(n.operands[j])];

@@ -59,6 +59,15 @@ struct View {
 // sub[1] (the body, which ends by copying its results into the state).
 enum class NodeKind : std::uint8_t { kernel, random, host, cond, loop };
 
+// A named range that was open while nodes were traced (a layer call, a phase of fit's step, a
+// user's profiler::Trace): a replay under a profiler opens it again around those nodes, so a
+// replayed step shows the nesting an eager one does.
+struct TracedRange {
+  const char* category = "";
+  std::string name;
+  int parent = -1;  // the range it opened inside
+};
+
 struct Node {
   NodeKind kind = NodeKind::kernel;
   backend::KernelType type{"", 0};
@@ -75,6 +84,7 @@ struct Node {
   std::int64_t max_iterations = -1;            // loop: -1 for no limit
   std::vector<Tensor> bound;                   // the operands over the executor's views
   bool backward = false;                       // differentiable plans: part of the traced backward
+  int range = -1;                              // the innermost TracedRange open when it was traced
 };
 
 // Calls fn(view, written) for every operand of n and of the nodes nested in it.
@@ -117,6 +127,7 @@ struct Plan {
   std::vector<Slot> slots;
   std::vector<View> views;
   std::vector<Node> nodes;
+  std::vector<TracedRange> ranges;
   std::vector<int> outputs;  // view per result
   std::size_t num_inputs = 0;
   std::size_t traced_nodes = 0;
@@ -151,6 +162,8 @@ bool truth(const Tensor& pred);
 // Runs a node list of a plan whose slots are bound (at the top level, only the forward nodes or
 // only the backward ones of a differentiable plan when `part` is 0 or 1).
 void run_nodes(const std::vector<Node>& nodes, int part = -1);
+// run_nodes on the plan's top-level list, reopening its traced ranges for a listening profiler.
+void run_plan(const Plan& plan, int part = -1);
 // A differentiable plan's forward into a fresh binding of `call`, and later its backward from
 // the upstream gradients (one per dy_for_result); each returns its part of the results.
 std::vector<Tensor> forward_replay(Plan& plan, const std::vector<Tensor>& args, Binding& call);

@@ -45,34 +45,81 @@ struct Unbind {
 
 }  // namespace
 
-void run_nodes(const std::vector<Node>& nodes, int part) {
-  for (const Node& n : nodes) {
-    if (part >= 0 && n.backward != (part == 1)) continue;
-    const Tensor* operands = n.bound.data();
-    switch (n.kind) {
-      case NodeKind::kernel:
-        n.kernel(operands);
-        break;
-      case NodeKind::random: {
-        const random::PhiloxState st = n.stream ? n.stream->reserve(n.words) : random::reserve(n.words);
-        n.random(operands, st.key, st.counter);
-        break;
-      }
-      case NodeKind::host:
-        n.host(operands);
-        break;
-      case NodeKind::cond:
-        run_nodes(n.sub[truth(operands[0]) ? 0 : 1]);
-        break;
-      case NodeKind::loop:
-        for (std::int64_t it = 0; n.max_iterations < 0 || it < n.max_iterations; ++it) {
-          run_nodes(n.sub[0]);
-          if (!truth(operands[0])) break;
-          run_nodes(n.sub[1]);
-        }
-        break;
+namespace {
+
+void run_node(const Node& n) {
+  const Tensor* operands = n.bound.data();
+  switch (n.kind) {
+    case NodeKind::kernel:
+      n.kernel(operands);
+      break;
+    case NodeKind::random: {
+      const random::PhiloxState st = n.stream ? n.stream->reserve(n.words) : random::reserve(n.words);
+      n.random(operands, st.key, st.counter);
+      break;
     }
+    case NodeKind::host:
+      n.host(operands);
+      break;
+    case NodeKind::cond:
+      run_nodes(n.sub[truth(operands[0]) ? 0 : 1]);
+      break;
+    case NodeKind::loop:
+      for (std::int64_t it = 0; n.max_iterations < 0 || it < n.max_iterations; ++it) {
+        run_nodes(n.sub[0]);
+        if (!truth(operands[0])) break;
+        run_nodes(n.sub[1]);
+      }
+      break;
   }
+}
+
+// The ranges a replay has reopened, outermost first; closed when the replay ends, however it
+// ends, so the profiler's own ranges around the call (the step) still close their own events.
+struct OpenRanges {
+  backend::RangeListener* listener;
+  std::vector<int> open;
+  void close_to(std::size_t depth) {
+    for (; open.size() > depth; open.pop_back())
+      if (listener == backend::record_detail::ranges) listener->end();
+  }
+  ~OpenRanges() { close_to(0); }
+};
+
+// As run_nodes, and before each node: closes the reopened ranges it was not traced in and opens
+// those it was (a range none of the remaining nodes was traced in, one whose kernels passes
+// removed or fused into a neighbour's, does not appear).
+void run_in_ranges(const Plan& p, int part, backend::RangeListener* listener) {
+  OpenRanges ranges{listener, {}};
+  std::vector<int> path;
+  for (const Node& n : p.nodes) {
+    if (part >= 0 && n.backward != (part == 1)) continue;
+    path.clear();
+    for (int r = n.range; r >= 0; r = p.ranges[static_cast<std::size_t>(r)].parent) path.push_back(r);
+    std::size_t same = 0;
+    while (same < ranges.open.size() && same < path.size() && ranges.open[same] == path[path.size() - 1 - same]) ++same;
+    ranges.close_to(same);
+    for (std::size_t k = path.size() - same; k-- > 0;) {
+      const TracedRange& r = p.ranges[static_cast<std::size_t>(path[k])];
+      listener->begin(r.category, r.name);
+      ranges.open.push_back(path[k]);
+    }
+    run_node(n);
+  }
+}
+
+}  // namespace
+
+void run_nodes(const std::vector<Node>& nodes, int part) {
+  for (const Node& n : nodes)
+    if (part < 0 || n.backward == (part == 1)) run_node(n);
+}
+
+void run_plan(const Plan& p, int part) {
+  // Without a profiler: one thread-local load per call.
+  if (backend::RangeListener* listener = backend::record_detail::ranges; listener && !p.ranges.empty())
+    return run_in_ranges(p, part, listener);
+  run_nodes(p.nodes, part);
 }
 
 std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& args) {
@@ -92,7 +139,7 @@ std::vector<Tensor> replay(Plan& p, const std::vector<Tensor>& args) {
     const Slot& slot = p.slots[static_cast<std::size_t>(s)];
     bind_slot(e, s, std::make_shared<Storage>(slot.nbytes, slot.device), 0);
   }
-  run_nodes(p.nodes);
+  run_plan(p);
   for (int s : e.written_external) {
     const auto& held = p.slots[static_cast<std::size_t>(s)].held;
     if (held) held->bump_version();
@@ -127,7 +174,7 @@ std::vector<Tensor> run_bound(Plan& p, Binding& call, const std::vector<Tensor>*
       bind_slot(e, static_cast<int>(s), call.storages[s], call.offsets[s]);
     }
   }
-  run_nodes(p.nodes, part);
+  run_plan(p, part);
   return results_of(e, p.outputs, first, last);
 }
 

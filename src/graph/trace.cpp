@@ -20,6 +20,18 @@ namespace keel::graph::detail {
 
 namespace {
 
+// The recorder hears the ranges opened while tracing (and passes them on to a profiler).
+struct RangeScope {
+  backend::RangeListener* saved = backend::record_detail::ranges;
+  explicit RangeScope(TraceRecorder& r) {
+    r.listen_after(saved);
+    backend::record_detail::ranges = &r;
+  }
+  ~RangeScope() { backend::record_detail::ranges = saved; }
+  RangeScope(const RangeScope&) = delete;
+  RangeScope& operator=(const RangeScope&) = delete;
+};
+
 // Restores the random bookkeeping of the thread however the trace ends.
 struct RandomCheck {
   std::int64_t saved = random::tracing::reserved_words;
@@ -94,6 +106,7 @@ std::vector<Tensor> trace(const std::string& name, const std::vector<Tensor>& ar
   {
     RandomCheck random_check;
     backend::RecorderScope scope(&recorder);
+    RangeScope ranges(recorder);
     results = first_call ? trace_vjp(copies, f, recorder, plan) : f(copies);
     if (random::tracing::reserved_words != 0)
       throw UntraceableError(fmt::format(

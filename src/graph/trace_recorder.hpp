@@ -12,7 +12,7 @@
 
 namespace keel::graph::detail {
 
-class TraceRecorder final : public backend::KernelRecorder {
+class TraceRecorder final : public backend::KernelRecorder, public backend::RangeListener {
  public:
   // keel::cond and keel::while_loop while tracing (control_flow.cpp).
   Tensor cond(const Tensor& pred, const std::function<Tensor()>& then_fn, const std::function<Tensor()>& else_fn);
@@ -72,6 +72,20 @@ class TraceRecorder final : public backend::KernelRecorder {
         "function)",
         plan_.name.empty() ? "" : " '" + plan_.name + "'", what));
   }
+
+  // A range opened while tracing (a layer call, a phase of fit's step, a profiler::Trace): the
+  // nodes recorded inside it note it, for replays under a profiler; a profiler listening to the
+  // trace itself (`outer`) is told too.
+  void begin(const char* category, const std::string& name) override {
+    plan_.ranges.push_back({category, name, range_});
+    range_ = static_cast<int>(plan_.ranges.size()) - 1;
+    if (outer_ranges_) outer_ranges_->begin(category, name);
+  }
+  void end() override {
+    if (range_ >= 0) range_ = plan_.ranges[static_cast<std::size_t>(range_)].parent;
+    if (outer_ranges_) outer_ranges_->end();
+  }
+  void listen_after(backend::RangeListener* outer) { outer_ranges_ = outer; }
 
   // The slot of a result (made where it is first seen: a result no kernel touched).
   int view_of(const Tensor& t) { return make_view(t); }
@@ -189,6 +203,7 @@ class TraceRecorder final : public backend::KernelRecorder {
 
   void push(Node n) {
     n.backward = backward_;
+    n.range = range_;
     plan_.nodes.push_back(std::move(n));
   }
 
@@ -238,6 +253,8 @@ class TraceRecorder final : public backend::KernelRecorder {
   int dry_ = 0;                  // > 0 inside a branch not taken while tracing
   bool backward_ = false;
   bool keep_ = false;
+  int range_ = -1;                             // the innermost range open now
+  backend::RangeListener* outer_ranges_ = nullptr;
   std::vector<std::shared_ptr<Storage>> kept_;
   std::uint64_t dry_serial_ = 0; // memory older than this is not written there
   std::unordered_map<const Storage*, int> by_storage_;

@@ -209,13 +209,25 @@ void write_legacy(h5::Group& g, Model& model) {
   }
 }
 
+// A list attribute as Keras' save_attributes_to_hdf5_group writes it: whole, or (past HDF5's
+// 64 KiB attribute limit) in chunks "<name>0", "<name>1", ...; empty when absent.
+std::vector<std::string> read_chunked_string_list(const h5::Group& g, const std::string& name) {
+  if (g.has_attr(name)) return g.read_string_list_attr(name);
+  std::vector<std::string> out;
+  for (int chunk = 0; g.has_attr(name + std::to_string(chunk)); ++chunk)
+    for (std::string& s : g.read_string_list_attr(name + std::to_string(chunk))) out.push_back(std::move(s));
+  return out;
+}
+
 void read_legacy(const h5::Group& g, Model& model, const char* op, const std::string& label) {
-  const auto file_layers = g.read_string_list_attr("layer_names");
+  const auto file_layers = g.has_attr("layer_names0") ? read_chunked_string_list(g, "layer_names")
+                                                     : g.read_string_list_attr("layer_names");
   std::vector<std::pair<std::string, std::vector<std::string>>> with_weights;  // file layers holding weights
   for (const auto& n : file_layers) {
     if (!g.has_group(n)) fail(op, label, g.path(), fmt::format("layer_names lists '{}', which has no group", n));
     const h5::Group lg = g.open_group(n);
-    auto w = lg.read_string_list_attr("weight_names");
+    auto w = lg.has_attr("weight_names0") ? read_chunked_string_list(lg, "weight_names")
+                                          : lg.read_string_list_attr("weight_names");
     if (!w.empty()) with_weights.emplace_back(n, std::move(w));
   }
   std::vector<layers::Layer*> targets;
@@ -442,7 +454,8 @@ std::shared_ptr<Model> build_model(const json& top, std::uint64_t budget, const 
 // optimizer state): a folder with the config, the weights as loaded and the optimizer state.
 std::shared_ptr<Model> compiled(Model& model, const json& top, const json& compile_config,
                                 std::optional<OptimizerState> state, const std::string& label,
-                                const std::vector<Tensor>& keras_vars = {}) {
+                                const std::vector<Tensor>& keras_vars = {},
+                                const std::vector<std::string>& keras2_names = {}) {
   std::error_code ec;
   std::string dir = (fs::temp_directory_path(ec) / "keel-keras-XXXXXX").string();
   if (!::mkdtemp(dir.data())) throw IOError(fmt::format("load_model: {}: cannot make a temporary folder", label));
@@ -472,10 +485,13 @@ std::shared_ptr<Model> compiled(Model& model, const json& top, const json& compi
     if (model.built()) opt->build(model.trainable_weights());
     bool built = false;
     std::optional<std::map<std::string, Tensor>> keras;
-    if (!keras_vars.empty()) keras = keras_state_by_name(*opt, model.trainable_weights(), keras_vars, label, built);
+    if (!keras2_names.empty())
+      keras = tf_keras2_state_by_name(*opt, model.trainable_weights(), keras2_names, keras_vars, label, built);
+    else if (!keras_vars.empty())
+      keras = keras_state_by_name(*opt, model.trainable_weights(), keras_vars, label, built);
     else
-      std::cerr << fmt::format("load_model: {}: the file holds no optimizer state keel reads (tf.keras 2's "
-                               "optimizer_weights are not mapped); the optimizer starts from a fresh state\n", label);
+      std::cerr << fmt::format("load_model: {}: the file holds no optimizer state; the optimizer starts from a "
+                               "fresh state\n", label);
     state = OptimizerState{};
     for (const auto& [n, v] : opt->variables())
       if (built || n.find('/') == std::string::npos) state->tensors.emplace(n, v->peek());
@@ -561,7 +577,15 @@ std::shared_ptr<Model> load_legacy_h5(const std::string& path, bool compile) {
              {"metrics", training.value("metrics", json(nullptr))}};
   auto state = read_optimizer_state(root, "optimizer_weights");
   if (state && state->metadata.count("format") == 0) state.reset();
-  return compiled(*model, top, cc, std::move(state), path);
+  // A file tf.keras 2 wrote: its optimizer_weights, named by the attribute weight_names.
+  std::vector<std::string> keras2_names;
+  std::vector<Tensor> keras2_values;
+  if (!state && root.has_group("optimizer_weights")) {
+    const h5::Group og = root.open_group("optimizer_weights");
+    keras2_names = read_chunked_string_list(og, "weight_names");
+    for (const std::string& n : keras2_names) keras2_values.push_back(og.read_dataset(n));
+  }
+  return compiled(*model, top, cc, std::move(state), path, keras2_values, keras2_names);
 }
 
 }  // namespace

@@ -116,4 +116,105 @@ std::optional<std::map<std::string, Tensor>> keras_state_by_name(optimizers::Opt
   return out;
 }
 
+namespace {
+
+// Keras 2's slot names (optimizer_v2/*.py _create_slots, and the 2.11 optimizers' build) for
+// keel's, which are Keras 3's; a slot keel names the same way needs no entry.
+std::string keel_slot(const std::string& cls, const std::string& keras2) {
+  static const std::map<std::string, std::map<std::string, std::string>> table = {
+      {"Adam", {{"m", "momentum"}, {"v", "velocity"}, {"vhat", "velocity_hat"}}},
+      {"AdamW", {{"m", "momentum"}, {"v", "velocity"}, {"vhat", "velocity_hat"}}},
+      {"Nadam", {{"m", "momentum"}, {"v", "velocity"}}},
+      {"Adamax", {{"m", "momentum"}, {"v", "norm"}, {"u", "norm"}}},
+      {"RMSprop", {{"rms", "velocity"}, {"mg", "average_gradient"}}},
+      {"SGD", {{"m", "momentum"}}},
+      {"Adadelta", {{"accum_grad", "accumulated_grad"}, {"accum_var", "accumulated_delta_var"}}},
+  };
+  const auto c = table.find(cls);
+  if (c == table.end()) return keras2;
+  const auto it = c->second.find(keras2);
+  return it == c->second.end() ? keras2 : it->second;
+}
+
+// keel's name for one tf.keras 2 weight name, or "" when it names nothing keel's optimizer has.
+std::string keel_name_of(const std::string& keras_name, const std::string& cls, const std::set<std::string>& weights,
+                         const std::map<std::string, Variable*>& state) {
+  std::string name = keras_name;
+  if (const auto colon = name.rfind(':'); colon != std::string::npos) name.resize(colon);  // ":0"
+  std::vector<std::string> parts;
+  for (std::size_t start = 0;;) {
+    const auto slash = name.find('/', start);
+    parts.push_back(name.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  // The model weight named by parts [first, last): the longest keel weight name it ends with
+  // (TF prefixes variable names with outer scopes, "sequential/dense/kernel").
+  const auto weight_in = [&](std::size_t first, std::size_t last) -> std::string {
+    std::string path, found;
+    for (std::size_t i = last; i-- > first;) {
+      path = parts[i] + (path.empty() ? "" : "/" + path);
+      if (weights.count(path)) found = path;
+    }
+    return found;
+  };
+  const auto slot_of = [&](const std::string& weight, const std::string& slot) {
+    const std::string n = weight.empty() ? "" : weight + "/" + keel_slot(cls, slot);
+    return state.count(n) ? n : std::string();
+  };
+  const std::size_t n = parts.size();
+  // "<scope>/<variable>/<slot>" (OptimizerV2.add_slot).
+  if (n >= 2)
+    if (std::string k = slot_of(weight_in(0, n - 1), parts[n - 1]); !k.empty()) return k;
+  // "<scope>/<slot>/<variable>" (the 2.11 optimizers' add_variable_from_reference).
+  for (std::size_t i = 0; i + 1 < n; ++i)
+    if (std::string k = slot_of(weight_in(i + 1, n), parts[i]); !k.empty()) return k;
+  // A scalar of the optimizer's own.
+  const std::string& last = parts[n - 1];
+  std::string global;
+  if (last == "iter" || last == "iteration") global = "iteration";
+  if (last == "momentum_cache") global = "u_product";  // Nadam's product of the mu_t
+  if (last == "learning_rate") global = "learning_rate";
+  return state.count(global) ? global : std::string();
+}
+
+}  // namespace
+
+std::optional<std::map<std::string, Tensor>> tf_keras2_state_by_name(optimizers::Optimizer& optimizer,
+                                                                     const std::vector<Variable*>& trainable,
+                                                                     const std::vector<std::string>& names,
+                                                                     const std::vector<Tensor>& saved,
+                                                                     const std::string& label, bool& built) {
+  std::map<std::string, Variable*> state;
+  for (const auto& [name, v] : optimizer.variables()) state.emplace(name, v);
+  std::set<std::string> weights;
+  for (Variable* v : trainable) weights.insert(v->name());
+  const auto skip = [&](const std::string& why) {
+    std::cerr << fmt::format("load_model: {}: skipping the saved state of optimizer '{}' ({}); it starts from a "
+                             "fresh state\n", label, optimizer.name(), why);
+    return std::nullopt;
+  };
+  std::map<std::string, Tensor> out;
+  std::size_t slots = 0;
+  for (std::size_t i = 0; i < names.size() && i < saved.size(); ++i) {
+    const std::string name = keel_name_of(names[i], optimizer.class_name(), weights, state);
+    if (name.empty()) return skip(fmt::format("'{}' is nothing a {} built on this model has", names[i], optimizer.class_name()));
+    if (out.count(name)) return skip(fmt::format("'{}' names '{}' a second time", names[i], name));
+    const Variable* v = state.at(name);
+    if (saved[i].shape() != v->shape())
+      throw IOError(fmt::format("load_model: {}: optimizer_weights '{}' has shape {}, but keel's '{}' of the {} has "
+                                "shape {}", label, names[i], saved[i].shape().to_string(), name,
+                                optimizer.class_name(), v->shape().to_string()));
+    out.emplace(name, saved[i].dtype() == v->dtype() ? saved[i] : cast(saved[i], v->dtype()));
+    slots += name.find('/') != std::string::npos;
+  }
+  std::size_t expected = 0;
+  for (const auto& [name, v] : state) expected += name.find('/') != std::string::npos;
+  // Keras 2 saves either no slots (never trained) or every one.
+  built = optimizer.built() && slots > 0;
+  if (slots > 0 && slots != expected)
+    return skip(fmt::format("it holds {} slot variables where this one has {}", slots, expected));
+  return out;
+}
+
 }  // namespace keel::models::detail

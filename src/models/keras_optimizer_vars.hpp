@@ -33,4 +33,18 @@ std::optional<std::map<std::string, Tensor>> keras_state_by_name(optimizers::Opt
                                                                  const std::vector<Tensor>& saved,
                                                                  const std::string& label, bool& built);
 
+// tf.keras 2's optimizer_weights (a legacy .h5 file's `weight_names` and their values) as keel's
+// optimizer state by name, for an optimizer of the compiled class built on `trainable`. The
+// names say what each value is: "<scope>/iter:0" (the step count), "<scope>/<variable>/<slot>:0"
+// (OptimizerV2.add_slot, TF 2.0-2.10) or "<scope>/<slot>/<variable>:0" (TF 2.11-2.15), with
+// Keras 2's slot names (Adam's m, v, vhat; RMSprop's rms, momentum, mg; ...) for keel's Keras 3
+// ones, and Nadam's momentum_cache for u_product. nullopt, with a warning as Keras gives, when a
+// name matches nothing of the optimizer's or some slot is missing; an IOError naming the value
+// when a shape differs. `built` is set to whether the saved optimizer had slots.
+std::optional<std::map<std::string, Tensor>> tf_keras2_state_by_name(optimizers::Optimizer& optimizer,
+                                                                     const std::vector<Variable*>& trainable,
+                                                                     const std::vector<std::string>& names,
+                                                                     const std::vector<Tensor>& saved,
+                                                                     const std::string& label, bool& built);
+
 }  // namespace keel::models::detail

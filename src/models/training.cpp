@@ -313,29 +313,39 @@ std::map<std::string, double> Model::multi_train_step(const std::vector<Tensor>&
     std::vector<Variable*> vars;
     {
       GradientTape tape;
-      y_pred = forward(s.x, true);
-      losses_out = compute_losses(s.y, y_pred, s.sample_weight);
+      {
+        backend::ProfileRange phase("phase", "forward");
+        y_pred = forward(s.x, true);
+      }
+      {
+        backend::ProfileRange phase("phase", "loss");
+        losses_out = compute_losses(s.y, y_pred, s.sample_weight);
+      }
       // The weights are read after the forward pass: a model without an Input builds (creates
       // its weights) in its first call, and Keras' first step already trains them. Frozen
       // layers (trainable = false) are not among them.
       vars = trainable_weights();
       // Keras' optimizer.scale_loss: the loss times the loss scale (a LossScaleOptimizer's
       // dynamic scale, or loss_scale_factor); apply() divides the gradients by it again.
+      backend::ProfileRange phase("phase", "backward");
       if (!vars.empty()) grads = tape.gradient(optimizer_->scale_loss(losses_out[0]), vars);
     }
-    if (vars.empty()) {
-    } else if (distribute::detail::parameter_server_mode()) {
-      // Asynchronous: the servers apply the gradients; the weights come back from them.
-      distribute::detail::ps_push_pull(grads, vars, *optimizer_);
-    } else {
-      // Under a strategy with several replicas: the gradients of the global batch (a no-op otherwise).
-      distribute::detail::reduce_gradients(grads);
-      optimizer_->apply(grads, vars);
+    if (!vars.empty()) {
+      backend::ProfileRange phase("phase", "optimizer");
+      if (distribute::detail::parameter_server_mode()) {
+        // Asynchronous: the servers apply the gradients; the weights come back from them.
+        distribute::detail::ps_push_pull(grads, vars, *optimizer_);
+      } else {
+        // Under a strategy with several replicas: the gradients of the global batch (a no-op otherwise).
+        distribute::detail::reduce_gradients(grads);
+        optimizer_->apply(grads, vars);
+      }
     }
     for (const Tensor& p : y_pred) losses_out.push_back(for_metrics(p));
     return losses_out;
   });
   const std::size_t n_losses = out.size() - ny;
+  backend::ProfileRange phase("phase", "metrics");
   update_metrics(std::vector<Tensor>(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n_losses)), y,
                  std::vector<Tensor>(out.begin() + static_cast<std::ptrdiff_t>(n_losses), out.end()), sample_weight,
                  batch_rows(x));
@@ -347,12 +357,20 @@ std::map<std::string, double> Model::multi_test_step(const std::vector<Tensor>& 
   const std::size_t nx = x.size(), ny = y.size();
   const std::vector<Tensor> out = run_step(detail::Step::test, step_args(x, y, sample_weight), [this, nx, ny](const std::vector<Tensor>& a) {
     const StepArgs s = split_args(a, nx, ny);
-    const std::vector<Tensor> y_pred = forward(s.x, false);
-    std::vector<Tensor> losses_out = compute_losses(s.y, y_pred, s.sample_weight);
+    std::vector<Tensor> y_pred, losses_out;
+    {
+      backend::ProfileRange phase("phase", "forward");
+      y_pred = forward(s.x, false);
+    }
+    {
+      backend::ProfileRange phase("phase", "loss");
+      losses_out = compute_losses(s.y, y_pred, s.sample_weight);
+    }
     for (const Tensor& p : y_pred) losses_out.push_back(for_metrics(p));
     return losses_out;
   });
   const std::size_t n_losses = out.size() - ny;
+  backend::ProfileRange phase("phase", "metrics");
   update_metrics(std::vector<Tensor>(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n_losses)), y,
                  std::vector<Tensor>(out.begin() + static_cast<std::ptrdiff_t>(n_losses), out.end()), sample_weight,
                  batch_rows(x));

@@ -346,6 +346,101 @@ with tempfile.TemporaryDirectory() as work:
                 check(got is not None and np.array_equal(got.astype(values[name].dtype), values[name]),
                       f"{optimizer}: keel's {name} is {got}, the file's {values[name]}")
 
+    # ---- (d) tf.keras 2 optimizer_weights in a legacy .h5 --------------------------------------
+    # tf_keras/src/saving/legacy/hdf5_format.py writes optimizer.weights under "optimizer_weights",
+    # each dataset at its variable's name, the names in the attribute weight_names. TF 2.0-2.10's
+    # OptimizerV2: "<opt>/iter:0", then the slots as add_slot makes them, "<opt>/<variable>/<slot>:0"
+    # in _create_slots' order (Adam: every m, every v, every vhat; Nadam: momentum_cache first;
+    # hyperparameters are not among them). TF 2.11-2.15's optimizers: "<opt>/<slot>/<variable>:0".
+    # keel's names for Keras 2's slots: Adam m/v/vhat -> momentum/velocity/velocity_hat, Nadam's
+    # momentum_cache -> u_product, RMSprop rms/mg -> velocity/average_gradient.
+    def keras2_h5(path, optimizer, config, entries):
+        mc = {"class_name": "Sequential", "config": {"name": "sequential", "layers": [
+            {"class_name": "Dense", "config": {"name": "dense", "trainable": True, "batch_input_shape": [None, 4],
+                                               "dtype": "float32", "units": 3, "activation": "relu", "use_bias": True}},
+            {"class_name": "Dense", "config": {"name": "dense_1", "trainable": True, "dtype": "float32", "units": 2,
+                                               "activation": "linear", "use_bias": True}}]}}
+        training = {"loss": "mse", "metrics": None, "weighted_metrics": None, "loss_weights": None,
+                    "optimizer_config": {"class_name": optimizer, "config": {"name": optimizer, "learning_rate": 0.005,
+                                                                             **config}}}
+        with h5py.File(path, "w") as f:
+            f.attrs["model_config"] = json.dumps(mc).encode("utf8")
+            f.attrs["training_config"] = json.dumps(training).encode("utf8")
+            f.attrs["keras_version"] = b"2.10.0"
+            f.attrs["backend"] = b"tensorflow"
+            mw = f.create_group("model_weights")
+            mw.attrs["layer_names"] = np.array([b"dense", b"dense_1"])
+            for layer, (kshape, bshape) in (("dense", ((4, 3), (3,))), ("dense_1", ((3, 2), (2,)))):
+                g = mw.create_group(layer)
+                g.attrs["weight_names"] = np.array([f"{layer}/kernel:0".encode(), f"{layer}/bias:0".encode()])
+                g.create_dataset(f"{layer}/kernel:0", data=f32(*kshape))
+                g.create_dataset(f"{layer}/bias:0", data=f32(*bshape))
+            og = f.create_group("optimizer_weights")
+            og.attrs["weight_names"] = np.array([n.encode("utf8") for n, _ in entries])
+            for n, v in entries:
+                og.create_dataset(n, data=v)
+
+    def slot_entries(fmt_name, slots):
+        out = []
+        for slot in slots:
+            for w in weights:
+                out.append((fmt_name(w, slot), rng.uniform(0.1, 1.0, shapes[w]).astype(np.float32)))
+        return out
+
+    cases = [
+        ("Adam", {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-07, "amsgrad": True},
+         [("Adam/iter:0", np.array(9, dtype=np.int64))] +
+         slot_entries(lambda w, s: f"Adam/{w}/{s}:0", ["m", "v", "vhat"]),
+         {"m": "momentum", "v": "velocity", "vhat": "velocity_hat", "iter": "iteration"}),
+        ("Nadam", {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-07},
+         [("Nadam/iter:0", np.array(4, dtype=np.int64)), ("Nadam/momentum_cache:0", np.array(0.61, dtype=np.float32))] +
+         slot_entries(lambda w, s: f"Nadam/{w}/{s}:0", ["m", "v"]),
+         {"m": "momentum", "v": "velocity", "iter": "iteration", "momentum_cache": "u_product"}),
+        ("RMSprop", {"rho": 0.9, "momentum": 0.5, "epsilon": 1e-07, "centered": True},
+         [("RMSprop/iteration:0", np.array(5, dtype=np.int64))] +
+         slot_entries(lambda w, s: f"RMSprop/{s}/{w}:0", ["velocity", "momentum", "average_gradient"]),
+         {"velocity": "velocity", "momentum": "momentum", "average_gradient": "average_gradient",
+          "iteration": "iteration"}),
+        ("RMSprop", {"rho": 0.9, "momentum": 0.5, "epsilon": 1e-07, "centered": True},
+         [("RMSprop/iter:0", np.array(6, dtype=np.int64))] +
+         slot_entries(lambda w, s: f"RMSprop/{w}/{s}:0", ["rms", "momentum", "mg"]),
+         {"rms": "velocity", "momentum": "momentum", "mg": "average_gradient", "iter": "iteration"}),
+    ]
+    for case, (optimizer, config, entries, keel_slots) in enumerate(cases):
+        path = os.path.join(work, f"tfkeras2_{case}_{optimizer}.h5")
+        keras2_h5(path, optimizer, config, entries)
+        out = os.path.join(work, f"keel2_{case}_{optimizer}")
+        os.makedirs(out, exist_ok=True)
+        r = subprocess.run([TOOL, "optimizer", path, out], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, f"keel could not load {os.path.basename(path)} compiled: {r.stderr.strip()}")
+        check("fresh state" not in r.stderr, f"tf.keras 2 {optimizer}: {r.stderr.strip()}")
+        if r.returncode != 0:
+            continue
+        for name, value in entries:
+            parts = name[:-2].split("/")[1:]  # no ":0", no optimizer scope
+            if len(parts) == 1:
+                keel = keel_slots[parts[0]]
+            elif parts[-1] in keel_slots:  # <variable>/<slot>
+                keel = keel_name("/".join(parts[:-1]), keel_slots[parts[-1]])
+            else:  # <slot>/<variable>
+                keel = keel_name("/".join(parts[1:]), keel_slots[parts[0]])
+            f = os.path.join(out, keel + ".npy")
+            got = np.load(f) if os.path.exists(f) else None
+            check(got is not None and np.allclose(got.astype(np.float64), value.astype(np.float64)),
+                  f"tf.keras 2 {optimizer}: keel's {keel} is {got}, the file's {name} {value}")
+
+    # A name that matches nothing of the optimizer's: Keras' warning, and a fresh optimizer.
+    path = os.path.join(work, "tfkeras2_mismatch.h5")
+    keras2_h5(path, "Adam", {}, [("Adam/iter:0", np.array(3, dtype=np.int64)),
+                                 ("Adam/other/kernel/m:0", f32(4, 3))])
+    out = os.path.join(work, "keel2_mismatch")
+    os.makedirs(out, exist_ok=True)
+    r = subprocess.run([TOOL, "optimizer", path, out], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0 and "fresh state" in r.stderr and "Adam/other/kernel/m:0" in r.stderr,
+          f"a mismatched optimizer_weights: rc {r.returncode}, {r.stderr.strip()}")
+    if r.returncode == 0:
+        check(int(np.load(os.path.join(out, "iteration.npy"))) == 0, "a mismatched file still set the iteration")
+
 if failures:
     print(f"{len(failures)} check(s) failed")
     sys.exit(1)

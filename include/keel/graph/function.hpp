@@ -63,6 +63,9 @@ struct Operation {
   // comes from outside the graph: "Placeholder_<k>" (argument k), "Captured_<i>" (a variable or
   // tensor made before the trace), "VarHandleOp_<i>" (state the function made), "Const_<i>".
   std::vector<std::string> inputs;
+  // The named ranges it was traced inside, outermost first, joined by '/': fit's phase and the
+  // layer ("forward/dense_1", "backward", "optimizer"), a user's profiler::Trace; "" outside any.
+  std::string scope;
 };
 
 class Graph {
