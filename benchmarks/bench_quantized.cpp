@@ -1,7 +1,8 @@
 // Post-training quantization's speed, at one thread: the Fashion-MNIST sample's CNN (Conv2D 32
 // and 64 "same" + ReLU, 2x2 max pools, Dense 3136 -> 128 -> 10) predicting batches of 1 and 64
 // as float32, int8 (dynamic and static activations) and float16 weights; and Dense layers
-// 1024 -> 1024 alone. Counter: images_per_second (items/s). A table of ratios against float32,
+// 1024 -> 1024 alone; the int8 GEMM alone, and with a sigmoid in its epilogue against a pass
+// afterwards. Counter: images_per_second (items/s). A table of ratios against float32,
 // measured in the same run, ends the output; run with --benchmark_repetitions=5 for medians.
 #include <benchmark/benchmark.h>
 #include <keel/keel.hpp>
@@ -71,17 +72,52 @@ struct GemmShape {
 };
 const GemmShape kGemms[] = {{"conv2_b64", 64 * 14 * 14, 64, 288}, {"dense_b64", 64, 1024, 1024}, {"dense_b1", 1, 1024, 1024}};
 
-void BM_gemm_int8(benchmark::State& state, GemmShape g) {
-  std::vector<std::uint8_t> a(static_cast<std::size_t>(g.m * ((g.k + 3) / 4 * 4)), 17);
-  std::vector<std::int8_t> q(static_cast<std::size_t>(g.k * g.n), -3);
-  const auto w = cpu::int8::pack(q.data(), g.k, g.n);
-  std::vector<float> scale(static_cast<std::size_t>(g.n), 0.01f), out(static_cast<std::size_t>(g.m * g.n));
+// The operands of an int8 GEMM of shape g, and an epilogue with per-channel scales.
+struct Int8Gemm {
+  explicit Int8Gemm(GemmShape shape)
+      : g(shape),
+        a(static_cast<std::size_t>(g.m * ((g.k + 3) / 4 * 4)), 17),
+        q(static_cast<std::size_t>(g.k * g.n), -3),
+        w(cpu::int8::pack(q.data(), g.k, g.n)),
+        scale(static_cast<std::size_t>(g.n), 0.01f),
+        out(static_cast<std::size_t>(g.m * g.n)) {
+    e.w_scale = scale.data();
+  }
+  void run(const cpu::int8::Epilogue& with) { cpu::int8::gemm(a.data(), w.k4, g.m, w, with, out.data(), g.n); }
+  void count(benchmark::State& state) const {
+    state.counters["macs_per_second"] =
+        benchmark::Counter(static_cast<double>(state.iterations() * g.m * g.n * g.k), benchmark::Counter::kIsRate);
+  }
+  GemmShape g;
+  std::vector<std::uint8_t> a;
+  std::vector<std::int8_t> q;
+  cpu::int8::PackedWeights w;
+  std::vector<float> scale, out;
   cpu::int8::Epilogue e;
-  e.w_scale = scale.data();
+};
+
+void BM_gemm_int8(benchmark::State& state, GemmShape g) {
+  Int8Gemm gemm(g);
   config::set_num_threads(1);
-  for (auto _ : state) cpu::int8::gemm(a.data(), w.k4, g.m, w, e, out.data(), g.n);
-  state.counters["macs_per_second"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * g.m * g.n * g.k), benchmark::Counter::kIsRate);
+  for (auto _ : state) gemm.run(gemm.e);
+  gemm.count(state);
+}
+
+// An elementwise activation (sigmoid) on the int8 GEMM's output: in the epilogue, on each block
+// of rows while it is in cache, against a second pass over the whole output afterwards (what an
+// unfused activation op costs). Counter: multiply-adds per second.
+void BM_gemm_int8_sigmoid(benchmark::State& state, GemmShape g, bool fused) {
+  Int8Gemm gemm(g);
+  gemm.e.activation = kernel::UnaryOp::sigmoid;
+  cpu::int8::Epilogue with = gemm.e, after = gemm.e;
+  with.activate = fused;
+  after.activate = true;
+  config::set_num_threads(1);
+  for (auto _ : state) {
+    gemm.run(with);
+    if (!fused) cpu::int8::activate(after, gemm.out.data(), g.m * g.n);
+  }
+  gemm.count(state);
 }
 
 void BM_gemm_float(benchmark::State& state, GemmShape g) {
@@ -112,6 +148,10 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMicrosecond)->UseRealTime();
     benchmark::RegisterBenchmark((std::string("gemm_float32/") + g.name).c_str(), BM_gemm_float, g)
         ->Unit(benchmark::kMicrosecond)->UseRealTime();
+    for (const bool fused : {true, false})
+      benchmark::RegisterBenchmark((std::string("gemm_int8_sigmoid/") + g.name + (fused ? "/fused" : "/after")).c_str(),
+                                   BM_gemm_int8_sigmoid, g, fused)
+          ->Unit(benchmark::kMicrosecond)->UseRealTime();
   }
   keel_bench::RateReporter reporter("images_per_second");
   benchmark::RunSpecifiedBenchmarks(&reporter);

@@ -63,7 +63,19 @@ std::uint8_t* scratch_codes(std::size_t n) {
   throw ValueError(fmt::format("{}: the input holds NaN or infinity, which int8 activations cannot represent", who));
 }
 
-cpu::int8::Epilogue epilogue(const Matrix& w, cpu::int8::ActivationParams p, const Tensor& bias, bool relu,
+// ReLU goes in the micro-kernels' store; another activation runs after each block of rows.
+void set_activation(cpu::int8::Epilogue& e, const Activation& act) {
+  if (!act.on) return;
+  if (act.op == kernel::UnaryOp::relu) {
+    e.relu = true;
+    return;
+  }
+  e.activate = true;
+  e.activation = act.op;
+  e.alpha = static_cast<float>(act.alpha);
+}
+
+cpu::int8::Epilogue epilogue(const Matrix& w, cpu::int8::ActivationParams p, const Tensor& bias, const Activation& act,
                              const std::string& who) {
   cpu::int8::Epilogue e;
   e.a_scale = p.scale;
@@ -75,7 +87,7 @@ cpu::int8::Epilogue epilogue(const Matrix& w, cpu::int8::ActivationParams p, con
       throw ShapeError(fmt::format("{}: bias {} for {} output channels", who, bias.shape().to_string(), w.packed.n));
     e.bias = bias.data<float>();
   }
-  e.relu = relu;
+  set_activation(e, act);
   return e;
 }
 
@@ -162,13 +174,13 @@ const Matrix& MatrixCache::get(const Tensor& codes, const Tensor& scale, i64 row
 }
 
 void linear(const Tensor& x_in, const Tensor& codes, const Tensor& scale, const std::shared_ptr<MatrixCache>& cache,
-            const Tensor& bias, const Range& range, bool relu, const std::string& who, const Tensor& y) {
+            const Tensor& bias, const Range& range, const Activation& act, const std::string& who, const Tensor& y) {
   if (KernelRecorder* r = recorder())
     return r->kernel({"int8_linear"}, {&x_in, &codes, &scale, &bias, &range.calibrated}, {&y},
                      [=](const Tensor* t) {
                        Range rr = range;
                        rr.calibrated = t[4];
-                       linear(t[0], t[1], t[2], cache, t[3], rr, relu, who, t[5]);
+                       linear(t[0], t[1], t[2], cache, t[3], rr, act, who, t[5]);
                      });
   KernelClock clock;
   const Tensor x = host_float(x_in, who);
@@ -181,7 +193,7 @@ void linear(const Tensor& x_in, const Tensor& codes, const Tensor& scale, const 
   // Bytes k..k4 of each row are left as they are: they meet zero weights.
   std::uint8_t* a = scratch_codes(static_cast<std::size_t>(m * w.packed.k4));
   if (!cpu::int8::quantize_rows(x.data<float>(), m, k, k, p, a, w.packed.k4)) not_finite(who);
-  cpu::int8::gemm(a, w.packed.k4, m, w.packed, epilogue(w, p, bias, relu, who), static_cast<float*>(y.raw_data()),
+  cpu::int8::gemm(a, w.packed.k4, m, w.packed, epilogue(w, p, bias, act, who), static_cast<float*>(y.raw_data()),
                   w.packed.n);
 }
 
@@ -201,14 +213,14 @@ void plan_axis(const std::string& padding, i64 in, i64 k, i64 stride, i64 dilati
 }
 
 void conv2d(const Tensor& x_in, const Tensor& codes, const Tensor& scale, const std::shared_ptr<MatrixCache>& cache,
-            const ConvGeometry& g, const Tensor& bias, const Range& range, bool relu, const std::string& who,
+            const ConvGeometry& g, const Tensor& bias, const Range& range, const Activation& act, const std::string& who,
             const Tensor& y) {
   if (KernelRecorder* r = recorder())
     return r->kernel({"int8_conv2d"}, {&x_in, &codes, &scale, &bias, &range.calibrated}, {&y},
                      [=](const Tensor* t) {
                        Range rr = range;
                        rr.calibrated = t[4];
-                       conv2d(t[0], t[1], t[2], cache, g, t[3], rr, relu, who, t[5]);
+                       conv2d(t[0], t[1], t[2], cache, g, t[3], rr, act, who, t[5]);
                      });
   KernelClock clock;
   const Tensor x = host_float(x_in, who);
@@ -222,17 +234,17 @@ void conv2d(const Tensor& x_in, const Tensor& codes, const Tensor& scale, const 
   cpu::int8::ConvShape cs;
   cs.n = n, cs.h = h, cs.w = wd, cs.c = c, cs.kh = g.kh, cs.kw = g.kw, cs.sh = g.sh, cs.sw = g.sw, cs.dh = g.dh, cs.dw = g.dw;
   cs.pad_top = g.pad_top, cs.pad_left = g.pad_left, cs.out_h = g.out_h, cs.out_w = g.out_w;
-  cpu::int8::conv2d(xq, cs, w.packed, epilogue(w, p, bias, relu, who), static_cast<float*>(y.raw_data()));
+  cpu::int8::conv2d(xq, cs, w.packed, epilogue(w, p, bias, act, who), static_cast<float*>(y.raw_data()));
 }
 
 void depthwise2d(const Tensor& x_in, const Tensor& codes_in, const Tensor& scale_in, const ConvGeometry& g,
-                 const Tensor& bias, const Range& range, bool relu, const std::string& who, const Tensor& y) {
+                 const Tensor& bias, const Range& range, const Activation& act, const std::string& who, const Tensor& y) {
   if (KernelRecorder* r = recorder())
     return r->kernel({"int8_depthwise2d"}, {&x_in, &codes_in, &scale_in, &bias, &range.calibrated}, {&y},
                      [=](const Tensor* t) {
                        Range rr = range;
                        rr.calibrated = t[4];
-                       depthwise2d(t[0], t[1], t[2], g, t[3], rr, relu, who, t[5]);
+                       depthwise2d(t[0], t[1], t[2], g, t[3], rr, act, who, t[5]);
                      });
   KernelClock clock;
   const Tensor x = host_float(x_in, who), codes = codes_in.contiguous(), scale = scale_in.contiguous();
@@ -249,6 +261,8 @@ void depthwise2d(const Tensor& x_in, const Tensor& codes_in, const Tensor& scale
   const bool per_channel = scale.size() > 1;
   const float* bp = bias.defined() ? bias.data<float>() : nullptr;
   auto* out = static_cast<float*>(y.raw_data());
+  cpu::int8::Epilogue e;
+  set_activation(e, act);
   std::vector<std::int32_t> acc(static_cast<std::size_t>(f));
   for (i64 b = 0; b < n; ++b)
     for (i64 oy = 0; oy < g.out_h; ++oy)
@@ -271,8 +285,9 @@ void depthwise2d(const Tensor& x_in, const Tensor& codes_in, const Tensor& scale
         for (i64 j = 0; j < f; ++j) {
           float v = static_cast<float>(acc[j]) * (p.scale * ws[per_channel ? j : 0]);
           if (bp) v += bp[j];
-          o[j] = relu && v < 0 ? 0.0f : v;
+          o[j] = e.relu && v < 0 ? 0.0f : v;
         }
+        if (ox + 1 == g.out_w) cpu::int8::activate(e, out + (b * g.out_h + oy) * g.out_w * f, g.out_w * f);
       }
 }
 

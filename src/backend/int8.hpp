@@ -2,8 +2,8 @@
 // Tensor-level int8 kernels of post-training quantization (keel::quantization), on the CPU
 // kernels of cpu/int8_gemm.hpp. Quantized weights are symmetric int8 values stored as uint8
 // codes with a zero point of 128 (code = q + 128, q in -127..127); activations are quantized
-// to unsigned 7 bits on the way in, and every kernel returns float32 (bias and ReLU applied in
-// the GEMM's epilogue).
+// to unsigned 7 bits on the way in, and every kernel returns float32 (bias and the activation
+// applied in the GEMM's epilogue).
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -55,13 +55,22 @@ struct Range {
   float lo = 0, hi = 0;
 };
 
+// The activation a kernel applies in its epilogue, to each block of its result while in cache:
+// none, or one elementwise kernel (ReLU in the GEMM's own store; the others, sigmoid, tanh,
+// gelu, ..., as layers/elementwise_activations.hpp lists them, through the float kernels).
+struct Activation {
+  bool on = false;
+  kernel::UnaryOp op = kernel::UnaryOp::relu;
+  double alpha = 0;
+};
+
 // The kernels below write their float32 result into `y`, which the caller allocates; under a
 // recorder (keel::function) each is one kernel, replayed with its operands. `who` names the layer
 // in errors (a NaN or infinite input is a ValueError: 7-bit codes cannot hold it).
 
-// y[m, n] = x[m, k] . W + bias, then ReLU when `relu`; W = codes [k, n] (uint8) x scale.
+// y[m, n] = act(x[m, k] . W + bias); W = codes [k, n] (uint8) x scale.
 void linear(const Tensor& x, const Tensor& codes, const Tensor& scale, const std::shared_ptr<MatrixCache>& cache,
-            const Tensor& bias, const Range& range, bool relu, const std::string& who, const Tensor& y);
+            const Tensor& bias, const Range& range, const Activation& act, const std::string& who, const Tensor& y);
 
 // A 2-D convolution's geometry (NHWC input, Keras' padding already turned into pads).
 struct ConvGeometry {
@@ -74,11 +83,11 @@ void plan_axis(const std::string& padding, std::int64_t in, std::int64_t k, std:
 // x [N, H, W, C] with codes [kh * kw * C, F] (Keras' kernel [kh, kw, C, F] flattened) into
 // y [N, out_h, out_w, F].
 void conv2d(const Tensor& x, const Tensor& codes, const Tensor& scale, const std::shared_ptr<MatrixCache>& cache,
-            const ConvGeometry& g, const Tensor& bias, const Range& range, bool relu, const std::string& who,
+            const ConvGeometry& g, const Tensor& bias, const Range& range, const Activation& act, const std::string& who,
             const Tensor& y);
 // x [N, H, W, C] with codes [kh, kw, C, M] (DepthwiseConv2D's kernel) and scale [C * M] or [1].
 void depthwise2d(const Tensor& x, const Tensor& codes, const Tensor& scale, const ConvGeometry& g, const Tensor& bias,
-                 const Range& range, bool relu, const std::string& who, const Tensor& y);
+                 const Range& range, const Activation& act, const std::string& who, const Tensor& y);
 // Rows `ids` of codes [vocab, dim] times their scale ([vocab] or [1]) into y [ids..., dim];
 // ValueError for an id outside [0, vocab).
 void embedding(const Tensor& ids, const Tensor& codes, const Tensor& scale, const std::string& who, const Tensor& y);

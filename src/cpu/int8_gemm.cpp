@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "cpu/kernels.hpp"
 #include "cpu/thread_pool.hpp"
 #include "cpu/window_kernels.hpp"
 #include "keel/core/config.hpp"
@@ -113,6 +114,24 @@ PackedWeights pack(const std::int8_t* q, i64 k, i64 n) {
   return w;
 }
 
+void activate(const Epilogue& e, float* y, i64 n) {
+  if (e.activate) typed_kernels<float>().unary(e.activation, y, y, n, e.alpha);
+}
+
+namespace {
+
+// Rows [r0, r1) of the output through the micro-kernels, then through the epilogue's other
+// activation while they are in cache.
+void rows_with_activation(RowsFn fn, const std::uint8_t* a, i64 lda, i64 r0, i64 r1, const PackedWeights& w,
+                          const Epilogue& e, float* out, i64 ldo) {
+  fn(a, lda, r0, r1, w, e, out, ldo);
+  if (!e.activate) return;
+  if (ldo == w.n) return activate(e, out + r0 * ldo, (r1 - r0) * w.n);
+  for (i64 r = r0; r < r1; ++r) activate(e, out + r * ldo, w.n);
+}
+
+}  // namespace
+
 void gemm(const std::uint8_t* a, i64 lda, i64 m, const PackedWeights& w, const Epilogue& e, float* out, i64 ldo) {
   if (m <= 0 || w.n <= 0) return;
   const RowsFn fn = active().load(std::memory_order_relaxed)->fn;
@@ -120,8 +139,15 @@ void gemm(const std::uint8_t* a, i64 lda, i64 m, const PackedWeights& w, const E
   // work pays for them (the loop kernels' rule).
   const i64 tiles = (m + 5) / 6;
   const int parts = window::plan_parts(tiles, 6.0 * static_cast<double>(w.n16) * static_cast<double>(w.k4));
-  if (parts <= 1) return fn(a, lda, 0, m, w, e, out, ldo);
-  parallel_ranges(tiles, parts, [&](i64 t0, i64 t1) { fn(a, lda, t0 * 6, std::min(m, t1 * 6), w, e, out, ldo); });
+  // Blocks of at most 48 rows keep an activation's pass over them in L1/L2.
+  constexpr i64 kActivationTiles = 8;
+  const i64 step = e.activate ? kActivationTiles : tiles;  // without one: each range in one call
+  const auto run = [&](i64 t0, i64 t1) {
+    for (i64 t = t0; t < t1; t += step)
+      rows_with_activation(fn, a, lda, t * 6, std::min(m, std::min(t1, t + step) * 6), w, e, out, ldo);
+  };
+  if (parts <= 1) return run(0, tiles);
+  parallel_ranges(tiles, parts, run);
 }
 
 namespace {
@@ -214,7 +240,7 @@ void conv2d(const std::uint8_t* xq, const ConvShape& s, const PackedWeights& w, 
     for (i64 blk = b0; blk < b1; ++blk) {
       const i64 p0 = blk * kBlock, p1 = std::min(pixels, p0 + kBlock);
       im2col_rows(xq, s, zp, w.k4, p0, p1, rows.data());
-      fn(rows.data(), w.k4, 0, p1 - p0, w, e, out + p0 * w.n, w.n);
+      rows_with_activation(fn, rows.data(), w.k4, 0, p1 - p0, w, e, out + p0 * w.n, w.n);
     }
   });
 }

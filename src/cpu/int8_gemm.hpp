@@ -4,7 +4,7 @@
 // signed 8-bit (-127..127, symmetric, a scale per output column or one for all):
 //
 //   out[i, j] = float(sum_k a[i, k] * w[k, j] - zero_point * colsum[j]) * (a_scale * w_scale[j])
-//               + bias[j],  then max(., 0) when relu
+//               + bias[j],  then max(., 0) when relu (or another activation, see Epilogue)
 //
 // 7-bit activations keep AVX2's vpmaddubsw (u8 x s8 pairs summed into int16, saturating) exact:
 // 127 * 127 * 2 < 32767. AVX-512 VNNI's vpdpbusd has no such limit, but every level computes the
@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "core/kernel_kinds.hpp"
 
 namespace keel::cpu::int8 {
 
@@ -37,7 +39,16 @@ struct Epilogue {
   bool per_channel = true;
   const float* bias = nullptr;     // n values, or null
   bool relu = false;
+  // Another elementwise activation (sigmoid, tanh, gelu, ...): the float kernels' own, run over
+  // each block of output rows right after the micro-kernels wrote it (still in cache), so the
+  // result is the same as that activation applied to the whole output afterwards.
+  bool activate = false;
+  kernel::UnaryOp activation = kernel::UnaryOp::relu;
+  float alpha = 0;
 };
+
+// The epilogue's other activation (when `activate`) over n contiguous outputs, in place.
+void activate(const Epilogue& e, float* y, std::int64_t n);
 
 // a: [m, k4] unsigned 7-bit, row stride lda >= w.k4 (bytes k..k4 of each row may hold anything:
 // they meet zero weights). out: [m, n] float, row stride ldo.

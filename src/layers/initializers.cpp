@@ -11,6 +11,7 @@
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/nn.hpp"
 #include "keel/ops/reduce.hpp"
+#include "layers/elementwise_activations.hpp"
 #include "layers/weight_classes.hpp"
 
 namespace keel {
@@ -138,33 +139,50 @@ std::string Regularizer::name() const {
 
 namespace activations {
 
+namespace detail {
+
+const ElementwiseActivation* elementwise_activation(const std::string& name) {
+  using kernel::UnaryOp;
+  // The parameters are the ops' defaults (Keras 3's): leaky_relu's negative slope 0.2, elu's 1.
+  static const ElementwiseActivation table[] = {
+      {"relu", [](const Tensor& x) { return relu(x); }, UnaryOp::relu, 0},
+      {"relu6", [](const Tensor& x) { return relu6(x); }, UnaryOp::relu6, 0},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, UnaryOp::sigmoid, 0},
+      {"tanh", [](const Tensor& x) { return tanh(x); }, UnaryOp::tanh, 0},
+      {"elu", [](const Tensor& x) { return elu(x, 1.0); }, UnaryOp::elu, 1.0},
+      {"gelu", [](const Tensor& x) { return gelu(x, false); }, UnaryOp::gelu, 0},
+      {"silu", [](const Tensor& x) { return silu(x); }, UnaryOp::silu, 0},
+      {"swish", [](const Tensor& x) { return silu(x); }, UnaryOp::silu, 0},
+      {"softplus", [](const Tensor& x) { return softplus(x); }, UnaryOp::softplus, 0},
+      {"leaky_relu", [](const Tensor& x) { return leaky_relu(x, 0.2); }, UnaryOp::leaky_relu, 0.2},
+      {"exponential", [](const Tensor& x) { return exp(x); }, UnaryOp::exp, 0},
+      {"selu", [](const Tensor& x) { return selu(x); }, UnaryOp::selu, 0},
+      {"softsign", [](const Tensor& x) { return softsign(x); }, UnaryOp::softsign, 0},
+      {"hard_sigmoid", [](const Tensor& x) { return hard_sigmoid(x); }, UnaryOp::hard_sigmoid, 0},
+      {"hard_silu", [](const Tensor& x) { return hard_swish(x); }, UnaryOp::hard_swish, 0},
+      {"hard_swish", [](const Tensor& x) { return hard_swish(x); }, UnaryOp::hard_swish, 0},
+      {"mish", [](const Tensor& x) { return mish(x); }, UnaryOp::mish, 0},
+  };
+  for (const auto& e : table)
+    if (name == e.name) return &e;
+  return nullptr;
+}
+
+}  // namespace detail
+
 ActivationFn::ActivationFn(std::string name) : name_(std::move(name)) {
   const std::string& n = name_;
   if (n.empty() || n == "linear" || n == "none") {
     name_ = "linear";
     return;
   }
-  if (n == "relu") fn_ = [](const Tensor& x) { return relu(x); };
-  else if (n == "relu6") fn_ = [](const Tensor& x) { return relu6(x); };
-  else if (n == "sigmoid") fn_ = [](const Tensor& x) { return sigmoid(x); };
-  else if (n == "tanh") fn_ = [](const Tensor& x) { return tanh(x); };
+  if (const auto* e = detail::elementwise_activation(n)) fn_ = e->op;
   else if (n == "softmax") fn_ = [](const Tensor& x) { return softmax(x, -1); };
   else if (n == "log_softmax") fn_ = [](const Tensor& x) { return log_softmax(x, -1); };
-  else if (n == "elu") fn_ = [](const Tensor& x) { return elu(x); };
-  else if (n == "gelu") fn_ = [](const Tensor& x) { return gelu(x); };
-  else if (n == "silu" || n == "swish") fn_ = [](const Tensor& x) { return silu(x); };
-  else if (n == "softplus") fn_ = [](const Tensor& x) { return softplus(x); };
-  else if (n == "leaky_relu") fn_ = [](const Tensor& x) { return leaky_relu(x); };
-  else if (n == "exponential") fn_ = [](const Tensor& x) { return exp(x); };
-  else if (n == "selu") fn_ = [](const Tensor& x) { return selu(x); };
-  else if (n == "softsign") fn_ = [](const Tensor& x) { return softsign(x); };
-  else if (n == "hard_sigmoid") fn_ = [](const Tensor& x) { return hard_sigmoid(x); };
   // Keras 2's (and TensorFlow.js's) hard_sigmoid, clip(0.2 x + 0.5, 0, 1): tfjs's default
   // recurrent_activation. Keras 3's hard_sigmoid above is relu6(x + 3) / 6.
   else if (n == "hard_sigmoid_keras2")
     fn_ = [](const Tensor& x) { return clip_by_value(add(mul(x, scalar_like(x, 0.2)), scalar_like(x, 0.5)), 0.0, 1.0); };
-  else if (n == "hard_silu" || n == "hard_swish") fn_ = [](const Tensor& x) { return hard_swish(x); };
-  else if (n == "mish") fn_ = [](const Tensor& x) { return mish(x); };
   else
     throw ValueError(fmt::format(
         "activation: unknown name '{}' (expected linear, relu, relu6, sigmoid, tanh, softmax, log_softmax, "

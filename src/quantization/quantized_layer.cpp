@@ -13,6 +13,7 @@
 #include "backend/int8.hpp"
 #include "keel/layers/registry.hpp"
 #include "keel/ops/creation.hpp"
+#include "layers/elementwise_activations.hpp"
 #include "layers/layer_util.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/shape.hpp"
@@ -94,11 +95,11 @@ struct QuantizedLayer::State {
   Tensor bias() const { return has("bias") ? find("bias").value->peek().contiguous() : Tensor(); }
   // y[m, n] = x[m, k] . kernel `rel` (+ bias), on the int8 GEMM.
   Tensor linear(const Tensor& x, const std::string& rel, const Tensor& bias, const backend::int8::Range& range,
-                bool relu, const std::string& who) {
+                const backend::int8::Activation& act, const std::string& who) {
     const Stored& w = find(rel);
     const Shape m = matrix_shape(kind, w.value->shape());
     Tensor y = empty(Shape{x.shape()[0], m[1]}, DType::float32);
-    backend::int8::linear(x.contiguous(), reshape(w.value->peek(), m), w.scale->peek(), cache(rel), bias, range, relu,
+    backend::int8::linear(x.contiguous(), reshape(w.value->peek(), m), w.scale->peek(), cache(rel), bias, range, act,
                           who, y);
     return y;
   }
@@ -266,16 +267,19 @@ Tensor QuantizedLayer::call_int8(const Tensor& x) {
     backend::int8::observe(cast(x, DType::float32), st.seen_lo, st.seen_hi, max_samples ? &st.sample : nullptr,
                            max_samples);
   }
+  // An elementwise activation runs in the kernels' epilogue (the same float kernel the op would
+  // run afterwards, on each block while it is in cache); softmax and the like run after.
   const activations::ActivationFn& act = st.activation;
-  const bool fuse_relu = act.name() == "relu";
-  const auto finish = [&](Tensor y) { return fuse_relu ? y : act(y); };
+  backend::int8::Activation fused;
+  if (const auto* e = activations::detail::elementwise_activation(act.name())) fused = {true, e->kernel, e->alpha};
+  const auto finish = [&](Tensor y) { return fused.on ? y : act(y); };
   const Tensor xf = st.kind == Kind::embedding ? x : cast(x, DType::float32);
   const Shape s = x.shape();
 
   switch (st.kind) {
     case Kind::dense: {
       const i64 k = s[s.rank() - 1];
-      Tensor y = st.linear(reshape(xf, Shape{-1, k}), "kernel", st.bias(), range, fuse_relu, who);
+      Tensor y = st.linear(reshape(xf, Shape{-1, k}), "kernel", st.bias(), range, fused, who);
       std::vector<i64> dims = s.dims();
       dims.back() = y.shape()[1];
       y = reshape(finish(y), Shape(dims));
@@ -304,13 +308,13 @@ Tensor QuantizedLayer::call_int8(const Tensor& x) {
       if (st.kind == Kind::depthwise2d) {
         const State::Stored& w = st.find("depthwise_kernel");
         y = empty(Shape{s[0], g.out_h, g.out_w, w.value->shape()[2] * w.value->shape()[3]}, DType::float32);
-        backend::int8::depthwise2d(x4c, w.value->peek(), w.scale->peek(), g, st.bias(), range, fuse_relu, who, y);
+        backend::int8::depthwise2d(x4c, w.value->peek(), w.scale->peek(), g, st.bias(), range, fused, who, y);
       } else {
         const State::Stored& w = st.find("kernel");
         const Shape m = matrix_shape(st.kind, w.value->shape());
         y = empty(Shape{s[0], g.out_h, g.out_w, m[1]}, DType::float32);
         backend::int8::conv2d(x4c, reshape(w.value->peek(), m), w.scale->peek(), st.cache("kernel"), g, st.bias(),
-                              range, fuse_relu, who, y);
+                              range, fused, who, y);
       }
       y = finish(y);
       return one_d ? reshape(y, Shape{s[0], g.out_w, y.shape()[3]}) : y;
@@ -330,7 +334,7 @@ Tensor QuantizedLayer::call_int8(const Tensor& x) {
       const bool backwards = c.value("go_backwards", false);
       // The input projection of every step in one product; the recurrent one step by step, on h
       // whose range is [-1, 1] with tanh (o * tanh(c)), else taken from each step.
-      const Tensor xz = reshape(st.linear(reshape(xf, Shape{n * t, s[2]}), "kernel", st.bias(), range, false, who),
+      const Tensor xz = reshape(st.linear(reshape(xf, Shape{n * t, s[2]}), "kernel", st.bias(), range, {}, who),
                                 Shape{n, t, 4 * u});
       backend::int8::Range h_range;
       if (act.name() == "tanh") h_range.fixed = true, h_range.lo = -1.0f, h_range.hi = 1.0f;
@@ -339,7 +343,7 @@ Tensor QuantizedLayer::call_int8(const Tensor& x) {
       for (i64 step = 0; step < t; ++step) {
         const i64 at = backwards ? t - 1 - step : step;
         const Tensor z = add(reshape(slice(xz, {0, at, 0}, {n, 1, 4 * u}), Shape{n, 4 * u}),
-                             st.linear(h, "recurrent_kernel", Tensor(), h_range, false, who));
+                             st.linear(h, "recurrent_kernel", Tensor(), h_range, {}, who));
         const Tensor i = rec(slice(z, {0, 0}, {n, u})), f = rec(slice(z, {0, u}, {n, u}));
         const Tensor g = act(slice(z, {0, 2 * u}, {n, u})), o = rec(slice(z, {0, 3 * u}, {n, u}));
         cell = add(mul(f, cell), mul(i, g));
