@@ -345,10 +345,14 @@ void save_keras3(Model& model, const std::string& path) {
       const auto order = model.optimizer() ? keras_variable_order(*model.optimizer(), model.trainable_weights())
                                            : std::nullopt;
       bool complete = order.has_value();
-      for (std::size_t i = 0; complete && i < order->size(); ++i) complete = parts.optimizer->tensors.count((*order)[i]) > 0;
+      for (std::size_t i = 0; complete && i < order->size(); ++i)
+        complete = is_keras_only((*order)[i]) || parts.optimizer->tensors.count((*order)[i]) > 0;
       if (complete)
-        for (std::size_t i = 0; i < order->size(); ++i)
-          vars.write_dataset(std::to_string(i), parts.optimizer->tensors.at((*order)[i]));
+        for (std::size_t i = 0; i < order->size(); ++i) {
+          const std::string& name = (*order)[i];
+          vars.write_dataset(std::to_string(i),
+                             is_keras_only(name) ? keras_only_value(name) : parts.optimizer->tensors.at(name));
+        }
       h5::Group ks = og.create_group("keel_state");
       write_optimizer_state(ks, *parts.optimizer);
     }

@@ -17,7 +17,9 @@
 
 #include <fmt/core.h>
 
+#include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
+#include "keel/optimizers/loss_scale_optimizer.hpp"
 #include "keel/optimizers/optimizer.hpp"
 
 namespace keel::models::detail {
@@ -32,8 +34,24 @@ bool keras_order_known(const std::string& cls) {
 
 }  // namespace
 
+Tensor keras_only_value(const std::string& name) {
+  return name == kKerasOnlyIteration ? zeros(Shape{}, DType::int64) : zeros(Shape{}, DType::float32);
+}
+
 std::optional<std::vector<std::string>> keras_variable_order(optimizers::Optimizer& optimizer,
                                                              const std::vector<Variable*>& trainable) {
+  // Keras 3's LossScaleOptimizer (keras/src/optimizers/loss_scale_optimizer.py): its own
+  // iteration and learning_rate (made by the base constructor, never used: it forwards both to
+  // the inner optimizer), step_counter and dynamic_scale (made in build), then the inner
+  // optimizer's variables.
+  if (auto* lso = dynamic_cast<optimizers::LossScaleOptimizer*>(&optimizer)) {
+    auto inner = keras_variable_order(*lso->inner_optimizer(), trainable);
+    if (!inner) return std::nullopt;
+    std::vector<std::string> order{kKerasOnlyIteration, kKerasOnlyLearningRate};
+    if (optimizer.built()) order.insert(order.end(), {"step_counter", "dynamic_scale"});
+    order.insert(order.end(), inner->begin(), inner->end());
+    return order;
+  }
   if (!keras_order_known(optimizer.class_name())) return std::nullopt;
   const auto vars = optimizer.variables();
   std::set<std::string> globals;
@@ -90,11 +108,15 @@ std::optional<std::map<std::string, Tensor>> keras_state_by_name(optimizers::Opt
                              "optimizer starts from a fresh state\n", label, optimizer.class_name());
     return std::nullopt;
   }
-  // A saved optimizer that was never built holds what Keras creates in its constructor.
-  std::size_t base = 0;
-  while (base < order->size() && (*order)[base].find('/') == std::string::npos && (*order)[base] != "u_product") ++base;
+  // A saved optimizer that was never built holds what Keras creates in its constructor: the
+  // order without the variables build() makes (the slots, Nadam's u_product, a loss scale
+  // optimizer's step_counter and dynamic_scale).
+  std::vector<std::string> unbuilt;
+  for (const std::string& n : *order)
+    if (n.find('/') == std::string::npos && n != "u_product" && n != "step_counter" && n != "dynamic_scale")
+      unbuilt.push_back(n);
   built = optimizer.built() && saved.size() == order->size();
-  if (!built && saved.size() != base) {
+  if (!built && saved.size() != unbuilt.size()) {
     // Keras' BaseOptimizer.load_own_variables warns and skips in this case.
     std::cerr << fmt::format("load_model: {}: skipping variable loading for optimizer '{}', because it has {} "
                              "variables whereas the saved optimizer has {} variables\n",
@@ -105,7 +127,13 @@ std::optional<std::map<std::string, Tensor>> keras_state_by_name(optimizers::Opt
   for (const auto& [name, v] : optimizer.variables()) by_name.emplace(name, v);
   std::map<std::string, Tensor> out;
   for (std::size_t i = 0; i < saved.size(); ++i) {
-    const std::string& name = (*order)[i];
+    const std::string& name = built ? (*order)[i] : unbuilt[i];
+    if (is_keras_only(name)) {  // a value keel has no variable for (and Keras never reads)
+      if (saved[i].shape() != Shape{})
+        throw IOError(fmt::format("load_model: {}: optimizer/vars/{} has shape {}, but Keras' {} lists a scalar there",
+                                  label, i, saved[i].shape().to_string(), optimizer.class_name()));
+      continue;
+    }
     const Variable* v = by_name.at(name);
     if (saved[i].shape() != v->shape())
       throw IOError(fmt::format("load_model: {}: optimizer/vars/{} has shape {}, but Keras' {} lists '{}' of shape {} "

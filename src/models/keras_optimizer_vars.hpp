@@ -16,6 +16,14 @@ class Optimizer;
 
 namespace keel::models::detail {
 
+// Entries of Keras' order that keel keeps no variable for: a LossScaleOptimizer's own iteration
+// and learning_rate, which Keras makes and never uses. Written as 0 (int64) and 0.0 (float32).
+inline constexpr const char* kKerasOnlyIteration = "#loss_scale_optimizer_iteration";
+inline constexpr const char* kKerasOnlyLearningRate = "#loss_scale_optimizer_learning_rate";
+inline bool is_keras_only(const std::string& name) { return !name.empty() && name[0] == '#'; }
+// Its value, as Keras has it.
+Tensor keras_only_value(const std::string& name);
+
 // keel's names of `optimizer`'s variables (optimizer.variables() after it was built on
 // `trainable`, or only "iteration" and "learning_rate" when it is not built) in Keras 3's
 // order; nullopt for an optimizer whose order keel does not know (a LossScaleOptimizer, a

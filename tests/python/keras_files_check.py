@@ -292,26 +292,46 @@ with tempfile.TemporaryDirectory() as work:
     weights = ["dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias"]
     shapes = {"dense/kernel": (4, 3), "dense/bias": (3,), "dense_1/kernel": (3, 2), "dense_1/bias": (2,)}
 
+    def saved_optimizer_vars(command, keras_file):
+        """Has the tool train and save a model; its "optimizer/vars" as {"0": array, ...}, or None."""
+        r = subprocess.run([TOOL, command, work], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, f"keel could not save a trained model ({command}): {r.stderr.strip()}")
+        if r.returncode != 0:
+            return None
+        with zipfile.ZipFile(os.path.join(work, keras_file)) as z:
+            with open(os.path.join(work, "inner.weights.h5"), "wb") as out:
+                out.write(z.read("model.weights.h5"))
+        with h5py.File(os.path.join(work, "inner.weights.h5"), "r") as f:
+            return {k: v[()] for k, v in f["optimizer/vars"].items()}
+
     # keel -> Keras: a trained Adam(amsgrad)'s variables, in Keras' order, with keel's values.
     opt_dir = os.path.join(work, "opt")
-    r = subprocess.run([TOOL, "save_trained", work], capture_output=True, text=True, timeout=60)
-    check(r.returncode == 0, f"keel could not save a trained model: {r.stderr.strip()}")
-    if r.returncode == 0:
-        with zipfile.ZipFile(os.path.join(work, "m_opt.keras")) as z:
-            with open(os.path.join(work, "opt_inner.h5"), "wb") as out:
-                out.write(z.read("model.weights.h5"))
-        with h5py.File(os.path.join(work, "opt_inner.h5"), "r") as f:
-            g = f["optimizer/vars"]
-            order = expected_order("Adam", weights)
-            check(sorted(g.keys(), key=int) == [str(i) for i in range(len(order))],
-                  f"m_opt.keras optimizer/vars holds {sorted(g.keys(), key=int)}, Keras' Adam(amsgrad) has {len(order)}")
-            for i, name in enumerate(order):
-                if str(i) not in g:
-                    continue
-                want = np.load(os.path.join(opt_dir, name + ".npy"))
-                check(g[str(i)].shape == want.shape and np.array_equal(g[str(i)][()], want),
-                      f"optimizer/vars/{i} is not keel's {name}")
-            check(g["0"].dtype == np.int64 and int(g["0"][()]) == 3, f"iteration {g['0'][()]} ({g['0'].dtype}), want 3")
+    g = saved_optimizer_vars("save_trained", "m_opt.keras")
+    if g is not None:
+        order = expected_order("Adam", weights)
+        check(sorted(g.keys(), key=int) == [str(i) for i in range(len(order))],
+              f"m_opt.keras optimizer/vars holds {sorted(g.keys(), key=int)}, Keras' Adam(amsgrad) has {len(order)}")
+        for i, name in enumerate(order):
+            if str(i) not in g:
+                continue
+            want = np.load(os.path.join(opt_dir, name + ".npy"))
+            check(g[str(i)].shape == want.shape and np.array_equal(g[str(i)][()], want),
+                  f"optimizer/vars/{i} is not keel's {name}")
+        check(g["0"].dtype == np.int64 and int(g["0"][()]) == 3, f"iteration {g['0'][()]} ({g['0'].dtype}), want 3")
+
+    def loads_optimizer(path, label, names, values):
+        """Has keel load `path` compiled: its optimizer must hold values[name] for each name, with no warning."""
+        out = os.path.join(work, f"keel_{label}")
+        os.makedirs(out, exist_ok=True)
+        r = subprocess.run([TOOL, "optimizer", path, out], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 0, f"keel could not load {os.path.basename(path)} compiled: {r.stderr.strip()}")
+        check("fresh state" not in r.stderr and "skipping" not in r.stderr.lower(), f"{label}: {r.stderr.strip()}")
+        if r.returncode == 0:
+            for name in names:
+                f = os.path.join(out, name + ".npy")
+                got = np.load(f) if os.path.exists(f) else None
+                check(got is not None and np.array_equal(got.astype(values[name].dtype), values[name]),
+                      f"{label}: keel's {name} is {got}, the file's {values[name]}")
 
     # Keras -> keel: files with the optimizer variables Keras writes, loaded into keel's optimizer.
     for optimizer, config in (("Adam", {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-07, "amsgrad": True}),
@@ -334,17 +354,50 @@ with tempfile.TemporaryDirectory() as work:
         write_keras(path, model_config, [None, 4],
                     {"layers/dense": [f32(4, 3), f32(3)], "layers/dense_1": [f32(3, 2), f32(2)]},
                     compile_config=compile_config, optimizer_vars=[values[n] for n in order])
-        out = os.path.join(work, f"keel_{optimizer}")
-        os.makedirs(out, exist_ok=True)
-        r = subprocess.run([TOOL, "optimizer", path, out], capture_output=True, text=True, timeout=60)
-        check(r.returncode == 0, f"keel could not load {os.path.basename(path)} compiled: {r.stderr.strip()}")
-        check("fresh state" not in r.stderr and "Skipping" not in r.stderr.lower(), f"{optimizer}: {r.stderr.strip()}")
-        if r.returncode == 0:
-            for name in order:
-                f = os.path.join(out, name + ".npy")
-                got = np.load(f) if os.path.exists(f) else None
-                check(got is not None and np.array_equal(got.astype(values[name].dtype), values[name]),
-                      f"{optimizer}: keel's {name} is {got}, the file's {values[name]}")
+        loads_optimizer(path, optimizer, order, values)
+
+    # A LossScaleOptimizer (keras/src/optimizers/loss_scale_optimizer.py): its own iteration and
+    # learning_rate (0 and 0.0: the base constructor makes them, Keras never uses them), then
+    # step_counter and dynamic_scale (made in build), then the inner optimizer's variables.
+    lso_order = ["step_counter", "dynamic_scale"] + expected_order("Adam", weights)
+    g = saved_optimizer_vars("save_trained_lso", "m_lso.keras")
+    if g is not None:
+        check(sorted(g.keys(), key=int) == [str(i) for i in range(2 + len(lso_order))],
+              f"m_lso.keras optimizer/vars holds {sorted(g.keys(), key=int)}, Keras' has {2 + len(lso_order)}")
+        check(g["0"].dtype == np.int64 and int(g["0"][()]) == 0 and float(g["1"][()]) == 0.0,
+              f"the loss scale optimizer's own iteration and learning_rate: {g['0'][()]}, {g['1'][()]}")
+        for i, name in enumerate(lso_order):
+            if str(i + 2) not in g:
+                continue
+            want = np.load(os.path.join(work, "opt_lso", name + ".npy"))
+            check(g[str(i + 2)].shape == want.shape and np.array_equal(g[str(i + 2)][()], want),
+                  f"m_lso.keras optimizer/vars/{i + 2} is not keel's {name}")
+        # 3 finite steps with dynamic_growth_steps 2: the scale doubled once, the counter at 1.
+        check(int(g["2"][()]) == 1 and float(g["3"][()]) == 65536.0,
+              f"step_counter {g['2'][()]}, dynamic_scale {g['3'][()]}")
+
+    lso_config = {"module": "keras.optimizers", "class_name": "LossScaleOptimizer",
+                  "config": {"name": "loss_scale_optimizer", "initial_scale": 32768.0, "dynamic_growth_steps": 2000,
+                             "inner_optimizer": {"module": "keras.optimizers", "class_name": "Adam",
+                                                 "config": {"name": "adam", "learning_rate": 0.005, "beta_1": 0.9,
+                                                            "beta_2": 0.999, "epsilon": 1e-07, "amsgrad": True},
+                                                 "registered_name": None}},
+                  "registered_name": None}
+    values = {"step_counter": np.array(17, dtype=np.int64), "dynamic_scale": np.array(1024.0, dtype=np.float32),
+              "iteration": np.array(41, dtype=np.int64), "learning_rate": np.array(0.005, dtype=np.float32)}
+    for name in lso_order[4:]:
+        values[name] = rng.uniform(0.1, 1.0, shapes["/".join(name.split("__")[:2])]).astype(np.float32)
+    path = os.path.join(work, "keras_lso.keras")
+    write_keras(path, {"class_name": "Sequential", "config": {"name": "sequential", "trainable": True, "dtype": policy(),
+                       "layers": [input3("input_layer", [4]), dense3("dense", 3, "relu", 4),
+                                  dense3("dense_1", 2, "linear", 3)]}},
+                [None, 4], {"layers/dense": [f32(4, 3), f32(3)], "layers/dense_1": [f32(3, 2), f32(2)]},
+                compile_config={"optimizer": lso_config, "loss": "mean_squared_error", "loss_weights": None,
+                                "metrics": None, "weighted_metrics": None, "run_eagerly": False,
+                                "steps_per_execution": 1, "jit_compile": False},
+                optimizer_vars=[np.array(0, dtype=np.int64), np.array(0.0, dtype=np.float32)] +
+                               [values[n] for n in lso_order])
+    loads_optimizer(path, "LossScaleOptimizer", lso_order, values)
 
     # ---- (d) tf.keras 2 optimizer_weights in a legacy .h5 --------------------------------------
     # tf_keras/src/saving/legacy/hdf5_format.py writes optimizer.weights under "optimizer_weights",

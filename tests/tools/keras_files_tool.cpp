@@ -8,6 +8,9 @@
 //   keras_files_tool save_trained <folder>
 //       the same model compiled with Adam(amsgrad) and trained 3 steps, saved as m_opt.keras,
 //       with its optimizer's variables as opt/<name>.npy ('/' written as "__")
+//   keras_files_tool save_trained_lso <folder>
+//       the same with LossScaleOptimizer(Adam(amsgrad), dynamic_growth_steps 2), as m_lso.keras
+//       and opt_lso/<name>.npy
 //   keras_files_tool optimizer <model.keras> <folder>
 //       loads the model compiled and writes its optimizer's variables as <folder>/<name>.npy
 #include <keel/keel.hpp>
@@ -51,15 +54,20 @@ int main(int argc, char** argv) {
       model.save_weights(dir + "/w.h5");
       return 0;
     }
-    if (cmd == "save_trained" && argc == 3) {
+    if ((cmd == "save_trained" || cmd == "save_trained_lso") && argc == 3) {
       const std::string dir = argv[2];
+      const bool lso = cmd == "save_trained_lso";
       random::set_seed(3);
       models::Sequential model{layers::InputLayer(Shape{4}), layers::Dense(3, {.activation = "relu"}), layers::Dense(2)};
-      model.compile({.optimizer = optimizers::Adam(0.01, {.amsgrad = true}), .loss = "mse"});
+      optimizers::OptimizerRef adam = optimizers::Adam(0.01, {.amsgrad = true});
+      model.compile({.optimizer = lso ? optimizers::OptimizerRef(std::make_shared<optimizers::LossScaleOptimizer>(
+                                            adam, optimizers::LossScaleOptimizerOptions{.dynamic_growth_steps = 2}))
+                                      : adam,
+                     .loss = "mse"});
       model.fit(random::normal(Shape{12, 4}), random::normal(Shape{12, 2}), {.batch_size = 4, .epochs = 1, .verbose = 0});
-      model.save(dir + "/m_opt.keras");
-      std::filesystem::create_directories(dir + "/opt");
-      dump_optimizer(*model.optimizer(), dir + "/opt");
+      model.save(dir + (lso ? "/m_lso.keras" : "/m_opt.keras"));
+      std::filesystem::create_directories(dir + (lso ? "/opt_lso" : "/opt"));
+      dump_optimizer(*model.optimizer(), dir + (lso ? "/opt_lso" : "/opt"));
       return 0;
     }
     if (cmd == "optimizer" && argc == 4) {
@@ -68,7 +76,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     std::fprintf(stderr, "usage: keras_files_tool predict <model> <x.npy> <out.npy> | save <folder> | "
-                         "save_trained <folder> | optimizer <model.keras> <folder>\n");
+                         "save_trained[_lso] <folder> | optimizer <model.keras> <folder>\n");
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "keras_files_tool: %s\n", e.what());
