@@ -3,7 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <atomic>
 #include <map>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 #include <zlib.h>
@@ -242,6 +244,83 @@ TEST_CASE("a traced function replays the user's ranges around the kernels traced
   CHECK(find(stats, "Exp") == nullptr);
   CHECK(again.to_vector<float>() == first.to_vector<float>());
   CHECK(third.to_vector<float>() == first.to_vector<float>());
+}
+
+TEST_CASE("threads the user starts are followed: their kernels and layer calls are events on tracks of their own",
+          "[profiler]") {
+  keel_test::Scratch dir("profiler-user-threads");
+  random::set_seed(4);
+  models::Sequential model({layers::InputLayer(Shape{4}), layers::Dense(3, {.name = "user_dense"})});
+  const Tensor x = random::normal({8, 4}), a = random::normal({5, 6}), b = random::normal({6, 2});
+  const Tensor want = model(x);
+  Tensor got, product;
+  profiler::start();
+  std::thread user([&] {
+    product = matmul(a, b);
+    got = model(x);
+  });
+  user.join();
+  exp(x);  // the profiling thread's own work
+  profiler::stop();
+  const auto stats = profiler::key_averages();
+  const auto* mm = find(stats, "BatchMatMulV2");
+  const auto* layer = find(stats, "user_dense");
+  REQUIRE(mm);
+  REQUIRE(layer);
+  CHECK(mm->calls == 2);  // the thread's own matmul and the Dense layer's
+  CHECK(layer->calls == 1);
+  CHECK(find(stats, "Exp") != nullptr);
+  CHECK(got.to_vector<float>() == want.to_vector<float>());  // results as without the profiler
+  CHECK(product.to_vector<float>() == matmul(a, b).to_vector<float>());
+  // In the trace: a track named "thread 0", holding the layer call with its matmul inside.
+  const std::string path = dir.dir + "/threads.json";
+  profiler::export_chrome_trace(path);
+  const auto trace = nlohmann::json::parse(keel_test::read_all(path));
+  int tid = 0;
+  for (const auto& e : trace.at("traceEvents"))
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"] == "thread 0") tid = e["tid"].get<int>();
+  REQUIRE(tid > 1);
+  std::vector<Span> layer_spans, mm_spans;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e["ph"] != "X" || e["tid"] != tid) continue;
+    const double ts = e["ts"].get<double>();
+    const Span span{ts, ts + e["dur"].get<double>()};
+    if (e["name"] == "user_dense") layer_spans.push_back(span);
+    if (e["name"] == "BatchMatMulV2") mm_spans.push_back(span);
+  }
+  CHECK(layer_spans.size() == 1);
+  CHECK(mm_spans.size() == 2);
+  CHECK(some_inside(mm_spans, layer_spans));
+  // Without a profile, such a thread records nothing.
+  profiler::start();
+  profiler::stop();
+  std::thread quiet([&] { matmul(a, b); });
+  quiet.join();
+  CHECK(profiler::key_averages().empty());
+}
+
+TEST_CASE("stopping the profile while a user thread computes is safe, and keeps what it recorded", "[profiler]") {
+  std::atomic<bool> done{false};
+  std::atomic<int> rounds{0};
+  const Tensor a = random::normal({32, 32});
+  std::thread worker([&] {
+    while (!done.load()) {
+      Tensor y = relu(matmul(a, a));
+      ++rounds;
+    }
+  });
+  while (rounds.load() < 3) std::this_thread::yield();
+  for (int i = 0; i < 5; ++i) {
+    profiler::start();
+    const int before = rounds.load();
+    while (rounds.load() < before + 3) std::this_thread::yield();
+    profiler::stop();
+    const auto* mm = find(profiler::key_averages(), "BatchMatMulV2");
+    REQUIRE(mm);
+    CHECK(mm->calls >= 2);
+  }
+  done = true;
+  worker.join();
 }
 
 TEST_CASE("start with a logdir writes a TensorBoard profile run", "[profiler]") {

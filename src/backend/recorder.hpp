@@ -70,52 +70,70 @@ class RangeListener {
   virtual void end() = 0;
 };
 
+class ThreadProfiler;
 namespace record_detail {
 extern thread_local KernelRecorder* active;
 extern thread_local int depth;  // > 0 inside a recorded call: nested backend calls run as is
 extern thread_local RangeListener* ranges;
+// Set by the profiler (an object that outlives every call it may get), read with one atomic load.
+extern std::atomic<ThreadProfiler*> thread_profiler;
+inline bool thread_profiler_running() { return thread_profiler.load(std::memory_order_relaxed) != nullptr; }
+// The recorder of one outermost call on a thread the profile does not follow yet (a thread the
+// user started): it follows the thread for that call (profiler.cpp does the following).
+KernelRecorder* follow_thread_for_call();
 }  // namespace record_detail
 
-// RAII: a range while a listener is installed; one thread-local load otherwise.
+class ThreadWork;
+namespace record_detail {
+// A range on a thread the profile does not follow yet (one the user started): the thread is
+// followed for the range's length (profiler.cpp). Null when no profile runs.
+ThreadWork* follow_thread_for_range(const char* category, const std::string& name);
+void end_followed_range(ThreadWork* work);
+}  // namespace record_detail
+
+// RAII: a range while a listener is installed; a thread-local load and, on a thread without a
+// listener, one relaxed atomic load otherwise.
 class ProfileRange {
  public:
   ProfileRange(const char* category, const std::string& name) : listener_(record_detail::ranges) {
     if (listener_) listener_->begin(category, name);
+    else if (record_detail::thread_profiler_running()) [[unlikely]]
+      work_ = record_detail::follow_thread_for_range(category, name);
   }
   ~ProfileRange() {
     // The range's own code may have stopped the profiler (TensorBoard's profile_batch ends
     // inside on_train_batch_end): only the listener still installed is told.
     if (listener_ && listener_ == record_detail::ranges) listener_->end();
+    if (work_) [[unlikely]] record_detail::end_followed_range(work_);
   }
   ProfileRange(const ProfileRange&) = delete;
   ProfileRange& operator=(const ProfileRange&) = delete;
 
  private:
   RangeListener* listener_;
+  ThreadWork* work_ = nullptr;
 };
 
-// A profiler running on one thread that also wants the work of the threads keel starts for it
-// (the data pipeline's workers): while one is installed, such a thread asks it for a recorder
-// and range listener of its own around each piece of work (see ThreadWork). attach() returns
-// null when the thread is already profiled; detach() gets back what attach() gave.
+// A profiler running on one thread that also wants the work of other threads (the data
+// pipeline's workers, and threads the user started): while one is installed, such a thread asks
+// it for a recorder and range listener of its own around each piece of work (see ThreadWork),
+// under the name `kind` ("data worker", "thread") and a number. attach() returns null when the
+// profile is ending; detach() gets back what attach() gave.
 class ThreadProfiler {
  public:
   virtual ~ThreadProfiler() = default;
-  virtual KernelRecorder* attach(RangeListener*& listener) = 0;
+  virtual KernelRecorder* attach(RangeListener*& listener, const char* kind) = 0;
   virtual void detach(KernelRecorder* recorder) = 0;
 };
 
-namespace record_detail {
-// Set by the profiler (an object that outlives every call it may get), read with one atomic load.
-extern std::atomic<ThreadProfiler*> thread_profiler;
-}  // namespace record_detail
-
-// RAII around one piece of work on a thread keel started: a range named `name` in `category`,
-// with the kernels inside it, while a profiler that wants such threads runs; one atomic load
-// otherwise.
+// RAII around one piece of work on a thread the profile does not otherwise follow: a range named
+// `name` in `category` (none when name is null), with the kernels inside it, while a profiler
+// that wants such threads runs; one atomic load otherwise.
 class ThreadWork {
  public:
-  ThreadWork(const char* category, const char* name);
+  ThreadWork(const char* category, const char* name, const char* kind = "data worker");
+  ThreadWork(const char* category, const std::string& name, const char* kind);
+  bool following() const { return owner_ != nullptr; }
   ~ThreadWork();
   ThreadWork(const ThreadWork&) = delete;
   ThreadWork& operator=(const ThreadWork&) = delete;
@@ -125,12 +143,18 @@ class ThreadWork {
   KernelRecorder* recorder_ = nullptr;
   KernelRecorder* saved_recorder_ = nullptr;
   RangeListener* saved_ranges_ = nullptr;
+  bool ranged_ = false;  // began a range of its own
+
+  void start(const char* category, const std::string* name, const char* kind);
 };
 
 // The recorder of this thread's outermost backend call, or null (the common case: one
-// thread-local load and a compare).
+// thread-local load, and a relaxed atomic load while no recorder is installed).
 inline KernelRecorder* recorder() {
-  return record_detail::active && record_detail::depth == 0 ? record_detail::active : nullptr;
+  if (KernelRecorder* r = record_detail::active) return record_detail::depth == 0 ? r : nullptr;
+  if (record_detail::thread_profiler_running()) [[unlikely]]
+    return record_detail::follow_thread_for_call();
+  return nullptr;
 }
 
 // Runs host code reading `inputs` now and, under a recorder, on every replay: a check of index

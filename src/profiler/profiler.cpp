@@ -1,8 +1,9 @@
 // The profiler: while it runs it is the thread's kernel recorder (it runs each backend call it
 // is handed and times it) and the thread's range listener (layers, fit's steps, Trace). The
 // threads keel starts for the data pipeline get a recorder of their own around each piece of
-// work (backend::ThreadWork), and with profile_memory every tensor buffer made or freed on any
-// thread is an event of the memory timeline (core/memory_events.hpp).
+// work (backend::ThreadWork), other threads (the user's) around each outermost kernel call or
+// range (backend::record_detail::follow_thread_for_call), and with profile_memory every tensor
+// buffer made or freed on any thread is an event of the memory timeline (core/memory_events.hpp).
 #include "keel/profiler/profiler.hpp"
 
 #include <algorithm>
@@ -187,6 +188,7 @@ class Session final : public backend::ThreadProfiler, public keel::detail::Memor
       thread_events_.clear();
       thread_names_ = {"profiling thread"};
       tids_.clear();
+      kinds_.clear();
       accepting_ = true;
     }
     {
@@ -229,11 +231,11 @@ class Session final : public backend::ThreadProfiler, public keel::detail::Memor
     return r;
   }
 
-  backend::KernelRecorder* attach(backend::RangeListener*& listener) override {
+  backend::KernelRecorder* attach(backend::RangeListener*& listener, const char* kind) override {
     std::lock_guard<std::mutex> lock(threads_mutex_);
     if (!accepting_) return nullptr;
     auto [it, fresh] = tids_.try_emplace(std::this_thread::get_id(), static_cast<int>(thread_names_.size()) + 1);
-    if (fresh) thread_names_.push_back("data worker " + std::to_string(it->second - 1));
+    if (fresh) thread_names_.push_back(fmt::format("{} {}", kind, kinds_[kind]++));
     ++attached_;
     auto* p = new Profiler(options_, start_, it->second, &live_);
     this_thread = p;
@@ -292,6 +294,7 @@ class Session final : public backend::ThreadProfiler, public keel::detail::Memor
   std::vector<Event> thread_events_;
   std::vector<std::string> thread_names_;
   std::map<std::thread::id, int> tids_;
+  std::map<std::string, int> kinds_;  // threads named so far, by kind ("data worker", "thread")
 
   std::mutex memory_mutex_;
   bool memory_on_ = false;
