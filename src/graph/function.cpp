@@ -8,6 +8,7 @@
 #include "autograd/record.hpp"
 #include "backend/recorder.hpp"
 #include "graph/plan.hpp"
+#include "graph/recorded_backward.hpp"
 #include "graph/trace_recorder.hpp"
 
 namespace keel::graph::detail {
@@ -178,10 +179,10 @@ std::vector<Tensor> FunctionCore::call_differentiable(const std::vector<Tensor>&
   for (std::size_t k = 0; k < num_args; ++k) floating_arg[k] = is_floating(args[k].dtype());
   const std::string name = who(st.options);
   autograd::record("function", inputs, results,
-                   [plan, binding, num_args, floating_arg, name](const autograd::Grads& g, const autograd::Needs&) {
-                     if (autograd::recording())
-                       throw ValueError(name + ": a gradient of a traced function's gradient (a nested tape recording "
-                                               "it) is not supported yet; call the function eagerly for that");
+                   [plan, binding, num_args, floating_arg, name, f, call = call_inputs(*plan, args)](
+                       const autograd::Grads& g, const autograd::Needs&) {
+                     // A tape records this backward (a gradient of the gradient): with ops it sees.
+                     if (autograd::recording()) return recorded_backward(*plan, f, call, g, name);
                      std::vector<Tensor> dys;
                      for (std::size_t r : plan->dy_for_result) dys.push_back(g[r]);
                      const std::vector<Tensor> grads = backward_replay(*plan, *binding, dys);
