@@ -410,6 +410,87 @@ TEST_CASE("eager cond and while_loop carry gradients through the path taken", "[
   CHECK(tape2.gradient(out[0], x).item<double>() == 8.0);
 }
 
+TEST_CASE("traced cond and while_loop under a tape: one plan per path, each with the path's gradient",
+          "[function][control_flow]") {
+  int traces_run = 0;
+  // cond on the sign of sum(x); a loop doubling x until its sum passes 10.
+  auto f = keel::function([&](const Tensor& x) {
+    ++traces_run;
+    const Tensor y = keel::cond(reduce_sum(x) > 0.0, [&] { return x * x; }, [&] { return sin(x); });
+    return keel::while_loop([](const std::vector<Tensor>& v) { return reduce_sum(v[0]) < 10.0; },
+                            [](const std::vector<Tensor>& v) { return std::vector<Tensor>{v[0] * 2.0}; }, {y}, 8)[0];
+  });
+  const auto eager = [](const Tensor& x) {
+    Tensor y = reduce_sum(x).item<double>() > 0 ? x * x : sin(x);
+    for (int i = 0; i < 8 && reduce_sum(y).item<double>() < 10.0; ++i) y = y * 2.0;
+    return y;
+  };
+  const auto grad = [](const std::function<Tensor(const Tensor&)>& fn, const Tensor& x) {
+    GradientTape tape;
+    tape.watch(x);
+    const Tensor y = fn(x);
+    return std::make_pair(y, tape.gradient(reduce_sum(y), x));
+  };
+  const Tensor pos = constant<double>({1.0, 0.5}, Shape{2}), neg = constant<double>({-1.0, -0.5}, Shape{2});
+  const Tensor pos2 = constant<double>({2.0, 1.5}, Shape{2});  // another trip count of the loop
+  for (const Tensor& x : {pos, neg, pos, pos2, neg, pos2}) {
+    const auto [ty, tg] = grad([&](const Tensor& v) { return f(v); }, x);
+    const auto [ey, eg] = grad(eager, x);
+    CHECK(ty.to_vector<double>() == ey.to_vector<double>());
+    CHECK(tg.to_vector<double>() == eg.to_vector<double>());
+  }
+  // One trace per path (branch and trip count); calls on a known path replay.
+  CHECK(f.trace_count() == 3);
+  CHECK(traces_run == 3);
+  // Without a tape the plan holds both paths as before (one more trace, for the plain call).
+  CHECK(f(neg).to_vector<double>() == eager(neg).to_vector<double>());
+  CHECK(f(pos).to_vector<double>() == eager(pos).to_vector<double>());
+  CHECK(f.trace_count() == 4);
+}
+
+TEST_CASE("a whole training step with data-dependent control flow traces per path", "[function][control_flow]") {
+  // The tape inside f records through keel::cond (a clipped update when the gradient is large).
+  Variable w(constant<double>({0.5, -0.25}, Shape{2}), "w");
+  auto step = keel::function([&](const Tensor& x) {
+    Tensor g;
+    {
+      GradientTape tape;
+      const Tensor loss = keel::cond(reduce_sum(x * w.value()) > 0.0, [&] { return reduce_sum(square(x * w.value())); },
+                                     [&] { return reduce_sum(x * w.value()); });
+      g = tape.gradient(loss, w);
+    }
+    w.assign_sub(g * 0.1);
+    return g;
+  });
+  Variable we(constant<double>({0.5, -0.25}, Shape{2}), "we");
+  const auto eager_step = [&](const Tensor& x) {
+    GradientTape tape;
+    const Tensor s = reduce_sum(x * we.value());
+    const Tensor loss = s.item<double>() > 0 ? reduce_sum(square(x * we.value())) : s;
+    const Tensor g = tape.gradient(loss, we);
+    we.assign_sub(g * 0.1);
+    return g;
+  };
+  for (const auto& xv : std::vector<std::vector<double>>{{1, 1}, {-3, 1}, {1, 1}, {-3, 1}}) {
+    const Tensor x = constant<double>(xv, Shape{2});
+    CHECK(step(x).to_vector<double>() == eager_step(x).to_vector<double>());
+    CHECK(w.value().to_vector<double>() == we.value().to_vector<double>());
+  }
+  CHECK(step.trace_count() == 2);
+}
+
+TEST_CASE("a variable written before guarded control flow is refused by name", "[function][control_flow]") {
+  Variable v(zeros(Shape{}, DType::float64), "v");
+  auto f = keel::function([&](const Tensor& x) {
+    v.assign_add(ones(Shape{}, DType::float64));
+    return keel::cond(reduce_sum(x) > 0.0, [&] { return x * 2.0; }, [&] { return -x; });
+  });
+  GradientTape tape;
+  const Tensor x = constant<double>({1.0}, Shape{1});
+  tape.watch(x);
+  CHECK_THROWS_WITH(f(x), Catch::Contains("written before keel::cond"));
+}
+
 TEST_CASE("reduce_retracing is refused until graphs can generalise a shape", "[function]") {
   CHECK_THROWS_AS(keel::function([](const Tensor& x) { return x; }, {.reduce_retracing = true}), ValueError);
 }

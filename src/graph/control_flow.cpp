@@ -24,16 +24,6 @@ void check_pred(const Tensor& pred, const char* op) {
     throw ShapeError(fmt::format("{}: the predicate must have one element, got shape {}", op, pred.shape().to_string()));
 }
 
-// The graph holds the forward of both paths, but a tape recording inside the trace would hold
-// the gradient of the path taken while tracing only.
-void check_no_tape(const char* op) {
-  if (autograd::recording())
-    throw UntraceableError(fmt::format(
-        "{} inside keel::function under a recording GradientTape: gradients through traced control flow are not "
-        "supported yet (the graph would keep the gradient of the path taken while tracing); take them eagerly",
-        op));
-}
-
 bool traced_truth(const Tensor& pred) {
   backend::RecordedCall not_recorded;  // the trace's own read, not part of the graph
   return truth(pred);
@@ -46,15 +36,22 @@ void check_same(const Tensor& a, const Tensor& b, const char* op, const std::str
                                  keel::name(a.dtype())));
 }
 
+// body_fn's results, checked against the loop variables they replace.
+void check_next(const std::vector<Tensor>& vars, const std::vector<Tensor>& next) {
+  if (next.size() != vars.size())
+    throw ValueError(fmt::format("while_loop: body_fn returned {} tensors for {} loop variables", next.size(),
+                                 vars.size()));
+  for (std::size_t k = 0; k < next.size(); ++k) {
+    keel::detail::check_defined(next[k], "while_loop", "a body result");
+    check_same(vars[k], next[k], "while_loop", fmt::format("loop variable {} after body_fn", k));
+  }
+}
+
 // Copies the body's results into the loop state; a result that is (a view of) a state
 // variable is copied first, so that writing one variable cannot change another's new value.
 void update_state(const std::vector<Tensor>& state, std::vector<Tensor> next) {
-  if (next.size() != state.size())
-    throw ValueError(fmt::format("while_loop: body_fn returned {} tensors for {} loop variables", next.size(),
-                                 state.size()));
+  check_next(state, next);
   for (std::size_t k = 0; k < next.size(); ++k) {
-    keel::detail::check_defined(next[k], "while_loop", "a body result");
-    check_same(state[k], next[k], "while_loop", fmt::format("loop variable {} after body_fn", k));
     for (const Tensor& s : state)
       if (next[k].impl()->storage == s.impl()->storage) next[k] = backend::clone(next[k]);
   }
@@ -63,9 +60,24 @@ void update_state(const std::vector<Tensor>& state, std::vector<Tensor> next) {
 
 }  // namespace
 
+bool TraceRecorder::guard(const Tensor& pred, const char* op) {
+  check_pred(pred, op);
+  const bool p = traced_truth(pred);
+  host("Guard", {&pred}, [p](const Tensor* t) {
+    if (truth(t[0]) != p) throw GuardFailed{};
+  });
+  return p;
+}
+
 Tensor TraceRecorder::cond(const Tensor& pred, const std::function<Tensor()>& then_fn,
                            const std::function<Tensor()>& else_fn) {
-  check_no_tape("cond");
+  // Under a recording tape the graph must hold the gradient of the path taken, so that path is
+  // recorded inline behind a guard (another path traces a plan of its own).
+  if (autograd::recording()) {
+    const Tensor r = guard(pred, "cond") ? then_fn() : else_fn();
+    keel::detail::check_defined(r, "cond", "the branch's result");
+    return r;
+  }
   Node node;
   node.kind = NodeKind::cond;
   node.type = {"cond"};
@@ -93,7 +105,16 @@ Tensor TraceRecorder::cond(const Tensor& pred, const std::function<Tensor()>& th
 std::vector<Tensor> TraceRecorder::while_loop(const std::function<Tensor(const std::vector<Tensor>&)>& cond_fn,
                                               const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& body_fn,
                                               const std::vector<Tensor>& loop_vars, int maximum_iterations) {
-  check_no_tape("while_loop");
+  if (autograd::recording()) {  // unrolled behind a guard per test (see cond)
+    std::vector<Tensor> vars = loop_vars;
+    for (std::int64_t it = 0; maximum_iterations < 0 || it < maximum_iterations; ++it) {
+      if (!guard(cond_fn(vars), "while_loop")) break;
+      std::vector<Tensor> next = body_fn(vars);
+      check_next(vars, next);
+      vars = std::move(next);
+    }
+    return vars;
+  }
   std::vector<Tensor> state;  // the loop-carried values, in buffers of their own
   for (const Tensor& v : loop_vars) state.push_back(backend::clone(v));
   Node node;
@@ -146,13 +167,7 @@ std::vector<Tensor> while_loop(std::function<Tensor(const std::vector<Tensor>&)>
     graph::detail::check_pred(pred, "while_loop");
     if (!graph::detail::truth(pred)) break;
     std::vector<Tensor> next = body_fn(loop_vars);
-    if (next.size() != loop_vars.size())
-      throw ValueError(fmt::format("while_loop: body_fn returned {} tensors for {} loop variables", next.size(),
-                                   loop_vars.size()));
-    for (std::size_t k = 0; k < next.size(); ++k) {
-      keel::detail::check_defined(next[k], "while_loop", "a body result");
-      graph::detail::check_same(loop_vars[k], next[k], "while_loop", fmt::format("loop variable {} after body_fn", k));
-    }
+    graph::detail::check_next(loop_vars, next);
     loop_vars = std::move(next);
   }
   return loop_vars;

@@ -102,6 +102,23 @@ Signature signature_of(const std::vector<Tensor>& args) {
   return s;
 }
 
+// A guard that fails makes the call trace again, which runs f's writes again: so no variable
+// write may come before a guard.
+void check_guards(const Plan& p, const std::string& who) {
+  bool wrote = false;
+  for (const Node& n : p.nodes) {
+    if (n.kind == NodeKind::host && std::string_view(n.host_name) == "Guard" && wrote)
+      throw ValueError(fmt::format(
+          "{}: a variable is written before keel::cond / while_loop under a recording GradientTape; a call taking "
+          "another path would write it twice (move the write after the control flow)", who));
+    for (std::size_t j = n.num_inputs; j < n.operands.size(); ++j) {
+      if (n.operands[j] < 0) continue;
+      const SlotKind k = p.slots[static_cast<std::size_t>(p.views[static_cast<std::size_t>(n.operands[j])].slot)].kind;
+      wrote = wrote || k == SlotKind::captured || k == SlotKind::state;
+    }
+  }
+}
+
 PassOptions passes_for(const FunctionOptions& o) {
   PassOptions p = default_pass_options();
   if (!o.jit_compile) p = PassOptions{false, false, false, false};
@@ -125,15 +142,25 @@ std::vector<Tensor> FunctionCore::call(const std::vector<Tensor>& args, const Tr
   const Signature sig = signature_of(args);
   State& st = *state_;
   std::unique_lock<std::mutex> lock(st.mutex);
-  if (State::Entry* e = st.find(sig)) {
-    std::shared_ptr<Plan> plan = e->plan;
+  // The plans of this signature: one, or one per path through guarded control flow.
+  std::vector<std::shared_ptr<Plan>> plans;
+  for (auto& e : st.entries)
+    if (e->signature == sig) plans.push_back(e->plan);
+  if (!plans.empty()) {
     lock.unlock();
-    return replay(*plan, args);
+    for (const auto& plan : plans) {
+      try {
+        return replay(*plan, args);
+      } catch (const GuardFailed&) {  // another path: the next plan, or a new trace
+      }
+    }
+    lock.lock();
   }
   auto entry = std::make_unique<State::Entry>();
   entry->signature = sig;
   entry->plan = std::make_shared<Plan>();
   std::vector<Tensor> results = trace(st.options.name, args, f, *entry->plan);
+  check_guards(*entry->plan, who(st.options));
   finalise(*entry->plan, passes_for(st.options));
   entry->graph = Graph(entry->plan);
   ++st.traces;
@@ -151,12 +178,21 @@ std::vector<Tensor> FunctionCore::call_differentiable(const std::vector<Tensor>&
   std::vector<Tensor> results;
   {
     std::unique_lock<std::mutex> lock(st.mutex);
+    std::vector<std::shared_ptr<Plan>> plans;  // one per path through guarded control flow
     for (auto& e : st.differentiable)
-      if (e->signature == sig) plan = e->plan;
-    if (plan) {
-      lock.unlock();
-      results = forward_replay(*plan, args, *binding);
-    } else {
+      if (e->signature == sig) plans.push_back(e->plan);
+    lock.unlock();
+    for (const auto& p : plans) {
+      try {
+        results = forward_replay(*p, args, *binding);
+        plan = p;
+        break;
+      } catch (const GuardFailed&) {  // another path
+        binding = std::make_shared<Binding>();
+      }
+    }
+    lock.lock();
+    if (!plan) {
       auto entry = std::make_unique<State::DiffEntry>();
       entry->signature = sig;
       entry->plan = plan = std::make_shared<Plan>();
@@ -164,6 +200,7 @@ std::vector<Tensor> FunctionCore::call_differentiable(const std::vector<Tensor>&
         autograd::NoRecordScope outer_tapes_wait;  // they get the one node below
         results = trace(st.options.name, args, f, *plan, binding.get());
       }
+      check_guards(*plan, who(st.options));
       finalise(*plan, PassOptions{false, false, false, false});
       ++st.traces;
       st.differentiable.push_back(std::move(entry));

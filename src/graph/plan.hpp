@@ -23,6 +23,12 @@ struct UntraceableError : ValueError {
   using ValueError::ValueError;
 };
 
+// keel::cond / while_loop traced while a tape records (the graph must hold the gradient of the
+// path taken) become guards: host steps that check the predicate took the traced value. A replay
+// whose guard sees another value throws this, and the call traces (or finds) the plan of its
+// own path. Not an Error: it never leaves keel::function.
+struct GuardFailed {};
+
 enum class SlotKind : std::uint8_t {
   input,         // argument k: bound to the caller's tensor on each call
   captured,      // a storage made before the trace (a Variable, a captured tensor): read and

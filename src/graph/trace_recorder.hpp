@@ -22,6 +22,9 @@ class TraceRecorder final : public backend::KernelRecorder, public backend::Rang
 
   TraceRecorder(Plan& plan, std::uint64_t first_serial) : plan_(plan), first_serial_(first_serial) {}
 
+  // A guard on pred's value (recorded as a host step) that is its value now; control_flow.cpp.
+  bool guard(const Tensor& pred, const char* op);
+
   // The argument copies f gets: slots of their own, so that two arguments sharing memory (or
   // an argument that is a Variable's value) stay apart in the graph.
   void add_input(const Tensor& t, int k) {
