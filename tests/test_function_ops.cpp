@@ -144,6 +144,28 @@ TEST_CASE("elementwise fusion gives the unfused results bit for bit", "[function
   CHECK(fused(x * 2.0).to_vector<float>() == plain(x * 2.0).to_vector<float>());
 }
 
+TEST_CASE("fused programs over tiny tensors (plain loops) match the unfused kernels bit for bit", "[function]") {
+  // Programs of add / sub / mul / div / neg / square over at most 16 elements run as plain loops
+  // instead of a SIMD kernel call per step; with a scalar and a row operand, in float32 and
+  // float64, at every size up to past the threshold, against the eager (SIMD) kernels.
+  for (const DType dtype : {DType::float32, DType::float64}) {
+    for (std::int64_t n : {1, 2, 3, 4, 7, 8, 15, 16, 17, 33}) {
+      INFO(keel::name(dtype) << ", " << n << " elements");
+      const Tensor row = random::normal({n}, 0, 1, dtype);
+      auto body = [&](const Tensor& x) { return -square((x + row) * 1.7 - x / 3.1) + x * x; };
+      const Tensor x = random::normal({2, n}, 0, 1, dtype);
+      auto traced = keel::function(body);
+      traced(x);
+      const Tensor got = traced(x), want = body(x);
+      if (dtype == DType::float32) CHECK(got.to_vector<float>() == want.to_vector<float>());
+      else CHECK(got.to_vector<double>() == want.to_vector<double>());
+      std::size_t fused = 0;
+      for (const auto& op : traced.concrete_graph(x).operations()) fused += op.type == "FusedElementwise";
+      CHECK(fused == 1);
+    }
+  }
+}
+
 TEST_CASE("fused programs over large tensors match the unfused kernels at every SIMD level", "[function]") {
   // 1.25M floats: past the streaming-store threshold, with a row input (a bias), a tail tile
   // and two results (one also read inside the chain).

@@ -23,6 +23,40 @@ constexpr std::int64_t kTile = 4096;
 // Below this many elements a program runs on the calling thread alone.
 constexpr std::int64_t kParallelMin = 1 << 16;
 
+// Tiles this short whose steps are all correctly rounded IEEE arithmetic run as plain loops: a
+// SIMD kernel call per step costs more than the arithmetic there (a graph of scalar-sized math).
+// The results are the SIMD kernels' bit for bit (one rounding per operation either way; no
+// contraction into fused multiply-adds here).
+constexpr std::int64_t kScalarTile = 16;
+
+bool exact_step(const kernel::ProgramStep& s) {
+  using kernel::BinaryOp;
+  using kernel::UnaryOp;
+  if (s.binary)
+    return s.binary_op == BinaryOp::add || s.binary_op == BinaryOp::sub || s.binary_op == BinaryOp::mul ||
+           s.binary_op == BinaryOp::div;
+  return s.unary_op == UnaryOp::neg || s.unary_op == UnaryOp::square;
+}
+
+template <class T>
+[[gnu::optimize("fp-contract=off")]] void scalar_step(const kernel::ProgramStep& s, const T* a, std::int64_t sa,
+                                                      const T* b, std::int64_t sb, T* y, std::int64_t n) {
+  using kernel::BinaryOp;
+  if (!s.binary) {
+    if (s.unary_op == kernel::UnaryOp::neg)
+      for (std::int64_t e = 0; e < n; ++e) y[e] = -a[e * sa];
+    else
+      for (std::int64_t e = 0; e < n; ++e) y[e] = a[e * sa] * a[e * sa];
+    return;
+  }
+  switch (s.binary_op) {
+    case BinaryOp::add: for (std::int64_t e = 0; e < n; ++e) y[e] = a[e * sa] + b[e * sb]; return;
+    case BinaryOp::sub: for (std::int64_t e = 0; e < n; ++e) y[e] = a[e * sa] - b[e * sb]; return;
+    case BinaryOp::mul: for (std::int64_t e = 0; e < n; ++e) y[e] = a[e * sa] * b[e * sb]; return;
+    default: for (std::int64_t e = 0; e < n; ++e) y[e] = a[e * sa] / b[e * sb]; return;
+  }
+}
+
 template <class T>
 struct TileRun {
   const ElementwiseProgram& p;
@@ -54,6 +88,7 @@ struct TileRun {
       for (std::int64_t e = 0; e < tile; ++e) rows[i][e] = r[e % p.row_length];
     }
     const auto& kern = typed_kernels<T>();
+    const bool exact = std::all_of(p.steps.begin(), p.steps.end(), exact_step);
     for (std::int64_t k = first; k < last; ++k) {
       const std::int64_t begin = k * tile, len = std::min(tile, n - begin);
       // A reference's tile: its pointer and its stride (0 for a scalar).
@@ -76,11 +111,15 @@ struct TileRun {
         }
         return nullptr;
       };
+      const bool scalar = exact && len <= kScalarTile;
       for (const auto& s : p.steps) {
         std::int64_t sa = 1, sb = 1, so = 1;
         T* y = at(s.out, so);
         const T* a = at(s.a, sa);
-        if (s.binary) {
+        if (scalar) {
+          const T* b = s.binary ? at(s.b, sb) : nullptr;  // sets sb: before it is passed
+          scalar_step(s, a, sa, b, sb, y, len);
+        } else if (s.binary) {
           const T* b = at(s.b, sb);
           kern.binary(s.binary_op, a, sa, b, sb, y, len);
         } else if (sa == 0) {  // a unary step of a scalar: computed once, then spread
