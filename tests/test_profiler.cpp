@@ -315,7 +315,8 @@ TEST_CASE("stopping the profile while a user thread computes is safe, and keeps 
     const int before = rounds.load();
     while (rounds.load() < before + 3) std::this_thread::yield();
     profiler::stop();
-    const auto* mm = find(profiler::key_averages(), "BatchMatMulV2");
+    const auto stats = profiler::key_averages();
+    const auto* mm = find(stats, "BatchMatMulV2");
     REQUIRE(mm);
     CHECK(mm->calls >= 2);
   }
