@@ -494,6 +494,16 @@ with tempfile.TemporaryDirectory() as work:
     if r.returncode == 0:
         check(int(np.load(os.path.join(out, "iteration.npy"))) == 0, "a mismatched file still set the iteration")
 
+    # A slot of the wrong shape: an IOError naming the dataset, not a silent load.
+    path = os.path.join(work, "tfkeras2_badshape.h5")
+    keras2_h5(path, "Adam", {}, [("Adam/iter:0", np.array(3, dtype=np.int64))] +
+              [(f"Adam/{w}/{s}:0", f32(*((5, 5) if w == "dense/kernel" and s == "m" else shapes[w])))
+               for s in ("m", "v") for w in weights])
+    r = subprocess.run([TOOL, "optimizer", path, os.path.join(work, "keel2_badshape")], capture_output=True, text=True,
+                       timeout=60)
+    check(r.returncode == 1 and "Adam/dense/kernel/m:0" in r.stderr and "shape" in r.stderr,
+          f"a wrong-shaped optimizer weight: rc {r.returncode}, {r.stderr.strip()}")
+
 if failures:
     print(f"{len(failures)} check(s) failed")
     sys.exit(1)
