@@ -9,11 +9,14 @@
 //   keras.Sequential([Input((8,)), block, Dense(1)]) models::Sequential{InputLayer({8}), block, Dense(1)}
 //
 // The block is used in a Sequential model and in a functional model; each prints its summary()
-// and takes one gradient step. Exits with status 1 when the step does not lower the loss.
+// and takes one gradient step. The functional model is then exported to ONNX: the block has no
+// ONNX converter of its own, so its call is exported from its traced graph. Exits with status 1
+// when the step does not lower the loss.
 #include <keel/keel.hpp>
 
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <vector>
@@ -90,6 +93,14 @@ int main() {
     functional.summary();
     const auto [fn_before, fn_after] = train_step(functional, x, y, 0.01);
     std::printf("Functional: loss %.4f -> %.4f after one step\n", fn_before, fn_after);
+
+    // ONNX: the Dense layers map to MatMul + Add, each ResidualBlock is traced (its Dense, ReLU,
+    // Dropout (off at inference) and Add calls become MatMul, Add, Relu and Add nodes).
+    const std::filesystem::path onnx = std::filesystem::temp_directory_path() / "keel_residual_mlp.onnx";
+    const io::OnnxExportReport report = io::export_onnx_report(functional, onnx.string());
+    std::printf("ONNX export: %lld nodes, %lld initializers\n", static_cast<long long>(report.nodes),
+                static_cast<long long>(report.initializers));
+    std::filesystem::remove(onnx);
 
     // One forward pass at inference: the Dropout inside the block is off, so it is deterministic.
     const Tensor p1 = sequential(x), p2 = sequential(x);

@@ -62,8 +62,135 @@ std::shared_ptr<L::Layer> H(T&& layer) {
   return std::make_shared<std::decay_t<T>>(std::move(layer));
 }
 
+// ---- layers without a converter: exported from their traced graphs ----------------------------
+
+// A user's layer of elementwise ops, reductions, a matmul, a softmax, a slice, a concat, a
+// transpose, a select and a constant of the batch's size ([B, 6] -> [B, 11]).
+class TracedMixer : public L::Layer {
+ public:
+  explicit TracedMixer(std::string name = "traced_mixer") : Layer(std::move(name)) {}
+  void build(const Shape& s) override {
+    kernel_ = &add_weight("kernel", {s[s.rank() - 1], 8}, "glorot_uniform");
+    scale_ = &add_weight("scale", {8}, "ones");
+  }
+  Tensor call(const Tensor& x, bool) override {
+    const Tensor h = matmul(x, *kernel_);
+    const Tensor a = softmax(h, -1);
+    const Tensor b = gelu(h) * *scale_ + sigmoid(h) * hard_swish(h);
+    Tensor c = concat({a, slice(b, {0, 2}, {-1, 3})}, -1);
+    c = c - reduce_mean(c, {-1}, true) + reduce_max(c, {1}, true) * 0.5;
+    const Tensor t = transpose(reshape(c, {-1, 11, 1}), {0, 2, 1});
+    const Tensor d = reshape(t, {-1, 11});
+    // A constant as large as the batch (ones_like) is a value expanded to the input's batch.
+    return where(d > 0.0, d, elu(d, 0.7)) + log1p(square(d)) - reduce_sum(abs(d), {1}, true) / 11.0 +
+           ones_like(d) * 0.25;
+  }
+  KEEL_LAYER_BOILERPLATE(TracedMixer)
+
+ private:
+  Variable* kernel_ = nullptr;
+  Variable* scale_ = nullptr;
+};
+
+// A user's image layer: a 1x1 projection written as a reshape that merges the batch with the
+// pixels, a pooling, a convolution, layer and batch normalisations, a strided depthwise
+// convolution, a stepped slice and global poolings ([B, 4, 4, 2] -> [B, 8]).
+class TracedPatches : public L::Layer {
+ public:
+  explicit TracedPatches(std::string name = "traced_patches") : Layer(std::move(name)) {}
+  void build(const Shape&) override {
+    project_ = &add_weight("project", {2, 3}, "glorot_uniform");
+    kernel_ = &add_weight("kernel", {3, 3, 3, 2}, "glorot_uniform");
+    depthwise_ = &add_weight("depthwise", {3, 3, 2, 2}, "glorot_uniform");
+    gamma_ = &add_weight("gamma", {2}, "ones");
+    beta_ = &add_weight("beta", {2}, "zeros");
+    mean_ = &add_weight("moving_mean", {2}, "zeros");
+    variance_ = &add_weight("moving_variance", {2}, "ones");
+  }
+  Tensor call(const Tensor& x, bool) override {
+    Tensor h = reshape(matmul(reshape(x, {-1, 2}), *project_), {-1, 4, 4, 3});
+    h = relu6(max_pool2d(h, {2, 2}, {1, 1}, "same"));
+    h = conv2d(h, *kernel_, {1, 1}, "same");
+    h = layer_norm(h, *gamma_, *beta_, {-1}, 1e-3);
+    h = batch_norm(h, *gamma_, *beta_, *mean_, *variance_, false).y;
+    const Tensor d = depthwise_conv2d(h, *depthwise_, {2, 2}, "same");                   // [B, 2, 2, 4]
+    const Tensor s = strided_slice(h, {0, 0, 1}, {1 << 20, 1 << 20, 1 << 20}, {1, 2, 2});  // h[:, ::2, 1::2]
+    return concat({tanh(global_avg_pool2d(d)), reduce_max(reshape(avg_pool2d(h, {2, 2}, {2, 2}), {-1, 4, 2}), {1}),
+                   reduce_sum(s, {1, 2})},
+                  -1);
+  }
+  KEEL_LAYER_BOILERPLATE(TracedPatches)
+
+ private:
+  Variable *project_ = nullptr, *kernel_ = nullptr, *depthwise_ = nullptr, *gamma_ = nullptr, *beta_ = nullptr;
+  Variable *mean_ = nullptr, *variance_ = nullptr;
+};
+
+// A subclassed model (no layer graph): a Dense layer, then a row of a table picked by each
+// example's argmax ([B, 5] -> [B, 7]).
+class TracedNet : public models::Model {
+ public:
+  TracedNet() : Model("traced_net") {
+    hidden_ = track(std::make_shared<L::Dense>(4, L::DenseOptions{.activation = "relu"}));
+  }
+  void build(const Shape& s) override {
+    Model::build(s);
+    table_ = &add_weight("table", {4, 3}, "glorot_uniform");
+  }
+  Tensor call(const Tensor& x, bool training) override {
+    const Tensor h = (*hidden_)(x, training);
+    const Tensor row = gather(*table_, argmax(h, -1));
+    return concat({tanh(h), row * sigmoid(reduce_sum(h, {-1}, true))}, 1);
+  }
+  KEEL_LAYER_BOILERPLATE(TracedNet)
+
+ private:
+  std::shared_ptr<L::Dense> hidden_;
+  Variable* table_ = nullptr;
+};
+
 std::vector<Case> cases() {
   std::vector<Case> out;
+  out.push_back({"traced_mixer", seq({H(L::InputLayer({6})), H(L::Dense(6)), std::make_shared<TracedMixer>()}, "traced_mixer")});
+  out.push_back({"traced_patches", seq({H(L::InputLayer({4, 4, 2})), H(L::Conv2D(2, 1)), std::make_shared<TracedPatches>(),
+                                        H(L::Lambda(std::function<Tensor(const Tensor&)>([](const Tensor& t) { return t * 2.0 + 1.0; }),
+                                                    {.name = "affine"}))},
+                                       "traced_patches")});
+  // A traced layer between convolutions, kept channels-first (2 layout Transposes in all).
+  out.push_back({"traced_channels_first",
+                 seq({H(L::InputLayer({8, 8, 3})), H(L::Conv2D(4, 3, {.padding = "same"})),
+                      H(L::Lambda(std::function<Tensor(const Tensor&)>([](const Tensor& t) { return relu(max_pool2d(t, {2, 2}, {2, 2})); }),
+                                  {.name = "pool_relu"})),
+                      H(L::Conv2D(2, 3)), H(L::Flatten())},
+                     "traced_channels_first")});
+  {  // every unary kernel, the binary ones, comparisons, logical ops, float tests and casts, traced
+    const auto every_kernel = [](const Tensor& x) {
+      const Tensor p = abs(x) + 0.5, u = tanh(x) * 0.9;  // positive, and inside (-1, 1)
+      std::vector<Tensor> ys{neg(x), abs(x), sign(x), square(x), sqrt(p), rsqrt(p), exp(x), log(p), log1p(p),
+                             sin(x), cos(x), tanh(x), sigmoid(x), relu(x), relu6(x * 4.0), leaky_relu(x, 0.3),
+                             elu(x, 0.7), gelu(x), gelu(x, true), softplus(x), silu(x), erf(x), floor(x * 3.0),
+                             ceil(x * 3.0), round(x * 3.0), tan(u), asin(u), acos(u), atan(x), sinh(x), cosh(x),
+                             asinh(x), acosh(p + 1.0), atanh(u), expm1(x), log2(p), log10(p), reciprocal(p), erfc(x),
+                             selu(x), softsign(x), hard_sigmoid(x), hard_swish(x), mish(x), pow(p, x),
+                             maximum(x, u), minimum(x, u), x / p};
+      const Tensor a = x > 0.0, b = u < 0.2;
+      for (const Tensor& m : {a, b, equal(x, x), not_equal(x, u), less_equal(x, u), greater_equal(x, u),
+                              logical_and(a, b), logical_or(a, b), logical_xor(a, b), logical_not(a),
+                              is_finite(x), is_nan(x), is_inf(x)})
+        ys.push_back(where(m, x, u));
+      ys.push_back(cast(cast(x * 3.0, DType::int32), DType::float32));
+      ys.push_back(cast(reshape(argmin(x, -1), {-1, 1}), DType::float32));
+      return concat(ys, -1);
+    };
+    out.push_back({"traced_kernels", seq({H(L::InputLayer({4})),
+                                          H(L::Lambda(std::function<Tensor(const Tensor&)>(every_kernel), {.name = "every_kernel"}))},
+                                         "traced_kernels")});
+  }
+  {
+    auto net = std::make_shared<TracedNet>();
+    (*net)(zeros({1, 5}));
+    out.push_back({"traced_net", net});
+  }
   out.push_back({"dense", seq({H(L::InputLayer({5})), H(L::Dense(4, {.activation = "relu"})), H(L::Dropout(0.5)),
                                H(L::Dense(3, {.activation = "softmax"}))}, "dense")});
   {  // every named activation, side by side, plus the activation layers
@@ -361,10 +488,13 @@ TEST_CASE("export_onnx validates its options", "[io][onnx]") {
   CHECK_THROWS_AS(io::export_onnx(unbuilt, dir / "u.onnx"), ValueError);
 }
 
-TEST_CASE("export_onnx names a layer without an ONNX equivalent", "[io][onnx]") {
+TEST_CASE("export_onnx names a layer whose traced graph has no ONNX form", "[io][onnx]") {
   keel_test::Scratch dir("onnx_unsupported");
+  // A Lambda has no converter of its own: it is exported from its traced graph, unless that
+  // graph holds a kernel ONNX export cannot express (cumsum's scan here).
   models::Sequential m{L::InputLayer({4, 4, 2}), L::Conv2D(2, 3, {.padding = "same"}),
-                       L::Lambda(std::function<Tensor(const Tensor&)>([](const Tensor& t) { return t; }), {.name = "custom_fn"})};
+                       L::Lambda(std::function<Tensor(const Tensor&)>([](const Tensor& t) { return cumsum(t, 1); }),
+                                 {.name = "custom_fn"})};
   try {
     io::export_onnx(m, dir / "m.onnx");
     FAIL("no error");
@@ -372,8 +502,28 @@ TEST_CASE("export_onnx names a layer without an ONNX equivalent", "[io][onnx]") 
     const std::string msg = e.what();
     CHECK(msg.find("custom_fn") != std::string::npos);
     CHECK(msg.find("Lambda") != std::string::npos);
+    CHECK(msg.find("'scan'") != std::string::npos);
   }
   CHECK_FALSE(std::filesystem::exists(dir / "m.onnx"));
+  // The same Lambda without the scan exports.
+  models::Sequential ok{L::InputLayer({4, 4, 2}), L::Conv2D(2, 3, {.padding = "same"}),
+                        L::Lambda(std::function<Tensor(const Tensor&)>([](const Tensor& t) { return t * t; }),
+                                  {.name = "custom_fn"})};
+  const auto r = io::export_onnx_report(ok, dir / "ok.onnx");
+  CHECK(r.nodes > 2);
+  CHECK(std::filesystem::exists(dir / "ok.onnx"));
+  // A call whose graph depends on the batch size cannot keep a dynamic batch axis.
+  models::Sequential by_batch{
+      L::InputLayer({3}),
+      L::Lambda(std::function<Tensor(const Tensor&)>([](const Tensor& t) { return t.shape()[0] > 2 ? exp(t) : t * 2.0; }),
+                {.name = "by_batch"})};
+  CHECK_THROWS_WITH(io::export_onnx(by_batch, dir / "b.onnx"), Catch::Matchers::Contains("changes with the batch size"));
+  // Nor can one whose sizes are not proportional to it.
+  models::Sequential padded{
+      L::InputLayer({3}),
+      L::Lambda(std::function<Tensor(const Tensor&)>([](const Tensor& t) { return concat({t, ones({1, 3})}, 0); }),
+                {.name = "padded"})};
+  CHECK_THROWS_WITH(io::export_onnx(padded, dir / "p.onnx"), Catch::Matchers::Contains("not proportional to the batch"));
   // An unsupported option is refused rather than exported wrongly.
   models::Sequential masked{L::InputLayer({5}), L::Embedding(8, 3, {.mask_zero = true}), L::LSTM(2)};
   CHECK_THROWS_AS(io::export_onnx(masked, dir / "e.onnx"), ValueError);
@@ -407,4 +557,12 @@ TEST_CASE("export_onnx keeps consecutive convolutions channels-first", "[io][onn
   // Flatten needs keel's channels-last order back: a second Transpose.
   models::Sequential f{L::InputLayer({8, 8, 3}), L::Conv2D(4, 3), L::MaxPooling2D(2), L::Flatten(), L::Dense(2)};
   CHECK(io::export_onnx_report(f, dir / "f.onnx").layout_transposes == 2);
+  // A traced layer's windows and unary ops between convolutions stay channels-first too: one
+  // Transpose into the stack, one out of it.
+  models::Sequential traced{L::InputLayer({8, 8, 3}), L::Conv2D(4, 3, {.padding = "same"}),
+                            L::Lambda(std::function<Tensor(const Tensor&)>(
+                                          [](const Tensor& t) { return relu(max_pool2d(t, {2, 2}, {2, 2})); }),
+                                      {.name = "pool_relu"}),
+                            L::Conv2D(2, 3), L::Flatten()};
+  CHECK(io::export_onnx_report(traced, dir / "t.onnx").layout_transposes == 2);
 }

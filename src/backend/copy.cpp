@@ -39,7 +39,7 @@ void round_into(const Tensor& computed, const Tensor& out) {
 
 void fill(const Tensor& out, double value) {
   if (KernelRecorder* r = recorder())
-    return r->kernel({"fill"}, {}, {&out}, [=](const Tensor* t) { fill(t[0], value); });
+    return r->kernel({"fill", 0, value}, {}, {&out}, [=](const Tensor* t) { fill(t[0], value); });
   KernelClock clock;
   const std::int64_t n = out.size();
   if (n == 0) return;

@@ -95,7 +95,7 @@ void batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
 void batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& moving_mean,
                           const Tensor& moving_variance, double epsilon, const Tensor& y) {
   if (KernelRecorder* r = recorder())
-    return r->kernel({"batch_norm_inference"}, {&x, &gamma, &beta, &moving_mean, &moving_variance}, {&y},
+    return r->kernel({"batch_norm_inference", 0, epsilon}, {&x, &gamma, &beta, &moving_mean, &moving_variance}, {&y},
                      [=](const Tensor* t) { batch_norm_inference(t[0], t[1], t[2], t[3], t[4], epsilon, t[5]); });
   KernelClock clock;
   on_cpu("batch_norm", x, [&]<class T>() {
@@ -119,7 +119,7 @@ void batch_norm_train_backward(const Tensor& x, const Tensor& dy, const Tensor& 
 void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double epsilon, const Tensor& y,
                 const Tensor& mean, const Tensor& rstd) {
   if (KernelRecorder* r = recorder())
-    return r->kernel({"layer_norm"}, {&x, &gamma, &beta}, {&y, &mean, &rstd},
+    return r->kernel({"layer_norm", 0, epsilon}, {&x, &gamma, &beta}, {&y, &mean, &rstd},
                      [=](const Tensor* t) { layer_norm(t[0], t[1], t[2], epsilon, t[3], t[4], t[5]); });
   KernelClock clock;
   const std::int64_t rows = mean.size(), cols = normalised(x, mean);

@@ -38,7 +38,8 @@ BadIndex gather_rows(const Tensor& params, std::int64_t outer, std::int64_t dim,
     // The traced run hands its result back to the op (which words the error); a replay, where
     // no op is there to do it, throws for a bad index itself.
     auto traced = std::make_shared<std::optional<BadIndex>>();
-    r->kernel({"gather"}, {&params, &indices}, {&out}, [=](const Tensor* t) {
+    const std::int64_t ints[] = {outer, dim, static_cast<std::int64_t>(row_bytes)};
+    r->kernel({"gather", 0, 0, ints, 3}, {&params, &indices}, {&out}, [=](const Tensor* t) {
       const BadIndex b = gather_rows(t[0], outer, dim, row_bytes, t[1], t[2]);
       if (!traced->has_value()) {
         *traced = b;

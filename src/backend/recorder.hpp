@@ -31,7 +31,13 @@ namespace keel::backend {
 struct KernelType {
   const char* family;
   int kind = 0;
-  double alpha = 0;  // unary: the op's parameter (leaky_relu, elu), which fusion needs
+  double alpha = 0;  // unary: the op's parameter (leaky_relu, elu), which fusion needs; fill's
+                     // value; a normalisation's epsilon
+  // The call's integer arguments that its operands do not show (reduction axes, a window's
+  // geometry), for readers of a traced graph such as ONNX export; the recorder copies them into
+  // the graph (Node::ints), so they may point at the caller's stack.
+  const std::int64_t* ints = nullptr;
+  std::size_t num_ints = 0;
 };
 
 // A kernel's operands in order: inputs first, then outputs (tensors the call writes, in place

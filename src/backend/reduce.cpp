@@ -62,8 +62,11 @@ cuda::View output_view(const Tensor& y, const cuda::View& in, int kept) {
 }  // namespace
 
 void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, const Tensor& out) {
-  if (KernelRecorder* r = recorder())
-    return r->kernel({"reduce", int(op)}, {&x}, {&out}, [=](const Tensor* t) { reduce(op, t[0], axes, t[1]); });
+  if (KernelRecorder* r = recorder()) {
+    const std::vector<std::int64_t> ints(axes.begin(), axes.end());
+    return r->kernel({"reduce", int(op), 0, ints.data(), ints.size()}, {&x}, {&out},
+                     [=](const Tensor* t) { reduce(op, t[0], axes, t[1]); });
+  }
   KernelClock clock;
   if (on_cuda(x)) {
     if (out.size() == 0) return;
@@ -79,8 +82,11 @@ void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, const Te
 }
 
 void arg_reduce(ArgReduceOp op, const Tensor& x, int axis, const Tensor& out) {
-  if (KernelRecorder* r = recorder())
-    return r->kernel({"arg_reduce", int(op)}, {&x}, {&out}, [=](const Tensor* t) { arg_reduce(op, t[0], axis, t[1]); });
+  if (KernelRecorder* r = recorder()) {
+    const std::int64_t ints[] = {axis};
+    return r->kernel({"arg_reduce", int(op), 0, ints, 1}, {&x}, {&out},
+                     [=](const Tensor* t) { arg_reduce(op, t[0], axis, t[1]); });
+  }
   KernelClock clock;
   if (on_cuda(x)) {
     if (out.size() == 0) return;

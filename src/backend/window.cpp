@@ -1,5 +1,7 @@
 // Sliding-window kernels: im2col + BLAS, depthwise and pooling loops on the CPU, cuDNN and the
 // direct kernels of cuda/ on a GPU.
+#include <array>
+
 #include "backend/backend.hpp"
 #include "backend/device.hpp"
 #include "backend/kernel_clock.hpp"
@@ -10,6 +12,11 @@
 namespace keel::backend {
 
 namespace {
+
+// A window's geometry as a traced graph keeps it (the field order of WindowGeom).
+std::array<std::int64_t, 15> geometry_ints(const WindowGeom& g) {
+  return {g.n, g.h, g.w, g.c, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, g.ho, g.wo, g.o};
+}
 
 const void* input_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 
@@ -66,8 +73,11 @@ void pool_native(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tenso
 }  // namespace
 
 void conv(ConvKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, const Tensor& out) {
-  if (KernelRecorder* r = recorder())
-    return r->kernel({"conv", int(k)}, {&a, &b}, {&out}, [=](const Tensor* t) { conv(k, g, t[0], t[1], t[2]); });
+  if (KernelRecorder* r = recorder()) {
+    const auto ints = geometry_ints(g);
+    return r->kernel({"conv", int(k), 0, ints.data(), ints.size()}, {&a, &b}, {&out},
+                     [=](const Tensor* t) { conv(k, g, t[0], t[1], t[2]); });
+  }
   KernelClock clock;
   if (!on_cuda(out) && is_half(out.dtype()))
     return via_float32({&a, &b}, out, [&](const std::vector<Tensor>& w, const Tensor& o) { conv_native(k, g, w[0], w[1], o); });
@@ -75,8 +85,11 @@ void conv(ConvKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, c
 }
 
 void pool(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, const Tensor& out) {
-  if (KernelRecorder* r = recorder())
-    return r->kernel({"pool", int(k)}, {&a, &b}, {&out}, [=](const Tensor* t) { pool(k, g, t[0], t[1], t[2]); });
+  if (KernelRecorder* r = recorder()) {
+    const auto ints = geometry_ints(g);
+    return r->kernel({"pool", int(k), 0, ints.data(), ints.size()}, {&a, &b}, {&out},
+                     [=](const Tensor* t) { pool(k, g, t[0], t[1], t[2]); });
+  }
   KernelClock clock;
   if (!on_cuda(out) && is_half(out.dtype()))
     return via_float32({&a, &b}, out, [&](const std::vector<Tensor>& w, const Tensor& o) { pool_native(k, g, w[0], w[1], o); });

@@ -21,15 +21,6 @@ using kernel::ProgramInput;
 using kernel::ProgramRef;
 using kernel::ProgramStep;
 
-bool contiguous_view(const View& v) {
-  std::int64_t expected = 1;
-  for (std::int64_t i = v.shape.rank() - 1; i >= 0; --i) {
-    if (v.shape[i] != 1 && v.strides[static_cast<std::size_t>(i)] != expected) return false;
-    expected *= v.shape[i];
-  }
-  return true;
-}
-
 // Whether `small` broadcasts along leading axes only onto `big` (a bias [C] or [1, C] onto
 // [N, C]): its shape without leading ones is a suffix of big's.
 bool row_of(const Shape& small, const Shape& big) {

@@ -59,6 +59,16 @@ struct View {
   DType dtype = DType::float32;
 };
 
+// Whether v's strides are row-major for its shape (size-1 axes may have any stride).
+inline bool contiguous_view(const View& v) {
+  std::int64_t expected = 1;
+  for (std::int64_t i = v.shape.rank() - 1; i >= 0; --i) {
+    if (v.shape[i] != 1 && v.strides[static_cast<std::size_t>(i)] != expected) return false;
+    expected *= v.shape[i];
+  }
+  return true;
+}
+
 // cond: operands {pred, results...}; runs sub[0] (then) or sub[1] (else), each of which ends by
 // copying its results into the cond's. loop: operands {pred, loop state...}; runs sub[0] (the
 // condition, which writes pred) and, while pred holds and fewer than max_iterations have run,
@@ -77,6 +87,7 @@ struct TracedRange {
 struct Node {
   NodeKind kind = NodeKind::kernel;
   backend::KernelType type{"", 0};
+  std::vector<std::int64_t> ints;  // the call's integer arguments (KernelType::ints)
   const char* host_name = "";
   std::vector<int> operands;  // view ids, inputs first; -1 for an absent optional operand
   std::size_t num_inputs = 0;

@@ -38,6 +38,9 @@ class TraceRecorder final : public backend::KernelRecorder, public backend::Rang
     Node n;
     n.kind = NodeKind::kernel;
     n.type = type;
+    n.ints.assign(type.ints, type.ints + type.num_ints);
+    n.type.ints = nullptr;
+    n.type.num_ints = 0;
     run_and_record(n, inputs, outputs, [&](const Tensor* t) { replay(t); });
     n.kernel = std::move(replay);
     push(std::move(n));

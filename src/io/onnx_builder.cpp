@@ -143,6 +143,31 @@ std::string GraphBuilder::ints(const std::string& base, const std::vector<std::i
   return name;
 }
 
+std::string GraphBuilder::raw(const std::string& base, DType dtype, const void* data, std::size_t nbytes,
+                              const std::vector<std::int64_t>& dims) {
+  keel_onnx::TensorProto* t = graph_->add_initializer();
+  const std::string name = fresh(base);
+  t->set_name(name);
+  t->set_data_type(onnx_elem_type(dtype));
+  for (auto d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(static_cast<const char*>(data), nbytes));  // little-endian, as held
+  return name;
+}
+
+int onnx_elem_type(DType d) {
+  switch (d) {
+    case DType::float16: return keel_onnx::TensorProto::FLOAT16;
+    case DType::bfloat16: return keel_onnx::TensorProto::BFLOAT16;
+    case DType::float32: return keel_onnx::TensorProto::FLOAT;
+    case DType::float64: return keel_onnx::TensorProto::DOUBLE;
+    case DType::int32: return keel_onnx::TensorProto::INT32;
+    case DType::int64: return keel_onnx::TensorProto::INT64;
+    case DType::uint8: return keel_onnx::TensorProto::UINT8;
+    case DType::bool_: return keel_onnx::TensorProto::BOOL;
+  }
+  return keel_onnx::TensorProto::UNDEFINED;
+}
+
 std::string GraphBuilder::scalar(const std::string& base, float v) { return weight(base, {v}, {}); }
 
 std::string GraphBuilder::squeeze(const std::string& x, const std::vector<std::int64_t>& axes,

@@ -58,6 +58,9 @@ Attr attr(const std::string& name, std::vector<std::int64_t> v);
 Attr attr_floats(const std::string& name, std::vector<float> v);
 Attr attr_strings(const std::string& name, std::vector<std::string> v);
 
+// ONNX's TensorProto element type of a keel dtype.
+int onnx_elem_type(DType d);
+
 class GraphBuilder {
  public:
   GraphBuilder(keel_onnx::GraphProto* graph, int opset) : graph_(graph), opset_(opset) {}
@@ -83,6 +86,9 @@ class GraphBuilder {
                                                const std::vector<std::int64_t>& dims)>;
   WeightHook weight_hook;
   std::string scalar(const std::string& base, float v);                               // 0-D float32
+  // Any keel dtype ONNX has (bfloat16 and float16 as bit patterns), `nbytes` of raw data.
+  std::string raw(const std::string& base, DType dtype, const void* data, std::size_t nbytes,
+                  const std::vector<std::int64_t>& dims);
 
   // Opset-aware forms (Squeeze/Unsqueeze take their axes as an input from opset 13 on, which is
   // every opset export_onnx accepts; ReduceMean/ReduceMax take them as an attribute until 18).
@@ -146,9 +152,14 @@ bool convert_recurrent(GraphBuilder& g, layers::Layer& layer, const std::vector<
 bool convert_attention(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in, Value& out);
 bool convert_spatial(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in, Value& out);
 bool convert_quantized(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in, Value& out);
-// Any layer (a nested model too): the converters above in turn; ValueError naming the layer when
-// none knows it (TimeDistributed converts its inner layer with it).
+// Any layer (a nested model too): the converters above in turn; a layer none of them knows (a
+// custom layer, a Lambda) is converted from its traced graph (TimeDistributed converts its inner
+// layer with it).
 Value convert_layer(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in);
+// The layer's (or a subclassed model's) call traced as keel::function traces it, each kernel call
+// of the graph converted to ONNX nodes (onnx_traced.cpp); ValueError naming the layer and the
+// kernel ONNX cannot express.
+std::vector<Value> convert_traced(GraphBuilder& g, layers::Layer& layer, const std::vector<Value>& in);
 
 // keel's output shape of the layer for the inputs (batch axis -1), from compute_output_shape;
 // -1 also where an unknown (None) input size makes the output size unknown.

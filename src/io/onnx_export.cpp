@@ -1,6 +1,8 @@
 // io::export_onnx: walks a Sequential or functional model's layer graph (read back from its
 // Keras config: the layers' inbound nodes), converts each layer call with the converters of
-// onnx_*.cpp, and writes the ModelProto atomically.
+// onnx_*.cpp, and writes the ModelProto atomically. Built-in layers map to ONNX's own ops (an
+// LSTM layer to ONNX's LSTM, not to the kernels of its steps); a layer without a converter and a
+// subclassed model are exported from their traced graphs (onnx_traced.cpp).
 #include "keel/io/onnx.hpp"
 
 #include <fmt/core.h>
@@ -30,9 +32,8 @@ std::vector<Value> walk(GraphBuilder& g, models::Model& model, const std::vector
     for (const auto& l : model.layers()) x = onnx_detail::convert_layer(g, *l, {x});
     return {x};
   }
-  if (!model.is_functional())
-    throw ValueError(fmt::format("export_onnx: model '{}' ({}) is subclassed: only Sequential and functional models "
-                                 "have a layer graph to export", model.name(), model.class_name()));
+  // A subclassed model has no layer graph: its call is exported from its traced graph.
+  if (!model.is_functional()) return onnx_detail::convert_traced(g, model, in);
   const json c = model.get_config();
   const auto key = [](const json& hist) { return fmt::format("{}#{}", hist.at(0).get<std::string>(), hist.at(1).get<int>()); };
   std::map<std::string, Value> made;
@@ -133,7 +134,8 @@ Value onnx_detail::convert_layer(GraphBuilder& g, layers::Layer& layer, const st
       onnx_detail::convert_attention(g, layer, in, out) || onnx_detail::convert_spatial(g, layer, in, out) ||
       onnx_detail::convert_quantized(g, layer, in, out))
     return out;
-  throw ValueError(fmt::format("export_onnx: {} has no ONNX equivalent", onnx_detail::who(layer)));
+  // A layer no converter knows (a custom layer, a Lambda): from its traced graph.
+  return onnx_detail::convert_traced(g, layer, in).at(0);
 }
 
 OnnxExportReport export_onnx_report(models::Model& model, const std::string& path, OnnxExportOptions options) {
