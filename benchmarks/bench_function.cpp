@@ -89,6 +89,7 @@ void run_steps(benchmark::State& state, models::Sequential& model, const Data& d
   // A traced step allocates little: its values live in the graph's planned buffers.
   const double planned = state.range(0) == 0 ? 0 : static_cast<double>(traced.concrete_graph(d.x, d.y).planned_bytes());
   state.counters["peak_mib"] = (peak + planned) / (1 << 20);
+  state.counters["planned_mib"] = planned / (1 << 20);  // of which the graph's arena
 }
 
 void BM_lstm_step(benchmark::State& state) {

@@ -122,8 +122,39 @@ void fold_constants(Plan& p) {
 // Buffers for the intermediates: a value's lifetime runs from the first node that touches it
 // to the last; values whose lifetimes do not overlap share a buffer (best fit by size, on the
 // same device). Without planning each value gets a buffer of its own.
+// Whether node i may write its output into the memory of input view `in`, which dies there: an
+// elementwise kernel (each element read before it is written, in the same position) whose input
+// and output are both all of their slots, of one geometry, and which reads that slot through no
+// other view.
+bool writes_in_place(const Plan& p, const Node& n, int in, int out) {
+  const std::string family = n.type.family;
+  if (n.kind != NodeKind::kernel || (family != "unary" && family != "binary" && family != "fused_elementwise"))
+    return false;
+  const View& a = p.views[static_cast<std::size_t>(in)];
+  const View& y = p.views[static_cast<std::size_t>(out)];
+  const Slot& sa = p.slots[static_cast<std::size_t>(a.slot)];
+  const Slot& sy = p.slots[static_cast<std::size_t>(y.slot)];
+  const auto whole = [](const View& v, const Slot& s) {
+    return v.offset == 0 && contiguous_view(v) &&
+           static_cast<std::size_t>(v.shape.num_elements()) * itemsize(v.dtype) == s.nbytes;
+  };
+  if (a.slot == y.slot || !(a.shape == y.shape) || a.dtype != y.dtype || !whole(a, sa) || !whole(y, sy)) return false;
+  for (std::size_t j = 0; j < n.num_inputs; ++j) {
+    const int v = n.operands[j];
+    if (v < 0 || p.views[static_cast<std::size_t>(v)].slot != a.slot) continue;
+    const View& o = p.views[static_cast<std::size_t>(v)];
+    if (!(o.shape == a.shape) || o.strides != a.strides || o.offset != a.offset || o.dtype != a.dtype) return false;
+  }
+  return true;
+}
+
+// Intermediates get places in one arena per device. Values written in place (an elementwise
+// kernel's output over its dying input) share one place; then, largest first, each place goes at
+// the lowest offset that no place alive at the same time overlaps (TensorFlow Lite's greedy by
+// size), so the arena is about the most bytes alive at once rather than a buffer per size class.
 void plan_memory(Plan& p, bool share) {
   constexpr int kNone = -1;
+  constexpr std::size_t kAlign = 64;
   std::vector<int> first(p.slots.size(), kNone), last(p.slots.size(), kNone);
   for (std::size_t i = 0; i < p.nodes.size(); ++i)
     for_each_operand(p.nodes[i], [&](int v, bool) {
@@ -131,38 +162,98 @@ void plan_memory(Plan& p, bool share) {
       if (first[s] == kNone) first[s] = static_cast<int>(i);
       last[s] = static_cast<int>(i);
     });
-  std::vector<std::size_t> order;
-  for (std::size_t s = 0; s < p.slots.size(); ++s)
-    if (p.slots[s].kind == SlotKind::intermediate && first[s] != kNone) order.push_back(s);
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return first[a] < first[b]; });
-
-  struct Buffer {
-    std::size_t nbytes;
+  // Places: a slot's own, or the place of the input it overwrites.
+  struct Place {
+    std::size_t nbytes = 0, offset = 0;
     Device device;
-    int busy_until;
+    int first = 0, last = 0;
+    int arena = -1;
   };
-  std::vector<Buffer> buffers;
-  for (std::size_t s : order) {
-    Slot& slot = p.slots[s];
-    int best = kNone;  // the smallest free buffer that holds it
-    if (share)
-      for (std::size_t b = 0; b < buffers.size(); ++b) {
-        const Buffer& buf = buffers[b];
-        if (buf.busy_until >= first[s] || !(buf.device == slot.device) || buf.nbytes < slot.nbytes) continue;
-        if (best == kNone || buf.nbytes < buffers[static_cast<std::size_t>(best)].nbytes) best = static_cast<int>(b);
+  std::vector<Place> places;
+  std::vector<int> place_of(p.slots.size(), kNone);
+  const auto planned = [&](int slot) {
+    const auto s = static_cast<std::size_t>(slot);
+    return p.slots[s].kind == SlotKind::intermediate && first[s] != kNone;
+  };
+  for (std::size_t i = 0; i < p.nodes.size(); ++i) {
+    const Node& n = p.nodes[i];
+    for (std::size_t j = n.num_inputs; j < n.operands.size(); ++j) {
+      const int out = n.operands[j];
+      if (out < 0) continue;
+      const int ys = p.views[static_cast<std::size_t>(out)].slot;
+      if (!planned(ys) || place_of[static_cast<std::size_t>(ys)] != kNone) continue;
+      int host = kNone;  // the place it takes over
+      for (std::size_t k = 0; k < n.num_inputs && share && host == kNone && n.operands.size() == n.num_inputs + 1; ++k) {
+        const int in = n.operands[k];
+        if (in < 0) continue;
+        const int as = p.views[static_cast<std::size_t>(in)].slot;
+        if (planned(as) && last[static_cast<std::size_t>(as)] == static_cast<int>(i) &&
+            first[static_cast<std::size_t>(ys)] == static_cast<int>(i) && place_of[static_cast<std::size_t>(as)] != kNone &&
+            writes_in_place(p, n, in, out))
+          host = place_of[static_cast<std::size_t>(as)];
       }
-    if (best == kNone) {
-      buffers.push_back({slot.nbytes, slot.device, last[s]});
-      best = static_cast<int>(buffers.size()) - 1;
+      if (host == kNone) continue;
+      place_of[static_cast<std::size_t>(ys)] = host;
+      Place& pl = places[static_cast<std::size_t>(host)];
+      pl.last = std::max(pl.last, last[static_cast<std::size_t>(ys)]);
     }
-    buffers[static_cast<std::size_t>(best)].busy_until = last[s];
-    slot.buffer = best;
+    // Slots first seen at this node that did not take over an input get a place of their own
+    // (done after the in-place check so that an input's place exists before its reader's).
+    for_each_operand(n, [&](int v, bool) {
+      const int s = p.views[static_cast<std::size_t>(v)].slot;
+      if (!planned(s) || place_of[static_cast<std::size_t>(s)] != kNone) return;
+      place_of[static_cast<std::size_t>(s)] = static_cast<int>(places.size());
+      places.push_back({p.slots[static_cast<std::size_t>(s)].nbytes, 0, p.slots[static_cast<std::size_t>(s)].device,
+                        first[static_cast<std::size_t>(s)], last[static_cast<std::size_t>(s)], -1});
+    });
+  }
+  // Arenas: one per device; without sharing, one per place.
+  std::vector<std::pair<Device, std::size_t>> arenas;  // device, bytes
+  std::vector<std::size_t> order(places.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return places[a].nbytes > places[b].nbytes; });
+  std::vector<std::size_t> placed;
+  for (std::size_t k : order) {
+    Place& pl = places[k];
+    if (!share) {
+      pl.arena = static_cast<int>(arenas.size());
+      arenas.push_back({pl.device, pl.nbytes});
+      continue;
+    }
+    for (std::size_t a = 0; a < arenas.size() && pl.arena < 0; ++a)
+      if (arenas[a].first == pl.device) pl.arena = static_cast<int>(a);
+    if (pl.arena < 0) {
+      pl.arena = static_cast<int>(arenas.size());
+      arenas.push_back({pl.device, 0});
+    }
+    // The places alive with it in its arena, by offset; it goes in the first gap that fits.
+    std::vector<std::pair<std::size_t, std::size_t>> taken;  // [offset, end)
+    for (std::size_t q : placed) {
+      const Place& o = places[q];
+      if (o.arena == pl.arena && o.first <= pl.last && pl.first <= o.last) taken.push_back({o.offset, o.offset + o.nbytes});
+    }
+    std::sort(taken.begin(), taken.end());
+    std::size_t at = 0;
+    for (const auto& [begin, end] : taken) {
+      if (begin >= at + pl.nbytes) break;
+      at = std::max(at, (end + kAlign - 1) / kAlign * kAlign);
+    }
+    pl.offset = at;
+    auto& size = arenas[static_cast<std::size_t>(pl.arena)].second;
+    size = std::max(size, at + pl.nbytes);
+    placed.push_back(k);
+  }
+  for (std::size_t s = 0; s < p.slots.size(); ++s) {
+    if (place_of[s] == kNone) continue;
+    const Place& pl = places[static_cast<std::size_t>(place_of[s])];
+    p.slots[s].buffer = pl.arena;
+    p.slots[s].buffer_offset = pl.offset;
   }
   p.planned_bytes = 0;
   p.exec.buffers.clear();
-  for (const Buffer& b : buffers) {
-    p.planned_bytes += b.nbytes;
-    p.exec.buffers.push_back(std::make_shared<Storage>(b.nbytes, b.device));
+  for (const auto& [device, nbytes] : arenas) {
+    p.planned_bytes += nbytes;
+    p.exec.buffers.push_back(std::make_shared<Storage>(nbytes, device));
   }
 }
 
@@ -186,7 +277,13 @@ void build_executor(Plan& p) {
     const View& view = p.views[v];
     const Slot& s = p.slots[static_cast<std::size_t>(view.slot)];
     const bool planned = s.kind == SlotKind::intermediate && s.buffer >= 0;
-    e.impls[v] = view_impl(view, planned ? e.buffers[static_cast<std::size_t>(s.buffer)] : s.held);
+    if (planned) {
+      View at = view;  // the slot's place in its arena
+      at.offset += static_cast<std::int64_t>(s.buffer_offset / itemsize(view.dtype));
+      e.impls[v] = view_impl(at, e.buffers[static_cast<std::size_t>(s.buffer)]);
+    } else {
+      e.impls[v] = view_impl(view, s.held);
+    }
     e.base_offsets[v] = view.offset;
     e.slot_views[static_cast<std::size_t>(view.slot)].push_back(static_cast<int>(v));
   }

@@ -46,7 +46,8 @@ struct Slot {
   int input = -1;                  // the argument of an input slot
   std::shared_ptr<Storage> held;   // captured, state and constant slots (and inputs while tracing)
   std::weak_ptr<Storage> seen;     // while tracing: tells an expired storage from a live one
-  int buffer = -1;                 // intermediates: the planned buffer
+  int buffer = -1;                 // intermediates: the planned buffer (one arena per device)
+  std::size_t buffer_offset = 0;   // and where in it the slot starts (bytes, 64-aligned)
   bool written = false;            // some recorded call writes it
 };
 

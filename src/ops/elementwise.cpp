@@ -25,6 +25,7 @@ using kernel::LogicalOp;
 using kernel::UnaryOp;
 using detail::binary_op;
 using detail::check_binary;
+using detail::Reads;
 using detail::record_unary;
 using detail::unary_op;
 
@@ -169,19 +170,19 @@ Tensor minimum(const Tensor& x, double y) { return minimum(x, scalar_like(x, y))
 
 Tensor neg(const Tensor& x) {
   Tensor y = unary_op("neg", UnaryOp::neg, x);
-  record_unary("neg", x, y, [](const Tensor& g, const Tensor&, const Tensor&) { return neg(g); });
+  record_unary("neg", x, y, [](const Tensor& g, const Tensor&, const Tensor&) { return neg(g); }, Reads::neither);
   return y;
 }
 
 Tensor abs(const Tensor& x) {
   Tensor y = unary_op("abs", UnaryOp::abs, x);
-  record_unary("abs", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, sign(x)); });
+  record_unary("abs", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, sign(x)); }, Reads::input);
   return y;
 }
 
 Tensor sign(const Tensor& x) {
   Tensor y = unary_op("sign", UnaryOp::sign, x);
-  record_unary("sign", x, y, [](const Tensor& g, const Tensor&, const Tensor&) { return zeros_like(g); });
+  record_unary("sign", x, y, [](const Tensor& g, const Tensor&, const Tensor&) { return zeros_like(g); }, Reads::neither);
   return y;
 }
 
@@ -189,7 +190,7 @@ Tensor square(const Tensor& x) {
   Tensor y = unary_op("square", UnaryOp::square, x);
   record_unary("square", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
     return mul(g, mul(x, scalar_like(x, 2.0)));
-  });
+  }, Reads::input);
   return y;
 }
 
@@ -197,7 +198,7 @@ Tensor sqrt(const Tensor& x) {
   Tensor y = unary_op("sqrt", UnaryOp::sqrt, x);
   record_unary("sqrt", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) {
     return div(g, mul(y, scalar_like(y, 2.0)));
-  });
+  }, Reads::output);
   return y;
 }
 
@@ -205,19 +206,19 @@ Tensor rsqrt(const Tensor& x) {
   Tensor y = unary_op("rsqrt", UnaryOp::rsqrt, x);
   record_unary("rsqrt", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) {
     return mul(g, mul(mul(y, mul(y, y)), scalar_like(y, -0.5)));
-  });
+  }, Reads::output);
   return y;
 }
 
 Tensor exp(const Tensor& x) {
   Tensor y = unary_op("exp", UnaryOp::exp, x);
-  record_unary("exp", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, y); });
+  record_unary("exp", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, y); }, Reads::output);
   return y;
 }
 
 Tensor log(const Tensor& x) {
   Tensor y = unary_op("log", UnaryOp::log, x);
-  record_unary("log", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return div(g, x); });
+  record_unary("log", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return div(g, x); }, Reads::input);
   return y;
 }
 
@@ -225,19 +226,19 @@ Tensor log1p(const Tensor& x) {
   Tensor y = unary_op("log1p", UnaryOp::log1p, x);
   record_unary("log1p", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
     return div(g, add(x, scalar_like(x, 1.0)));
-  });
+  }, Reads::input);
   return y;
 }
 
 Tensor sin(const Tensor& x) {
   Tensor y = unary_op("sin", UnaryOp::sin, x);
-  record_unary("sin", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, cos(x)); });
+  record_unary("sin", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, cos(x)); }, Reads::input);
   return y;
 }
 
 Tensor cos(const Tensor& x) {
   Tensor y = unary_op("cos", UnaryOp::cos, x);
-  record_unary("cos", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return neg(mul(g, sin(x))); });
+  record_unary("cos", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return neg(mul(g, sin(x))); }, Reads::input);
   return y;
 }
 
@@ -245,7 +246,7 @@ Tensor tanh(const Tensor& x) {
   Tensor y = unary_op("tanh", UnaryOp::tanh, x);
   record_unary("tanh", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) {
     return mul(g, sub(scalar_like(y, 1.0), mul(y, y)));
-  });
+  }, Reads::output);
   return y;
 }
 
@@ -253,7 +254,7 @@ Tensor sigmoid(const Tensor& x) {
   Tensor y = unary_op("sigmoid", UnaryOp::sigmoid, x);
   record_unary("sigmoid", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) {
     return mul(g, mul(y, sub(scalar_like(y, 1.0), y)));
-  });
+  }, Reads::output);
   return y;
 }
 
@@ -278,7 +279,9 @@ Tensor relu_grad(const Tensor& g, const Tensor& x) {
 
 Tensor relu(const Tensor& x) {
   Tensor y = unary_op("relu", UnaryOp::relu, x);
-  record_unary("relu", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return relu_grad(g, x); });
+  // From the output, as TensorFlow's ReluGrad: y > 0 exactly where x > 0, and the input need not
+  // be kept for the backward.
+  record_unary("relu", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) { return relu_grad(g, y); }, Reads::output);
   return y;
 }
 
@@ -286,7 +289,7 @@ Tensor relu6(const Tensor& x) {
   Tensor y = unary_op("relu6", UnaryOp::relu6, x);
   record_unary("relu6", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
     return masked_grad(g, logical_and(greater(x, zero_of(x)), less(x, scalar_like(x, 6.0))));
-  });
+  }, Reads::input);
   return y;
 }
 
@@ -294,7 +297,7 @@ Tensor leaky_relu(const Tensor& x, double alpha) {
   Tensor y = unary_op("leaky_relu", UnaryOp::leaky_relu, x, alpha);
   record_unary("leaky_relu", x, y, [alpha](const Tensor& g, const Tensor& x, const Tensor&) {
     return where(greater(x, zero_of(x)), g, mul(g, scalar_like(g, alpha)));
-  });
+  }, Reads::input);
   return y;
 }
 
@@ -303,7 +306,7 @@ Tensor elu(const Tensor& x, double alpha) {
   record_unary("elu", x, y, [alpha](const Tensor& g, const Tensor& x, const Tensor& y) {
     // For x <= 0: d/dx alpha*(e^x - 1) = alpha*e^x = y + alpha.
     return where(greater(x, zero_of(x)), g, mul(g, add(y, scalar_like(y, alpha))));
-  });
+  }, Reads::both);
   return y;
 }
 
@@ -325,13 +328,13 @@ Tensor gelu(const Tensor& x, bool approximate) {
     const Tensor du = mul(c(s), add(c(1.0), mul(c(3 * k), x2)));
     const Tensor d = add(mul(c(0.5), add(c(1.0), t)), mul(mul(c(0.5), x), mul(sub(c(1.0), square(t)), du)));
     return mul(g, d);
-  });
+  }, Reads::input);
   return y;
 }
 
 Tensor softplus(const Tensor& x) {
   Tensor y = unary_op("softplus", UnaryOp::softplus, x);
-  record_unary("softplus", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, sigmoid(x)); });
+  record_unary("softplus", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, sigmoid(x)); }, Reads::input);
   return y;
 }
 
@@ -342,7 +345,7 @@ Tensor silu(const Tensor& x) {
     const Tensor s = sigmoid(x);
     const Tensor one = scalar_like(x, 1.0);
     return mul(g, mul(s, add(one, mul(x, sub(one, s)))));
-  });
+  }, Reads::input);
   return y;
 }
 
@@ -350,7 +353,7 @@ Tensor erf(const Tensor& x) {
   Tensor y = unary_op("erf", UnaryOp::erf, x);
   record_unary("erf", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
     return mul(g, mul(scalar_like(x, 1.12837916709551257390), exp(neg(square(x)))));
-  });
+  }, Reads::input);
   return y;
 }
 

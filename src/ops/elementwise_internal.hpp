@@ -15,13 +15,24 @@ Shape check_binary(const Tensor& x, const Tensor& y, const char* op);
 // A binary kernel's output for x and y, of any numeric dtype.
 Tensor binary_op(const char* name, kernel::BinaryOp op, const Tensor& x, const Tensor& y);
 
-// Records a unary op whose gradient is dydx(g, x, y).
+// What a unary op's derivative reads: only that is kept for the backward. A ReLU's gradient
+// reads its output (which the next layer keeps anyway), so its input can be freed as soon as
+// nothing else needs it; exp, sqrt, tanh and sigmoid read their outputs too.
+enum class Reads { input, output, both, neither };
+
+// Records a unary op whose gradient is dydx(g, x, y); x or y is undefined there unless `reads`
+// names it.
 template <class D>
-void record_unary(const char* name, const Tensor& x, const Tensor& y, D dydx) {
+void record_unary(const char* name, const Tensor& x, const Tensor& y, D dydx, Reads reads) {
   if (!autograd::recording()) return;
-  autograd::record(name, {x}, {y}, [x, y, dydx](const autograd::Grads& g, const autograd::Needs&) {
-    return autograd::Grads{dydx(g[0], x, y)};
-  }, {x, y});
+  const Tensor kx = reads == Reads::input || reads == Reads::both ? x : Tensor();
+  const Tensor ky = reads == Reads::output || reads == Reads::both ? y : Tensor();
+  std::vector<Tensor> saved;
+  if (kx.defined()) saved.push_back(kx);
+  if (ky.defined()) saved.push_back(ky);
+  autograd::record(name, {x}, {y}, [kx, ky, dydx](const autograd::Grads& g, const autograd::Needs&) {
+    return autograd::Grads{dydx(g[0], kx, ky)};
+  }, saved);
 }
 
 }  // namespace keel::detail

@@ -17,6 +17,7 @@ namespace keel {
 using autograd::Grads;
 using autograd::Needs;
 using detail::binary_op;
+using detail::Reads;
 using detail::record_unary;
 using detail::unary_op;
 using kernel::BinaryOp;
@@ -39,7 +40,7 @@ Tensor rounding(const char* name, UnaryOp op, const Tensor& x) {
   detail::check_defined(x, name);
   if (is_integral(x.dtype())) return x;
   Tensor y = unary_op(name, op, x);
-  record_unary(name, x, y, [](const Tensor& g, const Tensor&, const Tensor&) { return zeros_like(g); });
+  record_unary(name, x, y, [](const Tensor& g, const Tensor&, const Tensor&) { return zeros_like(g); }, Reads::neither);
   return y;
 }
 
@@ -104,7 +105,7 @@ Tensor atan2(const Tensor& y, const Tensor& x) {
 Tensor tan(const Tensor& x) {
   Tensor y = unary_op("tan", UnaryOp::tan, x);
   // d tan = sec^2 x = 1 / cos^2 x (TensorFlow's TanGrad).
-  record_unary("tan", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return div(g, square(cos(x))); });
+  record_unary("tan", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return div(g, square(cos(x))); }, Reads::input);
   return y;
 }
 
@@ -112,7 +113,7 @@ Tensor asin(const Tensor& x) {
   Tensor y = unary_op("asin", UnaryOp::asin, x);
   record_unary("asin", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
     return div(g, sqrt(one_minus_square(x)));  // 1 / sqrt(1 - x^2)
-  });
+  }, Reads::input);
   return y;
 }
 
@@ -120,7 +121,7 @@ Tensor acos(const Tensor& x) {
   Tensor y = unary_op("acos", UnaryOp::acos, x);
   record_unary("acos", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
     return neg(div(g, sqrt(one_minus_square(x))));  // -1 / sqrt(1 - x^2)
-  });
+  }, Reads::input);
   return y;
 }
 
@@ -128,19 +129,19 @@ Tensor atan(const Tensor& x) {
   Tensor y = unary_op("atan", UnaryOp::atan, x);
   record_unary("atan", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
     return div(g, add(c(x, 1.0), square(x)));  // 1 / (1 + x^2)
-  });
+  }, Reads::input);
   return y;
 }
 
 Tensor sinh(const Tensor& x) {
   Tensor y = unary_op("sinh", UnaryOp::sinh, x);
-  record_unary("sinh", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, cosh(x)); });
+  record_unary("sinh", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, cosh(x)); }, Reads::input);
   return y;
 }
 
 Tensor cosh(const Tensor& x) {
   Tensor y = unary_op("cosh", UnaryOp::cosh, x);
-  record_unary("cosh", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, sinh(x)); });
+  record_unary("cosh", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, sinh(x)); }, Reads::input);
   return y;
 }
 
@@ -148,13 +149,13 @@ Tensor cosh(const Tensor& x) {
 // 1 / cosh(asinh x), d acosh x = 1 / sinh(acosh x).
 Tensor asinh(const Tensor& x) {
   Tensor y = unary_op("asinh", UnaryOp::asinh, x);
-  record_unary("asinh", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) { return div(g, cosh(y)); });
+  record_unary("asinh", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) { return div(g, cosh(y)); }, Reads::output);
   return y;
 }
 
 Tensor acosh(const Tensor& x) {
   Tensor y = unary_op("acosh", UnaryOp::acosh, x);
-  record_unary("acosh", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) { return div(g, sinh(y)); });
+  record_unary("acosh", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) { return div(g, sinh(y)); }, Reads::output);
   return y;
 }
 
@@ -162,7 +163,7 @@ Tensor atanh(const Tensor& x) {
   Tensor y = unary_op("atanh", UnaryOp::atanh, x);
   record_unary("atanh", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
     return div(g, one_minus_square(x));  // 1 / (1 - x^2)
-  });
+  }, Reads::input);
   return y;
 }
 
@@ -170,7 +171,7 @@ Tensor atanh(const Tensor& x) {
 
 Tensor expm1(const Tensor& x) {
   Tensor y = unary_op("expm1", UnaryOp::expm1, x);
-  record_unary("expm1", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, exp(x)); });
+  record_unary("expm1", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) { return mul(g, exp(x)); }, Reads::input);
   return y;
 }
 
@@ -179,7 +180,7 @@ Tensor log2(const Tensor& x) {
   Tensor y = unary_op("log2", UnaryOp::log2, x);
   record_unary("log2", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
     return div(g, mul(x, c(x, std::numbers::ln2)));  // 1 / (x ln 2)
-  });
+  }, Reads::input);
   return y;
 }
 
@@ -187,14 +188,14 @@ Tensor log10(const Tensor& x) {
   Tensor y = unary_op("log10", UnaryOp::log10, x);
   record_unary("log10", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
     return div(g, mul(x, c(x, std::numbers::ln10)));  // 1 / (x ln 10)
-  });
+  }, Reads::input);
   return y;
 }
 
 Tensor reciprocal(const Tensor& x) {
   Tensor y = unary_op("reciprocal", UnaryOp::reciprocal, x);
   // d (1/x) = -1/x^2 = -y^2 (TensorFlow's ReciprocalGrad).
-  record_unary("reciprocal", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) { return neg(mul(g, square(y))); });
+  record_unary("reciprocal", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) { return neg(mul(g, square(y))); }, Reads::output);
   return y;
 }
 
@@ -203,7 +204,7 @@ Tensor erfc(const Tensor& x) {
   record_unary("erfc", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
     // d erfc x = -2/sqrt(pi) e^(-x^2)
     return mul(g, mul(c(x, -2.0 * std::numbers::inv_sqrtpi), exp(neg(square(x)))));
-  });
+  }, Reads::input);
   return y;
 }
 
@@ -214,7 +215,7 @@ Tensor selu(const Tensor& x) {
   record_unary("selu", x, y, [](const Tensor& g, const Tensor& x, const Tensor& y) {
     // x > 0: scale; else d scale alpha (e^x - 1) = scale alpha e^x = y + scale alpha.
     return where(greater(x, c(x, 0.0)), mul(g, c(g, kSeluScale)), mul(g, add(y, c(y, kSeluScale * kSeluAlpha))));
-  });
+  }, Reads::both);
   return y;
 }
 
@@ -222,7 +223,7 @@ Tensor softsign(const Tensor& x) {
   Tensor y = unary_op("softsign", UnaryOp::softsign, x);
   record_unary("softsign", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
     return div(g, square(add(c(x, 1.0), abs(x))));  // 1 / (1 + |x|)^2
-  });
+  }, Reads::input);
   return y;
 }
 
@@ -237,7 +238,7 @@ Tensor hard_sigmoid(const Tensor& x) {
   Tensor y = unary_op("hard_sigmoid", UnaryOp::hard_sigmoid, x);
   record_unary("hard_sigmoid", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
     return mul(div(g, c(g, 6.0)), hard_mask(x));
-  });
+  }, Reads::input);
   return y;
 }
 
@@ -246,7 +247,7 @@ Tensor hard_swish(const Tensor& x) {
   record_unary("hard_swish", x, y, [](const Tensor& g, const Tensor& x, const Tensor&) {
     // The product rule on x * hard_sigmoid(x): hard_sigmoid(x) + x mask / 6.
     return mul(g, add(hard_sigmoid(x), div(mul(x, hard_mask(x)), c(x, 6.0))));
-  });
+  }, Reads::input);
   return y;
 }
 
@@ -256,7 +257,7 @@ Tensor mish(const Tensor& x) {
     // t = tanh(softplus(x)): d x t = t + x (1 - t^2) sigmoid(x)
     const Tensor t = tanh(softplus(x));
     return mul(g, add(t, mul(mul(x, sub(c(x, 1.0), square(t))), sigmoid(x))));
-  });
+  }, Reads::input);
   return y;
 }
 
