@@ -2,7 +2,10 @@
 // on a tile before the next, through the SIMD table's contiguous kernels.
 #include "cpu/elementwise_program.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "core/dispatch.hpp"
@@ -22,6 +25,21 @@ using kernel::ProgramRef;
 constexpr std::int64_t kTile = 4096;
 // Below this many elements a program runs on the calling thread alone.
 constexpr std::int64_t kParallelMin = 1 << 16;
+
+// Three quarters of the last-level cache (glibc's memcpy switches to non-temporal stores
+// there), and never below the elementwise kernels' own threshold.
+std::size_t cache_stream_bytes() {
+  long llc = 0;
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+  llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+#if defined(_SC_LEVEL2_CACHE_SIZE)
+  if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+  return std::max(kStreamOutputBytes, llc > 0 ? static_cast<std::size_t>(llc) / 4 * 3 : std::size_t{0});
+}
+
+std::atomic<std::size_t> stream_bytes_set{0};
 
 // Tiles this short whose steps are all correctly rounded IEEE arithmetic run as plain loops: a
 // SIMD kernel call per step costs more than the arithmetic there (a graph of scalar-sized math).
@@ -138,6 +156,14 @@ struct TileRun {
 
 }  // namespace
 
+std::size_t program_stream_bytes() {
+  static const std::size_t from_cache = cache_stream_bytes();
+  const std::size_t set = stream_bytes_set.load(std::memory_order_relaxed);
+  return set > 0 ? set : from_cache;
+}
+
+void set_program_stream_bytes(std::size_t bytes) { stream_bytes_set.store(bytes, std::memory_order_relaxed); }
+
 void run_elementwise_program(const ElementwiseProgram& program, DType dtype, std::int64_t n,
                              const void* const* inputs, void* const* outputs) {
   if (n <= 0) return;
@@ -147,8 +173,10 @@ void run_elementwise_program(const ElementwiseProgram& program, DType dtype, std
   const std::int64_t tile = std::max<std::int64_t>(1, std::min(kTile / row, rows_needed)) * row;
   const std::int64_t tiles = (n + tile - 1) / tile;
   detail::dispatch_float(dtype, "fused elementwise", [&]<class T>() {
-    // As the elementwise kernels do for outputs this large.
-    const bool stream = static_cast<std::size_t>(n) * sizeof(T) >= kStreamOutputBytes;
+    // Streaming a program's outputs costs a pass (each tile is computed into cached scratch,
+    // then copied out with streaming stores), which pays only for outputs the last-level cache
+    // cannot keep for their next reader.
+    const bool stream = static_cast<std::size_t>(n) * sizeof(T) >= program_stream_bytes();
     const TileRun<T> run{program, inputs, outputs, tile, stream};
     const bool parallel = n >= kParallelMin && tiles > 1;
     parallel_ranges(tiles, parallel ? 2 * std::max(1, config::num_threads()) : 1,
