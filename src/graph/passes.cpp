@@ -119,9 +119,6 @@ void fold_constants(Plan& p) {
   p.nodes = std::move(kept);
 }
 
-// Buffers for the intermediates: a value's lifetime runs from the first node that touches it
-// to the last; values whose lifetimes do not overlap share a buffer (best fit by size, on the
-// same device). Without planning each value gets a buffer of its own.
 // Whether node i may write its output into the memory of input view `in`, which dies there: an
 // elementwise kernel (each element read before it is written, in the same position) whose input
 // and output are both all of their slots, of one geometry, and which reads that slot through no
@@ -132,13 +129,10 @@ bool writes_in_place(const Plan& p, const Node& n, int in, int out) {
     return false;
   const View& a = p.views[static_cast<std::size_t>(in)];
   const View& y = p.views[static_cast<std::size_t>(out)];
-  const Slot& sa = p.slots[static_cast<std::size_t>(a.slot)];
-  const Slot& sy = p.slots[static_cast<std::size_t>(y.slot)];
-  const auto whole = [](const View& v, const Slot& s) {
-    return v.offset == 0 && contiguous_view(v) &&
-           static_cast<std::size_t>(v.shape.num_elements()) * itemsize(v.dtype) == s.nbytes;
-  };
-  if (a.slot == y.slot || !(a.shape == y.shape) || a.dtype != y.dtype || !whole(a, sa) || !whole(y, sy)) return false;
+  if (a.slot == y.slot || !(a.shape == y.shape) || a.dtype != y.dtype ||
+      !whole_slot_view(a, p.slots[static_cast<std::size_t>(a.slot)]) ||
+      !whole_slot_view(y, p.slots[static_cast<std::size_t>(y.slot)]))
+    return false;
   for (std::size_t j = 0; j < n.num_inputs; ++j) {
     const int v = n.operands[j];
     if (v < 0 || p.views[static_cast<std::size_t>(v)].slot != a.slot) continue;
@@ -148,7 +142,8 @@ bool writes_in_place(const Plan& p, const Node& n, int in, int out) {
   return true;
 }
 
-// Intermediates get places in one arena per device. Values written in place (an elementwise
+// Intermediates get places in one arena per device (a value's lifetime runs from the first node
+// that touches it to the last; without sharing, each value gets an arena of its own). Values written in place (an elementwise
 // kernel's output over its dying input) share one place; then, largest first, each place goes at
 // the lowest offset that no place alive at the same time overlaps (TensorFlow Lite's greedy by
 // size), so the arena is about the most bytes alive at once rather than a buffer per size class.
@@ -182,14 +177,16 @@ void plan_memory(Plan& p, bool share) {
       if (out < 0) continue;
       const int ys = p.views[static_cast<std::size_t>(out)].slot;
       if (!planned(ys) || place_of[static_cast<std::size_t>(ys)] != kNone) continue;
+      // Only a single-output kernel writing ys for the first time may take over an input.
+      if (!share || n.operands.size() != n.num_inputs + 1 || first[static_cast<std::size_t>(ys)] != static_cast<int>(i))
+        continue;
       int host = kNone;  // the place it takes over
-      for (std::size_t k = 0; k < n.num_inputs && share && host == kNone && n.operands.size() == n.num_inputs + 1; ++k) {
+      for (std::size_t k = 0; k < n.num_inputs && host == kNone; ++k) {
         const int in = n.operands[k];
         if (in < 0) continue;
         const int as = p.views[static_cast<std::size_t>(in)].slot;
         if (planned(as) && last[static_cast<std::size_t>(as)] == static_cast<int>(i) &&
-            first[static_cast<std::size_t>(ys)] == static_cast<int>(i) && place_of[static_cast<std::size_t>(as)] != kNone &&
-            writes_in_place(p, n, in, out))
+            place_of[static_cast<std::size_t>(as)] != kNone && writes_in_place(p, n, in, out))
           host = place_of[static_cast<std::size_t>(as)];
       }
       if (host == kNone) continue;

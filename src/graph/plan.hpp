@@ -70,6 +70,11 @@ inline bool contiguous_view(const View& v) {
   return true;
 }
 
+// Whether v is all of slot s, row-major from its first byte.
+inline bool whole_slot_view(const View& v, const Slot& s) {
+  return v.offset == 0 && contiguous_view(v) && static_cast<std::size_t>(v.shape.num_elements()) * itemsize(v.dtype) == s.nbytes;
+}
+
 // cond: operands {pred, results...}; runs sub[0] (then) or sub[1] (else), each of which ends by
 // copying its results into the cond's. loop: operands {pred, loop state...}; runs sub[0] (the
 // condition, which writes pred) and, while pred holds and fewer than max_iterations have run,

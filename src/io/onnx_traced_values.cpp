@@ -11,12 +11,9 @@
 namespace keel::io::onnx_detail::traced {
 
 bool TracedValues::whole_buffer(int v) const {
-  const auto covers = [](const View& view, const Slot& slot) {
-    return view.offset == 0 && graph::detail::contiguous_view(view) &&
-           static_cast<std::size_t>(view.shape.num_elements()) * itemsize(view.dtype) == slot.nbytes;
-  };
   const View& va = view_a(v);
-  return covers(va, a_.slots[static_cast<std::size_t>(va.slot)]) && covers(view_b(v), b_.slots[static_cast<std::size_t>(va.slot)]);
+  const auto slot = static_cast<std::size_t>(va.slot);
+  return graph::detail::whole_slot_view(va, a_.slots[slot]) && graph::detail::whole_slot_view(view_b(v), b_.slots[slot]);
 }
 
 void TracedValues::bind_input(int k, const TracedValue& v, bool first) {
