@@ -5,8 +5,11 @@
 
 #include <keel/keel.hpp>
 
+#include "autograd/tape_state.hpp"
+
 #include <cmath>
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -470,4 +473,47 @@ TEST_CASE("a tape keeps what a unary op's gradient reads: a relu its output, an 
   CHECK(held_after_drop(relu) >= mib);
   CHECK(held_after_drop(exp) >= mib);
   CHECK(held_after_drop(sin) == 0);
+}
+
+TEST_CASE("an observer hears of each source's gradient as soon as no node left adds to it", "[autograd][observer]") {
+  // z = sum(tanh(x * w1) * w2) + sum(w1 * w1), recorded as nodes 0 x*w1, 1 tanh, 2 *w2, 3 sum,
+  // 4 w1*w1, 5 sum, 6 add. The reverse pass runs 6..0: w2 is final after node 2, w1 only after
+  // node 0 (its first reader), and `unused` (read by no node) before any node runs.
+  Variable w1(f64({0.5, -1.0}, {2}), "w1"), w2(f64({2.0, 3.0}, {2}), "w2"), unused(f64({1.0}, {1}), "unused");
+  const Tensor x = f64({1.0, 2.0}, {2});
+  std::vector<std::string> log;
+  std::vector<Tensor> heard(3);
+  keel::detail::GradientObserver observer{[&](std::size_t i, const Tensor& g) {
+                                            log.push_back("ready " + std::to_string(i));
+                                            heard[i] = g;
+                                          },
+                                          [&] { log.push_back("node"); }};
+  GradientTape tape;
+  const Tensor first = reduce_sum(tanh(x * w1.value()) * w2.value());  // statements: in this order
+  const Tensor second = reduce_sum(w1.value() * w1.value());
+  const Tensor z = first + second;
+  std::vector<Tensor> grads;
+  {
+    keel::detail::GradientObserverScope watch(&observer);
+    grads = tape.gradient(z, std::vector<Variable*>{&w1, &w2, &unused});
+  }
+  // "node": before each node runs.
+  const std::vector<std::string> expected{"ready 2", "node", "node", "node",    "node",
+                                          "node",    "ready 1", "node", "node", "ready 0"};
+  CHECK(log == expected);
+  // What the observer heard is what gradient() returns: d/dw1 = x (1 - tanh^2(x w1)) w2 + 2 w1,
+  // d/dw2 = tanh(x w1); `unused` is unconnected (undefined, as TensorFlow's None).
+  for (std::size_t i = 0; i < 2; ++i) CHECK(dv(heard[i]) == dv(grads[i]));
+  CHECK_FALSE(heard[2].defined());
+  CHECK_FALSE(grads[2].defined());
+  const double t0 = std::tanh(0.5), t1 = std::tanh(-2.0);
+  CHECK(dv(grads[0])[0] == Approx(1.0 * (1 - t0 * t0) * 2.0 + 1.0));
+  CHECK(dv(grads[0])[1] == Approx(2.0 * (1 - t1 * t1) * 3.0 - 2.0));
+  CHECK(dv(grads[1]) == D{t0, t1});
+  // Outside the scope nobody listens.
+  log.clear();
+  GradientTape tape3;
+  const Tensor v = reduce_sum(w2.value() * w2.value());
+  tape3.gradient(v, w2);
+  CHECK(log.empty());
 }

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -195,8 +196,8 @@ namespace {
 // data-parallel (every worker, global batch `batch`); returns the largest weight difference.
 // 97 rows in batches of 16: 6 full batches and one of a single row (a shard of 0 rows for all
 // but one worker), 7 steps per epoch, 3 epochs: 21 steps.
-double parallel_vs_single(const std::function<std::shared_ptr<optimizers::Optimizer>()>& make_opt, bool dataset) {
-  auto& s = world();
+double parallel_vs_single(const std::function<std::shared_ptr<optimizers::Optimizer>()>& make_opt, bool dataset,
+                          distribute::Strategy& s = world()) {
   const auto [x, y] = regression_data(97);
   random::set_seed(1000 + static_cast<std::uint64_t>(s.worker_index()));  // different starts: fit broadcasts
   auto scope = std::make_unique<distribute::StrategyScope>(&s);
@@ -241,6 +242,124 @@ TEST_CASE("N workers with global batch B reach the weights of one process with b
 TEST_CASE("a Dataset passed to fit is sharded by rows of each global batch: same weights as one process",
           "[distributed]") {
   CHECK(parallel_vs_single([] { return std::make_shared<optimizers::Adam>(0.01); }, true) < 1e-5);
+}
+
+TEST_CASE("gradients in buckets of 64 bytes, each all-reduced while the backward pass runs: same weights as one process",
+          "[distributed]") {
+  // The MLP's gradients (kernel 4x8, bias 8, kernel 8x1, bias 1) in 3 buckets, from the last:
+  // {bias 1, kernel 8x1} {bias 8} {kernel 4x8}; the first starts while the first layer's
+  // backward still runs.
+  static distribute::MultiWorkerMirroredStrategy small({.timeout_s = 60, .bucket_bytes = 64});
+  CHECK(parallel_vs_single([] { return std::make_shared<optimizers::Adam>(0.01); }, false, small) < 1e-5);
+  static distribute::MultiWorkerMirroredStrategy after({.timeout_s = 60, .bucket_bytes = 64, .overlap_backward = false});
+  CHECK(parallel_vs_single([] { return std::make_shared<optimizers::Adam>(0.01); }, false, after) < 1e-5);
+}
+
+namespace {
+
+// A world of two whose other worker always holds this worker's values: a sum is twice the
+// value, a max or a min the value itself. A started all-reduce completes on its second test()
+// or at wait(). Every call is logged, to see when the collectives run.
+class MirrorCommunicator final : public distribute::detail::Communicator {
+ public:
+  std::vector<std::string> log;
+  int size() const override { return 2; }
+  int rank() const override { return 0; }
+  void all_reduce(void* buf, std::size_t count, DType dtype, distribute::detail::Combine op) override {
+    log.push_back("all_reduce");
+    if (op == distribute::detail::Combine::sum) twice(buf, count, dtype);
+  }
+  std::unique_ptr<distribute::detail::PendingCollective> start_all_reduce(void* buf, std::size_t count, DType dtype,
+                                                                          distribute::detail::Combine) override {
+    log.push_back("start");
+    return std::make_unique<Pending>(*this, buf, count, dtype);
+  }
+  void broadcast(void*, std::size_t, int) override {}
+  void barrier() override {}
+  std::string transport() const override { return "mirror"; }
+
+ private:
+  static void twice(void* buf, std::size_t n, DType dt) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (dt == DType::float32) static_cast<float*>(buf)[i] *= 2;
+      if (dt == DType::float64) static_cast<double*>(buf)[i] *= 2;
+      if (dt == DType::int64) static_cast<std::int64_t*>(buf)[i] *= 2;
+      if (dt == DType::int32) static_cast<std::int32_t*>(buf)[i] *= 2;
+    }
+  }
+  struct Pending final : distribute::detail::PendingCollective {
+    Pending(MirrorCommunicator& c, void* b, std::size_t n, DType d) : comm(c), buf(b), count(n), dtype(d) {}
+    bool test() override {
+      comm.log.push_back("test");
+      if (!done && ++tests >= 2) complete();
+      return done;
+    }
+    void wait() override {
+      comm.log.push_back("wait");
+      if (!done) complete();
+    }
+    void complete() {
+      twice(buf, count, dtype);
+      done = true;
+    }
+    MirrorCommunicator& comm;
+    void* buf;
+    std::size_t count;
+    DType dtype;
+    int tests = 0;
+    bool done = false;
+  };
+};
+
+class MirrorStrategy final : public distribute::Strategy {
+ public:
+  MirrorStrategy(std::shared_ptr<MirrorCommunicator> comm, bool overlap)
+      : Strategy(std::move(comm), {.bucket_bytes = 256, .overlap_backward = overlap}) {}
+};
+
+std::ptrdiff_t count_of(const std::vector<std::string>& log, const std::string& what) {
+  return std::count(log.begin(), log.end(), what);
+}
+
+}  // namespace
+
+TEST_CASE("fit starts each gradient bucket's all-reduce during the backward pass, eagerly and replayed, with the "
+          "weights of one all-reduce after it",
+          "[distributed]") {
+  const auto [x, y] = regression_data(64);
+  for (bool eager : {true, false}) {
+    INFO((eager ? "run_eagerly" : "traced step"));
+    std::vector<Tensor> weights[2];
+    std::vector<std::string> logs[2];
+    for (bool overlap : {false, true}) {
+      auto comm = std::make_shared<MirrorCommunicator>();
+      MirrorStrategy s(comm, overlap);
+      auto scope = s.scope();
+      random::set_seed(5);
+      models::Sequential m{layers::InputLayer({4}), layers::Dense(16, {.activation = "tanh"}),
+                           layers::Dense(16, {.activation = "tanh"}), layers::Dense(1)};
+      m.compile({.optimizer = optimizers::SGD(0.05), .loss = "mse", .run_eagerly = eager});
+      m.fit(x, y, {.batch_size = 16, .epochs = 2, .verbose = 0, .shuffle = false});
+      weights[overlap] = m.get_weights();
+      logs[overlap] = comm->log;
+    }
+    // Both sum the same buckets (reverse order, at most 256 bytes: {b3, k3, b2} {k2} {b1} {k1}).
+    CHECK(max_diff(weights[0], weights[1]) == 0);
+    const int steps = 2 * 4;
+    // After the backward pass: each bucket reduced at once (the blocking all-reduce; the logs'
+    // reductions at each epoch's end are further ones).
+    CHECK(count_of(logs[0], "start") == 0);
+    CHECK(count_of(logs[0], "all_reduce") >= 4 * steps);
+    // Overlapped: a bucket starts before the backward pass's next node once its gradients are
+    // final, and the progress calls move it on; a later bucket starts after that. {k1} is final
+    // only after the last node: nothing is left to overlap, so it is reduced at once.
+    const auto& log = logs[1];
+    const auto first_test = std::find(log.begin(), log.end(), "test") - log.begin();
+    const auto last_start = log.rend() - std::find(log.rbegin(), log.rend(), "start") - 1;
+    CHECK(first_test < last_start);
+    CHECK(count_of(log, "start") == 3 * steps);
+    CHECK(count_of(log, "wait") == 3 * steps);
+  }
 }
 
 TEST_CASE("Dropout and BatchNormalization models: every replica keeps the same trainable weights", "[distributed]") {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <utility>
 
 #include <fmt/core.h>
 
@@ -11,6 +12,19 @@
 #include "keel/ops/elementwise.hpp"
 
 namespace keel {
+
+namespace detail {
+
+namespace {
+thread_local GradientObserver* current_observer = nullptr;
+}  // namespace
+
+GradientObserverScope::GradientObserverScope(GradientObserver* observer) : previous_(current_observer) {
+  current_observer = observer;
+}
+GradientObserverScope::~GradientObserverScope() { current_observer = previous_; }
+
+}  // namespace detail
 
 GradientTape::GradientTape(bool persistent, bool watch_accessed_variables)
     : state_(std::make_shared<detail::TapeState>()) {
@@ -124,12 +138,50 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
   if (reach.count(target.id()) && is_floating(target.dtype()))
     grads[target.id()] = output_gradient.defined() ? output_gradient : ones_like(target);
 
-  for (std::size_t k = st.nodes.size(); k-- > 0;) {
-    if (!node_on_path[k]) continue;
+  // Source i's gradient, once no node left to run adds to it.
+  const auto final_gradient = [&](std::size_t i) {
+    auto it = grads.find(sources[i].id());
+    if (it != grads.end()) return it->second;
+    return u == UnconnectedGradients::zero ? zeros_like(sources[i]) : Tensor();
+  };
+  // An observer hears of each source's gradient as soon as it is final: after the node that
+  // reads the source first in recording order has run (the last reader the reverse pass meets).
+  detail::GradientObserver* const observer = std::exchange(detail::current_observer, nullptr);
+  struct RestoreObserver {
+    detail::GradientObserver* o;
+    ~RestoreObserver() { detail::current_observer = o; }
+  } restore_observer{observer};
+  std::vector<Tensor> early(sources.size());
+  std::vector<char> reported(sources.size(), 0);
+  std::unordered_map<std::size_t, std::vector<std::size_t>> final_after;  // node -> sources
+  if (observer) {
+    std::unordered_map<std::uint64_t, std::size_t> first_reader;
+    for (std::size_t k = st.nodes.size(); k-- > 0;) {
+      if (!node_on_path[k]) continue;
+      const auto& node = st.nodes[k];
+      for (std::size_t i = 0; i < node.inputs.size(); ++i)
+        if (node.input_watched[i] && source_ids.count(node.inputs[i])) first_reader[node.inputs[i]] = k;
+    }
+    for (std::size_t i = 0; i < sources.size(); ++i) {
+      // The target's own gradient is seeded, not accumulated: it is final only at the end.
+      if (sources[i].id() == target.id()) continue;
+      auto it = first_reader.find(sources[i].id());
+      if (it != first_reader.end()) {
+        final_after[it->second].push_back(i);
+      } else {  // no node reads it: unconnected from the start
+        early[i] = final_gradient(i);
+        reported[i] = 1;
+        observer->ready(i, early[i]);
+      }
+    }
+  }
+
+  // The backward of node k: its inputs' gradients added to what they had.
+  const auto process_node = [&](std::size_t k) {
     const auto& node = st.nodes[k];
     bool any_grad = false;
     for (auto o : node.outputs) any_grad |= grads.count(o) != 0;
-    if (!any_grad) continue;
+    if (!any_grad) return;
     for (const auto& [storage, version] : node.saved_versions) {
       if (storage->version() != version)
         throw ValueError(fmt::format(
@@ -161,19 +213,27 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
       auto [it, inserted] = grads.try_emplace(node.inputs[i], gin[i]);
       if (!inserted) it->second = add(it->second, gin[i]);
     }
+  };
+
+  for (std::size_t k = st.nodes.size(); k-- > 0;) {
+    if (!node_on_path[k]) continue;
+    if (observer) observer->before_node();
+    process_node(k);
+    if (!observer) continue;
+    if (auto it = final_after.find(k); it != final_after.end()) {
+      for (std::size_t i : it->second) {
+        early[i] = final_gradient(i);
+        reported[i] = 1;
+        observer->ready(i, early[i]);
+      }
+    }
   }
 
   std::vector<Tensor> result;
   result.reserve(sources.size());
-  for (const auto& s : sources) {
-    auto it = grads.find(s.id());
-    if (it != grads.end()) {
-      result.push_back(it->second);
-    } else if (u == UnconnectedGradients::zero) {
-      result.push_back(zeros_like(s));
-    } else {
-      result.emplace_back();
-    }
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    result.push_back(reported[i] ? early[i] : final_gradient(i));
+    if (observer && !reported[i]) observer->ready(i, result.back());
   }
   if (!st.persistent) {
     st.used = true;

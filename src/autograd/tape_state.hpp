@@ -39,3 +39,30 @@ std::vector<std::shared_ptr<TapeState>>& tape_stack();
 void recount_active_tapes();
 
 }  // namespace keel::detail
+
+namespace keel::detail {
+
+// Watches the GradientTape::gradient calls on this thread (the data-parallel train step
+// starts each gradient bucket's all-reduce while the backward pass goes on, as PyTorch DDP's
+// autograd hooks do). `ready(i, g)`: source i's gradient g is final (no node left to run adds
+// to it); called once per source, in the order they become final, before gradient() returns.
+// `before_node()`: before each node the backward pass runs (so the observer knows more work
+// follows what it heard). Nested gradient calls (a node's own backward) do not see it.
+struct GradientObserver {
+  std::function<void(std::size_t, const Tensor&)> ready;
+  std::function<void()> before_node;
+};
+
+// While it lives, `observer` watches this thread's gradient() calls.
+class GradientObserverScope {
+ public:
+  explicit GradientObserverScope(GradientObserver* observer);
+  ~GradientObserverScope();
+  GradientObserverScope(const GradientObserverScope&) = delete;
+  GradientObserverScope& operator=(const GradientObserverScope&) = delete;
+
+ private:
+  GradientObserver* previous_;
+};
+
+}  // namespace keel::detail

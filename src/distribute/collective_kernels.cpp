@@ -1,6 +1,8 @@
 // Collectives on tensors as recorded kernel calls (see collective_kernels.hpp).
 #include "distribute/collective_kernels.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -8,11 +10,23 @@
 #include <fmt/core.h>
 
 #include "backend/recorder.hpp"
+#include "distribute/hooks.hpp"
 #include "keel/ops/creation.hpp"
+#include "keel/ops/elementwise.hpp"
 
 namespace keel::distribute::detail {
 
 namespace {
+
+std::atomic<std::int64_t> collective_ns{0};
+
+// Adds the time until it ends to collective_ns.
+struct CollectiveClock {
+  std::chrono::steady_clock::time_point begin = std::chrono::steady_clock::now();
+  ~CollectiveClock() {
+    collective_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - begin).count();
+  }
+};
 
 // Runs `run` on {in, out} now, or records it (and runs it) under a recorder.
 void run_kernel(const char* family, int kind, const Tensor& in, const Tensor& out,
@@ -77,6 +91,16 @@ void scale_buffer(void* buf, std::size_t count, DType dtype, double factor) {
   }
 }
 
+std::unique_ptr<PendingCollective> Communicator::start_all_reduce(void* buf, std::size_t count, DType dtype,
+                                                                  Combine op) {
+  struct Done final : PendingCollective {
+    bool test() override { return true; }
+    void wait() override {}
+  };
+  all_reduce(buf, count, dtype, op);
+  return std::make_unique<Done>();
+}
+
 bool same_on_every_rank(Communicator& comm, const std::vector<std::int64_t>& values) {
   // The values as max and as -min in one all-reduce of max: equal everywhere when max == min.
   std::vector<std::int64_t> buf = values;
@@ -118,40 +142,75 @@ Tensor all_reduce_tensor(const std::shared_ptr<Communicator>& comm, const Tensor
       std::memcpy(t[1].raw_data(), t[0].raw_data(), n * itemsize(dt));
       scale_buffer(t[1].raw_data(), n, dt, factor);
     }
-    comm->all_reduce(t[1].raw_data(), n, dt, c);
+    {
+      CollectiveClock clock;
+      comm->all_reduce(t[1].raw_data(), n, dt, c);
+    }
     if (op == ReduceOp::mean) scale_buffer(t[1].raw_data(), n, dt, 1.0 / comm->size());
   });
   return value.device().is_cpu() ? out : out.to(value.device());
 }
 
-Tensor weighted_all_reduce_sum(const std::shared_ptr<Communicator>& comm, const std::vector<Tensor>& parts,
-                               const std::function<double()>& weight) {
-  std::int64_t total = 0;
-  for (const Tensor& p : parts) total += p.size();
-  const DType dt = parts.at(0).dtype();
-  if (!is_floating(dt) || is_half(dt)) throw DTypeError("weighted_all_reduce_sum: float32 or float64 parts only");
-  Tensor bucket;
-  {
-    DeviceScope host(Device::cpu());
-    bucket = empty(Shape({total}), dt);
-  }
-  // Each part copied into its place times this run's weight (one kernel per part: a kernel's
-  // operands are fixed in number), then the bucket reduced where it is. The bucket is each
-  // kernel's output; the reduction also lists it as its input, since it reads it.
-  std::int64_t offset = 0;
-  for (const Tensor& part : parts) {
-    const Tensor src = on_host(part);
-    if (src.dtype() != dt) throw DTypeError("weighted_all_reduce_sum: parts of different dtypes");
-    run_kernel("bucket_fill", 0, src, bucket, [offset, weight](const Tensor* t) {
-      auto* dst = static_cast<char*>(t[1].raw_data()) + static_cast<std::size_t>(offset) * itemsize(t[1].dtype());
-      scaled_copy(dst, t[0].raw_data(), static_cast<std::size_t>(t[0].size()), t[0].dtype(), weight());
-    });
-    offset += part.size();
-  }
-  run_kernel("all_reduce", static_cast<int>(ReduceOp::sum), bucket, bucket, [comm](const Tensor* t) {
-    comm->all_reduce(t[1].raw_data(), static_cast<std::size_t>(t[1].size()), t[1].dtype(), Combine::sum);
+double collective_seconds() { return static_cast<double>(collective_ns.load()) * 1e-9; }
+
+void fill_bucket(const Tensor& bucket, std::int64_t offset, const Tensor& part, const std::function<double()>& weight) {
+  const Tensor src = on_host(part.dtype() == bucket.dtype() ? part : cast(part, bucket.dtype()));
+  run_kernel("bucket_fill", 0, src, bucket, [offset, weight](const Tensor* t) {
+    CollectiveClock clock;
+    auto* dst = static_cast<char*>(t[1].raw_data()) + static_cast<std::size_t>(offset) * itemsize(t[1].dtype());
+    scaled_copy(dst, t[0].raw_data(), static_cast<std::size_t>(t[0].size()), t[0].dtype(), weight());
   });
-  return parts[0].device().is_cpu() ? bucket : bucket.to(parts[0].device());
+}
+
+struct BucketReduction::State {
+  std::shared_ptr<Communicator> comm;
+  Tensor held;  // the buffer the collective writes, alive until it is done
+  std::unique_ptr<PendingCollective> op;
+  bool done = true;
+};
+
+BucketReduction::BucketReduction(std::shared_ptr<Communicator> comm, Tensor bucket)
+    : state_(std::make_shared<State>()), bucket_(std::move(bucket)) {
+  if (bucket_.dtype() != DType::float32 && bucket_.dtype() != DType::float64)
+    throw DTypeError(fmt::format("BucketReduction: a {} bucket (float32 or float64 only)", name(bucket_.dtype())));
+  state_->comm = std::move(comm);
+}
+
+// Each kernel lists the bucket as its input and its output: it reads and writes it (a traced
+// step keeps it, and keeps its memory to itself, from the first fill to the last reader).
+void BucketReduction::run() {
+  run_kernel("all_reduce", static_cast<int>(ReduceOp::sum), bucket_, bucket_, [st = state_](const Tensor* t) {
+    CollectiveClock clock;
+    st->comm->all_reduce(t[1].raw_data(), static_cast<std::size_t>(t[1].size()), t[1].dtype(), Combine::sum);
+  });
+}
+
+void BucketReduction::start() {
+  run_kernel("all_reduce_start", 0, bucket_, bucket_, [st = state_](const Tensor* t) {
+    CollectiveClock clock;
+    if (st->op) st->op->wait();  // an earlier call's, left behind by an exception
+    st->held = t[1];
+    st->op = st->comm->start_all_reduce(t[1].raw_data(), static_cast<std::size_t>(t[1].size()), t[1].dtype(),
+                                        Combine::sum);
+    st->done = false;
+  });
+}
+
+void BucketReduction::progress() {
+  run_kernel("all_reduce_progress", 0, bucket_, bucket_, [st = state_](const Tensor*) {
+    CollectiveClock clock;
+    if (st->op && !st->done) st->done = st->op->test();
+  });
+}
+
+void BucketReduction::finish() {
+  run_kernel("all_reduce_wait", 0, bucket_, bucket_, [st = state_](const Tensor*) {
+    CollectiveClock clock;
+    if (st->op) st->op->wait();
+    st->op.reset();
+    st->held = Tensor();
+    st->done = true;
+  });
 }
 
 Tensor broadcast_tensor(const std::shared_ptr<Communicator>& comm, const Tensor& value, int root) {

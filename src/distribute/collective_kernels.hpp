@@ -25,10 +25,30 @@ void check_same_everywhere(const std::shared_ptr<Communicator>& comm, const Tens
 Tensor all_reduce_tensor(const std::shared_ptr<Communicator>& comm, const Tensor& value, ReduceOp op,
                          std::function<double()> pre_scale = {});
 
-// A gradient bucket: a new 1-D tensor (on the parts' device), the sum over the ranks of weight() * (the parts,
-// flattened one after the other); weight is read each time the kernels run. float32 / float64.
-Tensor weighted_all_reduce_sum(const std::shared_ptr<Communicator>& comm, const std::vector<Tensor>& parts,
-                               const std::function<double()>& weight);
+// ---- a gradient bucket (float32 / float64), each step a kernel of its own ----
+
+// bucket[offset, offset + part.size()) = weight() * part (flattened, on the host); weight is
+// read each time the kernel runs.
+void fill_bucket(const Tensor& bucket, std::int64_t offset, const Tensor& part, const std::function<double()>& weight);
+
+// A bucket's all-reduce (sum, in place): run() at once (the transport's blocking algorithm), or
+// in flight: start() begins it, progress() moves it on while other work runs, finish() waits for
+// it. Each records a kernel, so that a traced step replays the same sequence with that call's
+// buffer.
+class BucketReduction {
+ public:
+  BucketReduction(std::shared_ptr<Communicator> comm, Tensor bucket);
+  void run();
+  void start();
+  void progress();
+  void finish();
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+  Tensor bucket_;
+};
+
 
 // A new tensor holding root's value.
 Tensor broadcast_tensor(const std::shared_ptr<Communicator>& comm, const Tensor& value, int root);

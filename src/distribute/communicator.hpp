@@ -16,6 +16,17 @@ namespace keel::distribute::detail {
 // Reductions the transport does itself (mean is sum, then a division by the strategy).
 enum class Combine { sum, max, min };
 
+// A collective started and not yet known to be complete. Its buffer must stay alive and
+// untouched until wait() returns.
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  // Moves the collective on (a transport progresses only while it is called); whether it is done.
+  virtual bool test() = 0;
+  // Returns once it is done; RuntimeError naming the ranks that do not answer after timeout_s.
+  virtual void wait() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -24,6 +35,10 @@ class Communicator {
   // In place: buf holds count elements of dtype on every rank; afterwards the elementwise
   // combination over the ranks. float16/bfloat16 are combined in float32 (rounded once).
   virtual void all_reduce(void* buf, std::size_t count, DType dtype, Combine op) = 0;
+  // all_reduce started without waiting for it (float32 / float64): the caller computes on and
+  // calls test() now and then, and wait() before it reads buf. Every rank must start the same
+  // collectives in the same order. Here: run at once (a transport without non-blocking ones).
+  virtual std::unique_ptr<PendingCollective> start_all_reduce(void* buf, std::size_t count, DType dtype, Combine op);
   // root's bytes into every rank's buf.
   virtual void broadcast(void* buf, std::size_t bytes, int root) = 0;
   virtual void barrier() = 0;

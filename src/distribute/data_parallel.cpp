@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <fmt/core.h>
 
+#include "autograd/tape_state.hpp"
 #include "distribute/collective_kernels.hpp"
+#include "distribute/gradient_buckets.hpp"
 #include "distribute/hooks.hpp"
 #include "keel/distribute/strategy.hpp"
-#include "keel/ops/shape.hpp"
+#include "keel/autograd/tape.hpp"
 
 namespace keel::distribute::detail {
 
@@ -39,51 +41,59 @@ StepWeightScope::~StepWeightScope() { step_weight = previous_; }
 
 bool& gradients_reduced_flag() { return reduced_flag; }
 
-void reduce_gradients(std::vector<Tensor>& grads) {
-  Strategy& s = get_strategy();
-  if (s.num_replicas_in_sync() <= 1) return;
-  const auto& comm = s.communicator();
-  const int replicas = s.num_replicas_in_sync();
-  // Read when the kernel runs (each replay): this step's weight.
-  const auto weight = [replicas] {
+namespace {
+
+// This step's weight of this replica's gradients, read when the kernels run (each replay).
+std::function<double()> replica_weight(int replicas) {
+  return [replicas] {
     reduced_flag = true;
     return step_weight >= 0 ? step_weight : 1.0 / replicas;
   };
-  const std::size_t limit = s.options().bucket_bytes;
-  // Buckets: runs of consecutive gradients of one dtype, at most `limit` bytes each (a larger
-  // gradient alone in its own), flattened and concatenated (PyTorch DDP's gradient buckets).
-  std::size_t i = 0;
-  while (i < grads.size()) {
-    if (!grads[i].defined()) {
-      ++i;
-      continue;
-    }
-    const DType dt = grads[i].dtype();
-    std::vector<std::size_t> members{i};
-    std::size_t bytes = static_cast<std::size_t>(grads[i].size()) * itemsize(dt);
-    std::size_t j = i + 1;
-    for (; j < grads.size() && grads[j].defined() && grads[j].dtype() == dt; ++j) {
-      const std::size_t b = static_cast<std::size_t>(grads[j].size()) * itemsize(dt);
-      if (bytes + b > limit) break;
-      bytes += b;
-      members.push_back(j);
-    }
-    std::vector<Tensor> flat;
-    for (std::size_t m : members) flat.push_back(reshape(grads[m], Shape({grads[m].size()})));
-    // float32 / float64: one weighted copy into the bucket, reduced in place; other dtypes
-    // (half gradients) through concat and the general all-reduce.
-    const Tensor reduced = dt == DType::float32 || dt == DType::float64
-                               ? weighted_all_reduce_sum(comm, flat, weight)
-                               : all_reduce_tensor(comm, flat.size() == 1 ? flat[0] : concat(flat, 0), ReduceOp::sum, weight);
-    std::int64_t offset = 0;
-    for (std::size_t m : members) {
-      const std::int64_t n = grads[m].size();
-      const Shape shape = grads[m].shape();
-      grads[m] = reshape(members.size() == 1 ? reduced : slice(reduced, {offset}, {n}), shape);
-      offset += n;
-    }
-    i = j;
+}
+
+}  // namespace
+
+void reduce_gradients(std::vector<Tensor>& grads) {
+  Strategy& s = get_strategy();
+  if (s.num_replicas_in_sync() <= 1) return;
+  // Every gradient is final already: each bucket is reduced at once, with the blocking algorithm.
+  std::vector<GradientBuckets::Slot> slots;
+  for (const Tensor& g : grads) slots.push_back(g.defined() ? GradientBuckets::Slot{g.shape(), g.dtype(), true}
+                                                            : GradientBuckets::Slot{Shape(), DType::float32, false});
+  GradientBuckets buckets(s.communicator(), std::move(slots), s.options().bucket_bytes, s.options().bucket_bytes,
+                          replica_weight(s.num_replicas_in_sync()), /*overlap=*/false);
+  for (std::size_t i = grads.size(); i-- > 0;) buckets.ready(i, grads[i]);
+  std::vector<Tensor> reduced = buckets.finish();
+  for (std::size_t i = 0; i < grads.size(); ++i)
+    if (grads[i].defined()) grads[i] = reduced[i];
+}
+
+std::vector<Tensor> backward_and_reduce(GradientTape& tape, const Tensor& target, const std::vector<Variable*>& vars) {
+  Strategy& s = get_strategy();
+  if (s.num_replicas_in_sync() <= 1) return tape.gradient(target, vars);
+  if (!s.options().overlap_backward) {
+    std::vector<Tensor> grads = tape.gradient(target, vars);
+    reduce_gradients(grads);
+    return grads;
   }
+  std::vector<GradientBuckets::Slot> slots;
+  for (const Variable* v : vars) slots.push_back({v->shape(), v->dtype(), is_floating(v->dtype())});
+  // PyTorch DDP's caps: the first bucket (the last layers' gradients, final first) small, so
+  // that communication starts early; the others bucket_bytes.
+  constexpr std::size_t kFirstBucketBytes = std::size_t{1} << 20;
+  GradientBuckets buckets(s.communicator(), std::move(slots), std::min(kFirstBucketBytes, s.options().bucket_bytes),
+                          s.options().bucket_bytes, replica_weight(s.num_replicas_in_sync()), /*overlap=*/true);
+  keel::detail::GradientObserver observer{[&](std::size_t i, const Tensor& g) { buckets.ready(i, g); },
+                                          [&] { buckets.progress(); }};
+  std::vector<Tensor> grads;
+  {
+    keel::detail::GradientObserverScope watch(&observer);
+    grads = tape.gradient(target, vars);
+  }
+  std::vector<Tensor> reduced = buckets.finish();
+  for (std::size_t i = 0; i < grads.size(); ++i)
+    if (grads[i].defined()) grads[i] = reduced[i];
+  return grads;
 }
 
 Tensor same_on_every_replica(const Tensor& t) {

@@ -10,6 +10,10 @@
 #include "keel/autograd/variable.hpp"
 #include "keel/core/tensor.hpp"
 
+namespace keel {
+class GradientTape;
+}
+
 namespace keel::optimizers {
 class Optimizer;
 }
@@ -46,6 +50,14 @@ class StepWeightScope {
 // weight_r * gradient_r, all-reduced in buckets of at most the strategy's bucket_bytes (one
 // per dtype run). Recorded as kernels, so a traced step replays it. No-op with one replica.
 void reduce_gradients(std::vector<Tensor>& grads);
+// The train step's backward pass and gradient all-reduce: tape.gradient(target, vars), then
+// under several replicas the gradients reduced as reduce_gradients does. With the strategy's
+// overlap_backward (the default), each bucket's all-reduce starts as soon as the backward pass
+// has finished its gradients and goes on while the rest of it runs (PyTorch DDP's overlap).
+std::vector<Tensor> backward_and_reduce(GradientTape& tape, const Tensor& target, const std::vector<Variable*>& vars);
+// Seconds this process has spent in collectives (all-reduce kernels, bucket fills, the waits
+// for overlapped all-reduces): the communication time a step did not hide.
+double collective_seconds();
 // Set each time reduce_gradients' all-reduce runs (eagerly or replayed): fit checks that a
 // step traced earlier (outside the strategy's scope) did not leave it out.
 bool& gradients_reduced_flag();

@@ -222,6 +222,66 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
+  // MPI_Iallreduce, moved on by MPI_Testall (Open MPI progresses a non-blocking collective only
+  // inside MPI calls) and waited for against the deadline.
+  class Pending final : public PendingCollective {
+   public:
+    Pending(MpiCommunicator& comm, std::string what) : comm_(comm), what_(std::move(what)) {}
+    ~Pending() override {
+      // MPI still writes the buffer until the collective is done (an exception left it behind).
+      try {
+        wait();
+      } catch (...) {
+      }
+    }
+    bool test() override {
+      if (done_) return true;
+      if (comm_.broken_) return false;  // wait() says why
+      comm_.answer_probes();
+      int flag = 0;
+      const int rc = MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &flag, MPI_STATUSES_IGNORE);
+      if (rc != MPI_SUCCESS) {
+        comm_.broken_ = true;
+        comm_.broken_reason_ = mpi_error(rc);
+        throw RuntimeError(fmt::format("distribute: rank {}: {} failed: {}", comm_.rank_, what_, comm_.broken_reason_));
+      }
+      done_ = flag != 0;
+      return done_;
+    }
+    void wait() override {
+      if (done_) return;
+      done_ = true;  // once: a timeout leaves the communicator broken
+      if (comm_.broken_)
+        throw RuntimeError(fmt::format("distribute: rank {}: {} after an earlier collective failed ({})", comm_.rank_,
+                                       what_, comm_.broken_reason_));
+      for (MPI_Request& r : requests_)
+        if (r != MPI_REQUEST_NULL) comm_.wait(r, what_);
+    }
+    std::vector<MPI_Request> requests_;
+
+   private:
+    MpiCommunicator& comm_;
+    std::string what_;
+    bool done_ = false;
+  };
+
+  std::unique_ptr<PendingCollective> start_all_reduce(void* buf, std::size_t count, DType dtype, Combine op) override {
+    if (count == 0 || size_ == 1 || is_half(dtype)) return Communicator::start_all_reduce(buf, count, dtype, op);
+    auto pending = std::make_unique<Pending>(*this, fmt::format("all_reduce of {} {} elements (overlapped)", count,
+                                                                name(dtype)));
+    constexpr std::size_t kChunk = std::size_t{1} << 30;  // MPI counts are int
+    auto* bytes = static_cast<char*>(buf);
+    for (std::size_t done = 0; done < count; done += kChunk) {
+      const std::size_t n = std::min(kChunk, count - done);
+      MPI_Request req;
+      start(MPI_Iallreduce(MPI_IN_PLACE, bytes + done * itemsize(dtype), static_cast<int>(n), mpi_type(dtype),
+                           mpi_op(op, dtype), comm_, &req),
+            "all_reduce");
+      pending->requests_.push_back(req);
+    }
+    return pending;
+  }
+
   void broadcast(void* buf, std::size_t bytes, int root) override {
     if (root < 0 || root >= size_)
       throw ValueError(fmt::format("broadcast: root {} is not a worker (there are {})", root, size_));

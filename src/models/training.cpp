@@ -328,7 +328,13 @@ std::map<std::string, double> Model::multi_train_step(const std::vector<Tensor>&
       // Keras' optimizer.scale_loss: the loss times the loss scale (a LossScaleOptimizer's
       // dynamic scale, or loss_scale_factor); apply() divides the gradients by it again.
       backend::ProfileRange phase("phase", "backward");
-      if (!vars.empty()) grads = tape.gradient(optimizer_->scale_loss(losses_out[0]), vars);
+      // Under a strategy with several replicas the gradients of the global batch, their
+      // all-reduce overlapping the backward pass (the tape's gradients alone otherwise, and in
+      // the parameter-server mode, where the servers combine them).
+      if (!vars.empty())
+        grads = distribute::detail::parameter_server_mode()
+                    ? tape.gradient(optimizer_->scale_loss(losses_out[0]), vars)
+                    : distribute::detail::backward_and_reduce(tape, optimizer_->scale_loss(losses_out[0]), vars);
     }
     if (!vars.empty()) {
       backend::ProfileRange phase("phase", "optimizer");
@@ -336,8 +342,6 @@ std::map<std::string, double> Model::multi_train_step(const std::vector<Tensor>&
         // Asynchronous: the servers apply the gradients; the weights come back from them.
         distribute::detail::ps_push_pull(grads, vars, *optimizer_);
       } else {
-        // Under a strategy with several replicas: the gradients of the global batch (a no-op otherwise).
-        distribute::detail::reduce_gradients(grads);
         optimizer_->apply(grads, vars);
       }
     }

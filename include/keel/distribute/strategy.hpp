@@ -40,6 +40,9 @@ struct MultiWorkerOptions {
   std::string communication = "auto";
   double timeout_s = 300;
   std::size_t bucket_bytes = std::size_t{25} << 20;
+  // Start each bucket's all-reduce while the backward pass still runs (as PyTorch DDP does);
+  // false: one all-reduce pass after it (the measurement baseline of bench_distributed).
+  bool overlap_backward = true;
 };
 
 namespace detail {
