@@ -3,6 +3,8 @@
 // * GradientAllReduce/<MB>: the train step's gradient all-reduce (10 gradients fused into 25 MB
 //   buckets, weighted, recorded as kernels) against MPI_Allreduce of the same bytes called
 //   directly in the same run: bus bandwidth 2 (N - 1) / N * bytes / time, and keel / MPI.
+// * TensorAllReduce/<MB>: Strategy::all_reduce of one float32 tensor (a new tensor) against
+//   MPI_Allreduce from one buffer into another, the same operation called directly.
 // * CnnFit/<B>: fit() of the seed CIFAR-10 CNN (benchmarks/seed_models.hpp) at a global batch of
 //   B (64, and 32), one thread per process: images/s (of the global batch) with N workers;
 //   compare the -np 1 and -np 2 runs for the scaling ratio.
@@ -36,38 +38,31 @@ distribute::MultiWorkerMirroredStrategy& world() {
   return s;
 }
 
-void GradientAllReduce(benchmark::State& state) {
+// keel's all-reduce (`keel_run`) against MPI's (`mpi_run`) on `bytes` per worker: one untimed
+// round of each first (MPI connects a pair of processes on its first message; buffers are
+// touched), then both timed in every iteration, every rank starting together. Counters: bus
+// bandwidth 2 (N - 1) / N * bytes / time of each, and keel's time over MPI's.
+template <class Keel, class Mpi>
+void compare_all_reduce(benchmark::State& state, double bytes, Keel&& keel_run, [[maybe_unused]] Mpi&& mpi_run) {
   auto& s = world();
-  auto scope = s.scope();
-  const std::int64_t mb = state.range(0);
-  const std::int64_t per = mb * (1 << 20) / 4 / 10;  // 10 float32 gradients
-  std::vector<Tensor> grads;
-  for (int i = 0; i < 10; ++i) grads.push_back(full({per}, 1.0f));
-  const double bytes = static_cast<double>(per) * 4 * 10, n = s.num_workers();
+  const auto timed = [&s](auto&& fn) {
+    s.barrier();
+    const auto t0 = Clock::now();
+    fn();
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  keel_run();
+#if KEEL_BENCH_MPI
+  mpi_run();
+#endif
   double keel_s = 0, mpi_s = 0;
-  std::vector<float> raw(static_cast<std::size_t>(per * 10), 1.0f);
-  // One untimed round of each first: MPI connects a pair of processes on its first message.
-  {
-    std::vector<Tensor> g = grads;
-    distribute::detail::reduce_gradients(g);
-#if KEEL_BENCH_MPI
-    MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(raw.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-#endif
-  }
   for (auto _ : state) {
-    std::vector<Tensor> g = grads;
-    s.barrier();
-    auto t0 = Clock::now();
-    distribute::detail::reduce_gradients(g);
-    keel_s += std::chrono::duration<double>(Clock::now() - t0).count();
+    keel_s += timed(keel_run);
 #if KEEL_BENCH_MPI
-    s.barrier();
-    t0 = Clock::now();
-    MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(raw.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    mpi_s += std::chrono::duration<double>(Clock::now() - t0).count();
+    mpi_s += timed(mpi_run);
 #endif
   }
-  const double it = static_cast<double>(state.iterations()), bus = n > 1 ? 2 * (n - 1) / n : 1;
+  const double n = s.num_workers(), it = static_cast<double>(state.iterations()), bus = n > 1 ? 2 * (n - 1) / n : 1;
   state.counters["keel_GBps"] = bus * bytes * it / keel_s / 1e9;
   if (mpi_s > 0) {
     state.counters["mpi_GBps"] = bus * bytes * it / mpi_s / 1e9;
@@ -75,7 +70,45 @@ void GradientAllReduce(benchmark::State& state) {
   }
   state.counters["workers"] = n;
 }
+
+// The train step's gradient all-reduce of 10 float32 gradients against MPI_Allreduce in place on
+// one buffer of the same bytes.
+void GradientAllReduce(benchmark::State& state) {
+  auto scope = world().scope();
+  const std::int64_t per = state.range(0) * (1 << 20) / 4 / 10;
+  std::vector<Tensor> grads;
+  for (int i = 0; i < 10; ++i) grads.push_back(full({per}, 1.0f));
+  std::vector<float> raw(static_cast<std::size_t>(per * 10), 1.0f);
+  compare_all_reduce(
+      state, static_cast<double>(per) * 4 * 10,
+      [&] {
+        std::vector<Tensor> g = grads;
+        distribute::detail::reduce_gradients(g);
+      },
+      [&] {
+#if KEEL_BENCH_MPI
+        MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(raw.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+#endif
+      });
+}
 BENCHMARK(GradientAllReduce)->Arg(1)->Arg(10)->Arg(100)->Iterations(10)->Unit(benchmark::kMillisecond);
+
+// Strategy::all_reduce on one float32 tensor (a new tensor, the input unchanged) against the
+// same done by MPI directly: MPI_Allreduce from the input into a second buffer.
+void TensorAllReduce(benchmark::State& state) {
+  auto& s = world();
+  const std::int64_t n = state.range(0) * (1 << 20) / 4;
+  const Tensor x = full({n}, 1.0f);
+  std::vector<float> in(static_cast<std::size_t>(n), 1.0f), out(static_cast<std::size_t>(n));
+  compare_all_reduce(
+      state, static_cast<double>(n) * 4, [&] { benchmark::DoNotOptimize(s.all_reduce(x)); },
+      [&] {
+#if KEEL_BENCH_MPI
+        MPI_Allreduce(in.data(), out.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+#endif
+      });
+}
+BENCHMARK(TensorAllReduce)->Arg(1)->Arg(10)->Arg(100)->Iterations(10)->Unit(benchmark::kMillisecond);
 
 void CnnFit(benchmark::State& state) {
   auto& s = world();

@@ -347,3 +347,48 @@ TEST_CASE("sum_to passes a gradient check (its gradient is broadcast_to)", "[red
   check_gradients([](const std::vector<Tensor>& xs) { return sum_to(xs[0], {4}); }, {x});
   check_gradients([](const std::vector<Tensor>& xs) { return sum_to(xs[0], {}); }, {x});
 }
+
+TEST_CASE("a reduction over the leading axes with few columns splits its rows between threads", "[reduce][threads]") {
+  // A bias gradient's shape: [rows, columns] summed over the rows. With 2 threads the rows are
+  // split in two and the two partial rows added; the values are those of a float64 loop over
+  // the rows (sum to float32's rounding, max / min and integers exactly).
+  const int saved = config::num_threads();
+  const std::int64_t rows = 20000, cols = 10;
+  std::vector<double> v(static_cast<std::size_t>(rows * cols));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>((i * 7919) % 1000) / 250.0 - 2.0;
+  std::vector<double> sum(cols, 0.0), mx(cols, -1e300), mn(cols, 1e300);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const double x = v[static_cast<std::size_t>(r * cols + c)];
+      sum[static_cast<std::size_t>(c)] += x;
+      mx[static_cast<std::size_t>(c)] = std::max(mx[static_cast<std::size_t>(c)], x);
+      mn[static_cast<std::size_t>(c)] = std::min(mn[static_cast<std::size_t>(c)], x);
+    }
+  for (int threads : {1, 2}) {
+    config::set_num_threads(threads);
+    INFO("threads " << threads);
+    for (DType dt : {DType::float32, DType::float64}) {
+      const Tensor x = constant(v, {rows, cols}, dt);
+      const auto s = reduce_sum(x, {0}).to_vector<double>();
+      const auto hi = reduce_max(x, {0}).to_vector<double>();
+      const auto lo = reduce_min(x, {0}).to_vector<double>();
+      for (std::size_t c = 0; c < static_cast<std::size_t>(cols); ++c) {
+        CHECK(s[c] == Approx(sum[c]).epsilon(dt == DType::float32 ? 1e-5 : 1e-12).margin(1e-3));
+        // max / min pick an element: the input's value in that dtype.
+        const auto in_dtype = [dt](double d) { return dt == DType::float32 ? double(float(d)) : d; };
+        CHECK(hi[c] == in_dtype(mx[c]));
+        CHECK(lo[c] == in_dtype(mn[c]));
+      }
+    }
+    // Integers: exact.
+    std::vector<std::int32_t> iv(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) iv[i] = static_cast<std::int32_t>(i % 13);
+    const auto is = reduce_sum(constant(iv, {rows, cols}), {0}).to_vector<std::int64_t>();
+    for (std::int64_t c = 0; c < cols; ++c) {
+      std::int64_t expected = 0;
+      for (std::int64_t r = 0; r < rows; ++r) expected += (r * cols + c) % 13;
+      CHECK(is[static_cast<std::size_t>(c)] == expected);
+    }
+  }
+  config::set_num_threads(saved);
+}

@@ -81,10 +81,11 @@ void depthwise_forward_t(const WindowGeom& g, const T* x, const T* k, T* y) {
   const int parts = plan_parts(rows, static_cast<double>(g.wo * g.kh * g.kw * O));
   const std::size_t image = static_cast<std::size_t>(g.h * g.w * O);
   std::vector<T> repeated(repeat ? parts * image : 0);
-  std::vector<i64> offsets(static_cast<std::size_t>(parts * 2 * g.kh * g.kw));
+  const i64 stride = part_stride<i64>(2 * g.kh * g.kw);
+  std::vector<i64> offsets(static_cast<std::size_t>(parts * stride));
   run_parts(parts, rows, [&](int p, i64 r0, i64 r1) {
     DepthwiseImage<T> input(g, x, repeated.data() + (repeat ? p * image : 0));
-    i64* x_off = offsets.data() + p * 2 * g.kh * g.kw;
+    i64* x_off = offsets.data() + p * stride;
     i64* k_off = x_off + g.kh * g.kw;
     for (i64 r = r0; r < r1; ++r) {
       const i64 n = r / g.ho, oh = r % g.ho;
@@ -127,14 +128,15 @@ void depthwise_backward_input_t(const WindowGeom& g, const T* dy, const T* k, T*
     }
   const int parts = plan_parts(rows, static_cast<double>(g.w * g.kh * g.kw * O));
   // With a multiplier, each pixel's o sums go to a scratch row and are added up in groups of m.
-  std::vector<T> sums(mult > 1 ? static_cast<std::size_t>(parts * O) : 0);
-  std::vector<i64> offsets(static_cast<std::size_t>(parts * 2 * g.kh * g.kw + parts * 2 * g.kh));
+  const i64 sum_stride = part_stride<T>(O), offset_stride = part_stride<i64>(2 * (g.kh * g.kw + g.kh));
+  std::vector<T> sums(mult > 1 ? static_cast<std::size_t>(parts * sum_stride) : 0);
+  std::vector<i64> offsets(static_cast<std::size_t>(parts * offset_stride));
   run_parts(parts, rows, [&](int p, i64 r0, i64 r1) {
-    i64* g_off = offsets.data() + p * 2 * (g.kh * g.kw + g.kh);
+    i64* g_off = offsets.data() + p * offset_stride;
     i64* k_off = g_off + g.kh * g.kw;
     i64* row_i = k_off + g.kh * g.kw;
     i64* row_oh = row_i + g.kh;
-    T* sum = mult > 1 ? sums.data() + p * O : nullptr;
+    T* sum = mult > 1 ? sums.data() + p * sum_stride : nullptr;
     for (i64 r = r0; r < r1; ++r) {
       const i64 n = r / g.h, ih = r % g.h;
       i64 row_taps = 0;

@@ -114,10 +114,16 @@ TapIndex<T> window_argmax(const WindowGeom& g, const T* x, i64 n, i64 oh, i64 ow
 // Per-thread scratch of window_argmax.
 template <class T>
 struct ArgmaxScratch {
+  i64 tap_stride, offset_stride;  // each part's own cache lines (part_stride)
   std::vector<TapIndex<T>> tap;
   std::vector<i64> offset;
   ArgmaxScratch(const WindowGeom& g, int parts)
-      : tap(static_cast<std::size_t>(parts * g.c)), offset(static_cast<std::size_t>(parts * g.kh * g.kw)) {}
+      : tap_stride(part_stride<TapIndex<T>>(g.c)),
+        offset_stride(part_stride<i64>(g.kh * g.kw)),
+        tap(static_cast<std::size_t>(parts * tap_stride)),
+        offset(static_cast<std::size_t>(parts * offset_stride)) {}
+  TapIndex<T>* taps_of(int part) { return tap.data() + part * tap_stride; }
+  i64* offsets_of(int part) { return offset.data() + part * offset_stride; }
 };
 
 // The pooling forwards: pixel(out, img, ih0, iw0, ti, tj) computes the C channels of one output
@@ -217,8 +223,8 @@ void max_pool_backward_t(const WindowGeom& g, const T* x, const T* dy, T* dx) {
   ArgmaxScratch<T> scratch(g, parts);
   run_parts(parts, g.n, [&](int p, i64 n0, i64 n1) {
     if (!(disjoint && covers)) std::fill(dx + n0 * image, dx + n1 * image, T(0));
-    TapIndex<T>* tap = scratch.tap.data() + p * C;
-    i64* offset = scratch.offset.data() + p * g.kh * g.kw;
+    TapIndex<T>* tap = scratch.taps_of(p);
+    i64* offset = scratch.offsets_of(p);
     for (i64 n = n0; n < n1; ++n)
       for (i64 oh = 0; oh < g.ho; ++oh)
         for (i64 ow = 0; ow < g.wo; ++ow) {
@@ -248,8 +254,8 @@ void max_pool_gather_t(const WindowGeom& g, const T* x, const T* dx, T* out) {
   const int parts = plan_parts(rows, static_cast<double>(g.wo * g.kh * g.kw * C));
   ArgmaxScratch<T> scratch(g, parts);
   run_parts(parts, rows, [&](int p, i64 r0, i64 r1) {
-    TapIndex<T>* tap = scratch.tap.data() + p * C;
-    i64* offset = scratch.offset.data() + p * g.kh * g.kw;
+    TapIndex<T>* tap = scratch.taps_of(p);
+    i64* offset = scratch.offsets_of(p);
     for (i64 r = r0; r < r1; ++r)
       for (i64 ow = 0; ow < g.wo; ++ow) {
         const TapIndex<T> taps = window_argmax(g, x, r / g.ho, r % g.ho, ow, tap, offset);
@@ -288,10 +294,11 @@ void avg_pool_backward_t(const WindowGeom& g, const T* dy, T* dx) {
   if (g.n * image == 0) return;
   const bool disjoint = disjoint_windows(g), covers = windows_cover(g);
   const int parts = plan_parts(g.n, static_cast<double>(g.ho * g.wo * g.kh * g.kw * C));
-  std::vector<T> scaled(static_cast<std::size_t>(parts * C));
+  const i64 stride = part_stride<T>(C);
+  std::vector<T> scaled(static_cast<std::size_t>(parts * stride));
   run_parts(parts, g.n, [&](int p, i64 n0, i64 n1) {
     if (!(disjoint && covers)) std::fill(dx + n0 * image, dx + n1 * image, T(0));
-    T* sp = scaled.data() + p * C;
+    T* sp = scaled.data() + p * stride;
     for (i64 n = n0; n < n1; ++n)
       for (i64 oh = 0; oh < g.ho; ++oh) {
         const i64 ih0 = oh * g.sh - g.pad_top;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/dispatch.hpp"
 #include "core/tensor_util.hpp"
@@ -98,6 +99,26 @@ void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, const Te
     for (std::size_t i = 0; i < axes.size(); ++i) leading &= axes[i] == static_cast<int>(i);
     if (leading && outer > 1) {
       const T* xp = static_cast<const T*>(x.raw_data());
+      // Few columns (a convolution's bias gradient: [N*H*W, C] summed over its rows) cannot be
+      // split by columns: split the rows, each part summing its rows into its own row (whole
+      // cache lines apart), and add those rows at the end.
+      const int row_parts =
+          outer < 1024 ? static_cast<int>(std::clamp<std::int64_t>(inner * outer / kParallelGrain, 1, config::num_threads()))
+                       : 1;
+      if (row_parts > 1) {
+        constexpr std::int64_t line = 128 / static_cast<std::int64_t>(sizeof(T));
+        const std::int64_t stride = (outer + line - 1) / line * line + line;
+        std::vector<T> partial(static_cast<std::size_t>(row_parts * stride));
+        parallel_parts(row_parts, [&](int p) {
+          const std::int64_t r0 = inner * p / row_parts, r1 = inner * (p + 1) / row_parts;
+          T* acc = partial.data() + p * stride;
+          std::copy(xp + r0 * outer, xp + (r0 + 1) * outer, acc);
+          for (std::int64_t r = r0 + 1; r < r1; ++r) accumulate_run<T>(op, acc, xp + r * outer, outer);
+        });
+        std::copy(partial.begin(), partial.begin() + outer, y);
+        for (int p = 1; p < row_parts; ++p) accumulate_run<T>(op, y, partial.data() + p * stride, outer);
+        return;
+      }
       parallel_for(outer, 1024, [&](std::int64_t b, std::int64_t e) {
         std::copy(xp + b, xp + e, y + b);
         for (std::int64_t r = 1; r < inner; ++r) accumulate_run<T>(op, y + b, xp + r * outer + b, e - b);

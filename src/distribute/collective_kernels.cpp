@@ -91,6 +91,11 @@ void scale_buffer(void* buf, std::size_t count, DType dtype, double factor) {
   }
 }
 
+void Communicator::all_reduce_into(const void* in, void* out, std::size_t count, DType dtype, Combine op) {
+  std::memcpy(out, in, count * itemsize(dtype));
+  all_reduce(out, count, dtype, op);
+}
+
 std::unique_ptr<PendingCollective> Communicator::start_all_reduce(void* buf, std::size_t count, DType dtype,
                                                                   Combine op) {
   struct Done final : PendingCollective {
@@ -136,13 +141,16 @@ Tensor all_reduce_tensor(const std::shared_ptr<Communicator>& comm, const Tensor
     const auto n = static_cast<std::size_t>(t[0].size());
     const DType dt = t[0].dtype();
     const double factor = pre_scale && is_floating(dt) ? pre_scale() : 1.0;
-    if (factor != 1.0 && (dt == DType::float32 || dt == DType::float64)) {
-      scaled_copy(t[1].raw_data(), t[0].raw_data(), n, dt, factor);  // one pass instead of two
+    if (factor == 1.0) {  // the transport reads the input itself (no copy of keel's)
+      CollectiveClock clock;
+      comm->all_reduce_into(t[0].raw_data(), t[1].raw_data(), n, dt, c);
     } else {
-      std::memcpy(t[1].raw_data(), t[0].raw_data(), n * itemsize(dt));
-      scale_buffer(t[1].raw_data(), n, dt, factor);
-    }
-    {
+      if (dt == DType::float32 || dt == DType::float64) {
+        scaled_copy(t[1].raw_data(), t[0].raw_data(), n, dt, factor);  // one pass instead of two
+      } else {
+        std::memcpy(t[1].raw_data(), t[0].raw_data(), n * itemsize(dt));
+        scale_buffer(t[1].raw_data(), n, dt, factor);
+      }
       CollectiveClock clock;
       comm->all_reduce(t[1].raw_data(), n, dt, c);
     }

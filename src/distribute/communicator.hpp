@@ -35,6 +35,9 @@ class Communicator {
   // In place: buf holds count elements of dtype on every rank; afterwards the elementwise
   // combination over the ranks. float16/bfloat16 are combined in float32 (rounded once).
   virtual void all_reduce(void* buf, std::size_t count, DType dtype, Combine op) = 0;
+  // all_reduce of `in` into `out` (count elements each, not overlapping; in is unchanged). Here:
+  // a copy, then all_reduce in place; a transport may do better.
+  virtual void all_reduce_into(const void* in, void* out, std::size_t count, DType dtype, Combine op);
   // all_reduce started without waiting for it (float32 / float64): the caller computes on and
   // calls test() now and then, and wait() before it reads buf. Every rank must start the same
   // collectives in the same order. Here: run at once (a transport without non-blocking ones).

@@ -222,6 +222,30 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
+  // Out of place: MPI reads `in` itself. Half types go through the in-place path (float32).
+  void all_reduce_into(const void* in, void* out, std::size_t count, DType dtype, Combine op) override {
+    if (count == 0) return;
+    if (size_ == 1 || is_half(dtype)) return Communicator::all_reduce_into(in, out, count, dtype, op);
+    constexpr std::size_t kChunk = std::size_t{1} << 30;  // MPI counts are int
+    const std::size_t item = itemsize(dtype);
+    const std::string what = fmt::format("all_reduce of {} {} elements", count, name(dtype));
+    for (std::size_t done = 0; done < count; done += kChunk) {
+      const std::size_t n = std::min(kChunk, count - done);
+      const char* src = static_cast<const char*>(in) + done * item;
+      char* dst = static_cast<char*>(out) + done * item;
+      MPI_Request req;
+      if (n * item >= kBlockingBytes) {  // as all_reduce: a barrier with the deadline, then blocking
+        start(MPI_Ibarrier(comm_, &req), "all_reduce");
+        wait(req, what);
+        start(MPI_Allreduce(src, dst, static_cast<int>(n), mpi_type(dtype), mpi_op(op, dtype), comm_), "all_reduce");
+        continue;
+      }
+      start(MPI_Iallreduce(src, dst, static_cast<int>(n), mpi_type(dtype), mpi_op(op, dtype), comm_, &req),
+            "all_reduce");
+      wait(req, what);
+    }
+  }
+
   // MPI_Iallreduce, moved on by MPI_Testall (Open MPI progresses a non-blocking collective only
   // inside MPI calls) and waited for against the deadline.
   class Pending final : public PendingCollective {
