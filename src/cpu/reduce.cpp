@@ -100,14 +100,13 @@ void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, const Te
     if (leading && outer > 1) {
       const T* xp = static_cast<const T*>(x.raw_data());
       // Few columns (a convolution's bias gradient: [N*H*W, C] summed over its rows) cannot be
-      // split by columns: split the rows, each part summing its rows into its own row (whole
-      // cache lines apart), and add those rows at the end.
+      // split by columns: split the rows, each part summing its rows into its own row
+      // (part_stride), and add those rows at the end.
       const int row_parts =
           outer < 1024 ? static_cast<int>(std::clamp<std::int64_t>(inner * outer / kParallelGrain, 1, config::num_threads()))
                        : 1;
       if (row_parts > 1) {
-        constexpr std::int64_t line = 128 / static_cast<std::int64_t>(sizeof(T));
-        const std::int64_t stride = (outer + line - 1) / line * line + line;
+        const std::int64_t stride = part_stride<T>(outer);
         std::vector<T> partial(static_cast<std::size_t>(row_parts * stride));
         parallel_parts(row_parts, [&](int p) {
           const std::int64_t r0 = inner * p / row_parts, r1 = inner * (p + 1) / row_parts;

@@ -56,17 +56,6 @@ void run_parts(int parts, i64 items, F&& fn) {
   parallel_parts(parts, [&](int p) { fn(p, items * p / parts, items * (p + 1) / parts); });
 }
 
-// Elements of T from the start of one part of a per-part scratch array to the next, for parts of
-// n elements: n rounded up to whole 128-byte blocks, plus one block. Parts written by different
-// threads then never share a cache line (nor the pair of lines the adjacent-line prefetcher
-// fetches together). Packed tightly, every write waits for the other core to give the line
-// back: the max-pool gradient ran 1.5x slower on 2 threads than on 1.
-template <class T>
-constexpr i64 part_stride(i64 n) {
-  constexpr i64 block = 128 / static_cast<i64>(sizeof(T));
-  return (n + block - 1) / block * block + block;
-}
-
 // ---- short runs along the channel axis (often tiny: 3 channels x 3 taps = 9 values) -------------
 // im2col spends its time here. A memcpy call or a vectorised loop's prologue and epilogue cost more
 // than copying 9 floats, so copies move fixed 32- or 16-byte chunks (constant-size memcpy compiles

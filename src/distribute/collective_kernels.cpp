@@ -173,8 +173,7 @@ void fill_bucket(const Tensor& bucket, std::int64_t offset, const Tensor& part, 
 struct BucketReduction::State {
   std::shared_ptr<Communicator> comm;
   Tensor held;  // the buffer the collective writes, alive until it is done
-  std::unique_ptr<PendingCollective> op;
-  bool done = true;
+  std::unique_ptr<PendingCollective> op;  // test() after completion is a no-op
 };
 
 BucketReduction::BucketReduction(std::shared_ptr<Communicator> comm, Tensor bucket)
@@ -200,14 +199,13 @@ void BucketReduction::start() {
     st->held = t[1];
     st->op = st->comm->start_all_reduce(t[1].raw_data(), static_cast<std::size_t>(t[1].size()), t[1].dtype(),
                                         Combine::sum);
-    st->done = false;
   });
 }
 
 void BucketReduction::progress() {
   run_kernel("all_reduce_progress", 0, bucket_, bucket_, [st = state_](const Tensor*) {
     CollectiveClock clock;
-    if (st->op && !st->done) st->done = st->op->test();
+    if (st->op) st->op->test();
   });
 }
 
@@ -217,7 +215,6 @@ void BucketReduction::finish() {
     if (st->op) st->op->wait();
     st->op.reset();
     st->held = Tensor();
-    st->done = true;
   });
 }
 

@@ -56,12 +56,13 @@ std::function<double()> replica_weight(int replicas) {
 void reduce_gradients(std::vector<Tensor>& grads) {
   Strategy& s = get_strategy();
   if (s.num_replicas_in_sync() <= 1) return;
-  // Every gradient is final already: each bucket is reduced at once, with the blocking algorithm.
+  // Every gradient is final already: no progress() calls, so each bucket is reduced at once in
+  // finish(), with the blocking algorithm.
   std::vector<GradientBuckets::Slot> slots;
   for (const Tensor& g : grads) slots.push_back(g.defined() ? GradientBuckets::Slot{g.shape(), g.dtype(), true}
                                                             : GradientBuckets::Slot{Shape(), DType::float32, false});
   GradientBuckets buckets(s.communicator(), std::move(slots), s.options().bucket_bytes, s.options().bucket_bytes,
-                          replica_weight(s.num_replicas_in_sync()), /*overlap=*/false);
+                          replica_weight(s.num_replicas_in_sync()));
   for (std::size_t i = grads.size(); i-- > 0;) buckets.ready(i, grads[i]);
   std::vector<Tensor> reduced = buckets.finish();
   for (std::size_t i = 0; i < grads.size(); ++i)
@@ -82,7 +83,7 @@ std::vector<Tensor> backward_and_reduce(GradientTape& tape, const Tensor& target
   // that communication starts early; the others bucket_bytes.
   constexpr std::size_t kFirstBucketBytes = std::size_t{1} << 20;
   GradientBuckets buckets(s.communicator(), std::move(slots), std::min(kFirstBucketBytes, s.options().bucket_bytes),
-                          s.options().bucket_bytes, replica_weight(s.num_replicas_in_sync()), /*overlap=*/true);
+                          s.options().bucket_bytes, replica_weight(s.num_replicas_in_sync()));
   keel::detail::GradientObserver observer{[&](std::size_t i, const Tensor& g) { buckets.ready(i, g); },
                                           [&] { buckets.progress(); }};
   std::vector<Tensor> grads;

@@ -11,11 +11,10 @@ namespace keel::distribute::detail {
 
 GradientBuckets::GradientBuckets(std::shared_ptr<Communicator> comm, std::vector<Slot> slots,
                                  std::size_t first_bucket_bytes, std::size_t bucket_bytes,
-                                 std::function<double()> weight, bool overlap)
+                                 std::function<double()> weight)
     : comm_(std::move(comm)),
       slots_(std::move(slots)),
       weight_(std::move(weight)),
-      overlap_(overlap),
       bucket_of_(slots_.size(), 0),
       grads_(slots_.size()),
       defined_(slots_.size(), 0),
@@ -92,7 +91,6 @@ void GradientBuckets::launch(Bucket& b, bool in_flight) {
 }
 
 void GradientBuckets::progress() {
-  if (!overlap_) return;
   while (launched_ < complete_) launch(buckets_[launched_++], /*in_flight=*/true);
   // Testing the latest collective moves every one in flight on (MPI progresses them all).
   for (std::size_t k = launched_; k-- > 0;) {

@@ -23,12 +23,12 @@ class GradientBuckets {
   // Buckets of consecutive slots of one dtype, taken from the last slot to the first, of at most
   // bucket_bytes each (the first at most first_bucket_bytes, so that it starts early; a larger
   // gradient alone in its own). Each gradient is multiplied by weight() (read when the kernels
-  // run) and the buckets summed over the ranks. Overlapped, a bucket whose gradients are final
-  // is started (non-blocking) before the backward pass's next node and waited for in finish();
-  // a bucket final only after the last node, and every bucket when not overlapped, is reduced in
-  // finish() with the transport's blocking algorithm (faster, and nothing is left to overlap).
+  // run) and the buckets summed over the ranks. A bucket whose gradients are final is started
+  // (non-blocking) by the next progress() call and waited for in finish(); finish() reduces the
+  // buckets not started yet at once, with the transport's blocking algorithm (faster, and
+  // nothing is left to overlap). Without progress() calls every bucket is reduced that way.
   GradientBuckets(std::shared_ptr<Communicator> comm, std::vector<Slot> slots, std::size_t first_bucket_bytes,
-                  std::size_t bucket_bytes, std::function<double()> weight, bool overlap);
+                  std::size_t bucket_bytes, std::function<double()> weight);
 
   // Gradient i is final (undefined: no gradient; reduced as zeros).
   void ready(std::size_t i, const Tensor& grad);
@@ -57,7 +57,6 @@ class GradientBuckets {
   std::shared_ptr<Communicator> comm_;
   std::vector<Slot> slots_;
   std::function<double()> weight_;
-  bool overlap_;
   std::vector<Bucket> buckets_;
   std::vector<std::size_t> bucket_of_;
   std::vector<Tensor> grads_;

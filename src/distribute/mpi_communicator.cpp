@@ -195,55 +195,14 @@ class MpiCommunicator final : public Communicator {
         h[i] = dtype == DType::float16 ? float_to_half(wide[i]).bits : float_to_bfloat16(wide[i]).bits;
       return;
     }
-    // MPI counts are int: large buffers go in chunks.
-    constexpr std::size_t kChunk = std::size_t{1} << 30;
-    auto* bytes = static_cast<char*>(buf);
-    const std::size_t item = itemsize(dtype);
-    const std::string what = fmt::format("all_reduce of {} {} elements", count, name(dtype));
-    for (std::size_t done = 0; done < count; done += kChunk) {
-      const std::size_t n = std::min(kChunk, count - done);
-      if (n * item >= kBlockingBytes) {
-        // Large buffers: a barrier with the deadline first (a dead or stuck worker is named
-        // there), then MPI's blocking all-reduce among workers that are all in it. Open MPI's
-        // blocking algorithms run large buffers 2-3x faster than its non-blocking ones.
-        MPI_Request req;
-        start(MPI_Ibarrier(comm_, &req), "all_reduce");
-        wait(req, what);
-        start(MPI_Allreduce(MPI_IN_PLACE, bytes + done * item, static_cast<int>(n), mpi_type(dtype), mpi_op(op, dtype),
-                            comm_),
-              "all_reduce");
-        continue;
-      }
-      MPI_Request req;
-      start(MPI_Iallreduce(MPI_IN_PLACE, bytes + done * item, static_cast<int>(n), mpi_type(dtype),
-                           mpi_op(op, dtype), comm_, &req),
-            "all_reduce");
-      wait(req, what);
-    }
+    reduce_chunks(nullptr, buf, count, dtype, op);
   }
 
   // Out of place: MPI reads `in` itself. Half types go through the in-place path (float32).
   void all_reduce_into(const void* in, void* out, std::size_t count, DType dtype, Combine op) override {
     if (count == 0) return;
     if (size_ == 1 || is_half(dtype)) return Communicator::all_reduce_into(in, out, count, dtype, op);
-    constexpr std::size_t kChunk = std::size_t{1} << 30;  // MPI counts are int
-    const std::size_t item = itemsize(dtype);
-    const std::string what = fmt::format("all_reduce of {} {} elements", count, name(dtype));
-    for (std::size_t done = 0; done < count; done += kChunk) {
-      const std::size_t n = std::min(kChunk, count - done);
-      const char* src = static_cast<const char*>(in) + done * item;
-      char* dst = static_cast<char*>(out) + done * item;
-      MPI_Request req;
-      if (n * item >= kBlockingBytes) {  // as all_reduce: a barrier with the deadline, then blocking
-        start(MPI_Ibarrier(comm_, &req), "all_reduce");
-        wait(req, what);
-        start(MPI_Allreduce(src, dst, static_cast<int>(n), mpi_type(dtype), mpi_op(op, dtype), comm_), "all_reduce");
-        continue;
-      }
-      start(MPI_Iallreduce(src, dst, static_cast<int>(n), mpi_type(dtype), mpi_op(op, dtype), comm_, &req),
-            "all_reduce");
-      wait(req, what);
-    }
+    reduce_chunks(in, out, count, dtype, op);
   }
 
   // MPI_Iallreduce, moved on by MPI_Testall (Open MPI progresses a non-blocking collective only
@@ -327,6 +286,31 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  // all_reduce of `in` (nullptr: in place) into `out`, in chunks (MPI counts are int). Large
+  // chunks: a barrier with the deadline first (a dead or stuck worker is named there), then
+  // MPI's blocking all-reduce among workers that are all in it (Open MPI's blocking algorithms
+  // run large buffers 2-3x faster than its non-blocking ones).
+  void reduce_chunks(const void* in, void* out, std::size_t count, DType dtype, Combine op) {
+    constexpr std::size_t kChunk = std::size_t{1} << 30;
+    const std::size_t item = itemsize(dtype);
+    const std::string what = fmt::format("all_reduce of {} {} elements", count, name(dtype));
+    for (std::size_t done = 0; done < count; done += kChunk) {
+      const std::size_t n = std::min(kChunk, count - done);
+      const void* src = in ? static_cast<const char*>(in) + done * item : MPI_IN_PLACE;
+      char* dst = static_cast<char*>(out) + done * item;
+      MPI_Request req;
+      if (n * item >= kBlockingBytes) {
+        start(MPI_Ibarrier(comm_, &req), "all_reduce");
+        wait(req, what);
+        start(MPI_Allreduce(src, dst, static_cast<int>(n), mpi_type(dtype), mpi_op(op, dtype), comm_), "all_reduce");
+        continue;
+      }
+      start(MPI_Iallreduce(src, dst, static_cast<int>(n), mpi_type(dtype), mpi_op(op, dtype), comm_, &req),
+            "all_reduce");
+      wait(req, what);
+    }
+  }
+
   void check(int rc, const char* what) {
     if (rc != MPI_SUCCESS) throw RuntimeError(fmt::format("distribute: {} failed: {}", what, mpi_error(rc)));
   }
