@@ -38,6 +38,15 @@ struct TypedKernels {
   // y[i] = x[i] with streaming stores (no read-for-ownership of y, y not kept in cache): the
   // write-back of a fused program's large outputs from their cached tiles.
   void (*stream_copy)(const T* x, T* y, std::int64_t n);
+  // The max pool over runs of NHWC windows (simd/pooling_impl.hpp): pixel q < pixels of a run
+  // has taps x[q * step + offset[t] + c], t < taps, for its channels c < channels.
+  // y[q * channels + c] = the taps' maximum, NaN when one is NaN.
+  void (*window_max)(const T* x, std::int64_t step, const std::int64_t* offset, int taps, T* y,
+                     std::int64_t pixels, std::int64_t channels);
+  // Its gradient into dx (x's layout): dy[q * channels + c] to the first maximum (the first NaN
+  // if any), 0 to the window's other taps; added to dx when accumulate, else stored.
+  void (*window_max_grad)(const T* x, std::int64_t step, const std::int64_t* offset, int taps, const T* dy,
+                          T* dx, std::int64_t pixels, std::int64_t channels, bool accumulate);
 };
 
 struct SimdKernels {

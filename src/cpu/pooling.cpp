@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/dispatch.hpp"
+#include "cpu/kernels.hpp"
 #include "cpu/window_kernels.hpp"
 
 namespace keel::cpu {
@@ -111,7 +112,7 @@ TapIndex<T> window_argmax(const WindowGeom& g, const T* x, i64 n, i64 oh, i64 ow
   return taps;
 }
 
-// Per-thread scratch of window_argmax.
+// Per-thread scratch of window_argmax and of the window runs (tap offsets).
 template <class T>
 struct ArgmaxScratch {
   i64 tap_stride, offset_stride;  // each part's own cache lines (part_stride)
@@ -147,59 +148,44 @@ void pool_forward(const WindowGeom& g, const T* x, T* y, Pixel&& pixel) {
   });
 }
 
-// Channels [c, c + nv * lanes) of one max-pool output pixel, the maxima of the taps in registers
-// and stored once. The running maximum is maxps (`x > o ? x : o`, one instruction, as g++ makes of
-// the scalar form), which drops a NaN tap; a running sum of the taps tells whether one was NaN.
-// Only then (or when +inf and -inf meet in the sum) is the block redone with max_nan: a NaN-free
-// window costs two instructions a vector and tap, where max_nan costs four.
-template <class T, int nv, class Tap>
-inline void max_pool_channels(T* out, i64 c, TapRange ti, TapRange tj, const Tap& tap) {
-  constexpr i64 lanes = 16 / sizeof(T);
-  constexpr int ns = nv < 2 ? nv : 2;  // sums shared by the vectors: few registers, short chains
-  SseOf<T> acc[nv], sum[ns];
-  const T* first = tap(ti.begin, tj.begin) + c;
-  for (int v = 0; v < nv; ++v) acc[v] = load_sse(first + v * lanes);
-  for (int v = 0; v < ns; ++v) sum[v] = acc[v];
-  for (int v = ns; v < nv; ++v) sum[v % ns] = add_sse(sum[v % ns], acc[v]);
-  for (i64 i = ti.begin; i < ti.end; ++i)
-    for (i64 j = tj.begin + (i == ti.begin); j < tj.end; ++j) {
-      const T* p = tap(i, j) + c;
-      for (int v = 0; v < nv; ++v) {
-        const SseOf<T> x = load_sse(p + v * lanes);
-        acc[v] = max_sse(x, acc[v]);
-        sum[v % ns] = add_sse(sum[v % ns], x);
-      }
+// The windows of output row oh in runs of consecutive pixels with the same taps inside the image
+// (the interior is one run, a border pixel in the padding is a run of its own): run(ow0, pixels,
+// taps) with offset[0, taps) the taps of pixel ow0 relative to its image's first element; pixel
+// ow0 + q adds q * sw * C. The kernel table's window kernels take such runs.
+template <class F>
+void for_each_window_run(const WindowGeom& g, i64 oh, i64* offset, F&& run) {
+  const i64 C = g.c, ih0 = oh * g.sh - g.pad_top;
+  const TapRange ti = taps_inside(ih0, g.kh, 1, g.h);
+  const auto taps_at = [&](i64 ow) { return taps_inside(ow * g.sw - g.pad_left, g.kw, 1, g.w); };
+  for (i64 ow = 0, end; ow < g.wo; ow = end) {
+    const TapRange tj = taps_at(ow);
+    for (end = ow + 1; end < g.wo; ++end) {
+      const TapRange next = taps_at(end);
+      if (next.begin != tj.begin || next.end != tj.end) break;
     }
-  bool nan = false;
-  for (int v = 0; v < ns; ++v) nan |= has_nan(sum[v]);
-  if (nan) {
-    for (int v = 0; v < nv; ++v) acc[v] = load_sse(first + v * lanes);
+    const i64 iw0 = ow * g.sw - g.pad_left;
+    int taps = 0;
     for (i64 i = ti.begin; i < ti.end; ++i)
-      for (i64 j = tj.begin; j < tj.end; ++j)
-        for (int v = 0; v < nv; ++v) acc[v] = max_nan(load_sse(tap(i, j) + c + v * lanes), acc[v]);
+      for (i64 j = tj.begin; j < tj.end; ++j) offset[taps++] = ((ih0 + i) * g.w + iw0 + j) * C;
+    run(ow, end - ow, taps);
   }
-  for (int v = 0; v < nv; ++v) store_sse(out + c + v * lanes, acc[v]);
 }
 
 // The max of a window is NaN if a tap is NaN (tf.nn.max_pool), else the largest tap.
 template <class T>
 void max_pool_forward_t(const WindowGeom& g, const T* x, T* y) {
-  const i64 C = g.c;
-  constexpr i64 lanes = 16 / sizeof(T);
-  pool_forward(g, x, y, [&](T* out, const T* img, i64 ih0, i64 iw0, TapRange ti, TapRange tj) {
-    const auto tap = [&](i64 i, i64 j) { return img + ((ih0 + i) * g.w + iw0 + j) * C; };
-    i64 c = 0;
-    for (; c + 8 * lanes <= C; c += 8 * lanes) max_pool_channels<T, 8>(out, c, ti, tj, tap);
-    for (; c + 4 * lanes <= C; c += 4 * lanes) max_pool_channels<T, 4>(out, c, ti, tj, tap);
-    for (; c + lanes <= C; c += lanes) max_pool_channels<T, 1>(out, c, ti, tj, tap);
-    for (; c < C; ++c) {
-      T best = tap(ti.begin, tj.begin)[c];
-      for (i64 i = ti.begin; i < ti.end; ++i)
-        for (i64 j = tj.begin; j < tj.end; ++j) {
-          const T v = tap(i, j)[c];
-          best = v > best || v != v ? v : best;
-        }
-      out[c] = best;
+  const i64 C = g.c, rows = g.n * g.ho;
+  if (rows == 0 || g.wo == 0 || C == 0) return;
+  const auto window_max = typed_kernels<T>().window_max;
+  const int parts = plan_parts(rows, static_cast<double>(g.wo * g.kh * g.kw * C));
+  ArgmaxScratch<T> scratch(g, parts);
+  run_parts(parts, rows, [&](int p, i64 r0, i64 r1) {
+    i64* offset = scratch.offsets_of(p);
+    for (i64 r = r0; r < r1; ++r) {
+      const T* img = x + r / g.ho * g.h * g.w * C;
+      for_each_window_run(g, r % g.ho, offset, [&](i64 ow0, i64 pixels, int taps) {
+        window_max(img, g.sw * C, offset, taps, y + (r * g.wo + ow0) * C, pixels, C);
+      });
     }
   });
 }
@@ -218,32 +204,19 @@ void max_pool_backward_t(const WindowGeom& g, const T* x, const T* dy, T* dx) {
   const i64 C = g.c, image = g.h * g.w * C;
   if (g.n * image == 0) return;
   const bool disjoint = disjoint_windows(g), covers = windows_cover(g);
+  const auto window_max_grad = typed_kernels<T>().window_max_grad;
   // A scatter into dx: split by images.
   const int parts = plan_parts(g.n, static_cast<double>(g.ho * g.wo * g.kh * g.kw * C));
   ArgmaxScratch<T> scratch(g, parts);
   run_parts(parts, g.n, [&](int p, i64 n0, i64 n1) {
     if (!(disjoint && covers)) std::fill(dx + n0 * image, dx + n1 * image, T(0));
-    TapIndex<T>* tap = scratch.taps_of(p);
     i64* offset = scratch.offsets_of(p);
     for (i64 n = n0; n < n1; ++n)
       for (i64 oh = 0; oh < g.ho; ++oh)
-        for (i64 ow = 0; ow < g.wo; ++ow) {
-          const TapIndex<T> taps = window_argmax(g, x, n, oh, ow, tap, offset);
-          const T* gp = dy + ((n * g.ho + oh) * g.wo + ow) * C;
-          if (disjoint) {
-            using S = Vec<T>;
-            for (TapIndex<T> t = 0; t < taps; ++t) {
-              T* dp = dx + offset[t];
-              const typename S::M tv = S::splat(t);
-              i64 c = 0;
-              for (; c + S::lanes <= C; c += S::lanes)
-                S::store(dp + c, S::select(S::load(tap + c) == tv, S::load(gp + c), typename S::V{}));
-              for (; c < C; ++c) dp[c] = tap[c] == t ? gp[c] : T(0);
-            }
-          } else {
-            for (i64 c = 0; c < C; ++c) dx[offset[tap[c]] + c] += gp[c];
-          }
-        }
+        for_each_window_run(g, oh, offset, [&](i64 ow0, i64 pixels, int taps) {
+          window_max_grad(x + n * image, g.sw * C, offset, taps, dy + ((n * g.ho + oh) * g.wo + ow0) * C,
+                          dx + n * image, pixels, C, /*accumulate=*/!disjoint);
+        });
   });
 }
 

@@ -87,28 +87,6 @@ inline void zero_run(i64 len, T* dst) {
     for (i64 t = 0; t < len; ++t) dst[t] = T(0);
   }
 }
-// ---- the max pool's NaN-propagating maximum ------------------------------------------------------
-// maxps(x, o) is `x > o ? x : o`: ties keep the earlier tap and a NaN already in o stays, but a NaN
-// x is dropped. OR-ing in x where x is NaN puts it back: a NaN's all-ones exponent and non-zero
-// mantissa survive an OR with any value. (g++ compiles the scalar `x > o ? x : o` to maxps, which
-// drops a NaN x; its NaN test would add a compare and a three-instruction blend.)
-inline __m128 max_nan(__m128 x, __m128 o) { return _mm_or_ps(_mm_max_ps(x, o), _mm_and_ps(_mm_cmpunord_ps(x, x), x)); }
-inline __m128d max_nan(__m128d x, __m128d o) {
-  return _mm_or_pd(_mm_max_pd(x, o), _mm_and_pd(_mm_cmpunord_pd(x, x), x));
-}
-inline __m128 load_sse(const float* p) { return _mm_loadu_ps(p); }
-inline __m128d load_sse(const double* p) { return _mm_loadu_pd(p); }
-inline void store_sse(float* p, __m128 v) { _mm_storeu_ps(p, v); }
-inline void store_sse(double* p, __m128d v) { _mm_storeu_pd(p, v); }
-inline __m128 max_sse(__m128 x, __m128 o) { return _mm_max_ps(x, o); }
-inline __m128d max_sse(__m128d x, __m128d o) { return _mm_max_pd(x, o); }
-inline __m128 add_sse(__m128 a, __m128 b) { return _mm_add_ps(a, b); }
-inline __m128d add_sse(__m128d a, __m128d b) { return _mm_add_pd(a, b); }
-inline bool has_nan(__m128 v) { return _mm_movemask_ps(_mm_cmpunord_ps(v, v)) != 0; }
-inline bool has_nan(__m128d v) { return _mm_movemask_pd(_mm_cmpunord_pd(v, v)) != 0; }
-template <class T>
-using SseOf = decltype(load_sse(static_cast<const T*>(nullptr)));  // __m128 or __m128d
-
 template <class T>
 inline void add_run(const T* __restrict src, i64 len, T* __restrict dst) {
   for (i64 t = 0; t < len; ++t) dst[t] += src[t];

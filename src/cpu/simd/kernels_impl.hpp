@@ -10,6 +10,8 @@
 
 #include "cpu/kernels.hpp"
 #include "cpu/simd/kernels_math_impl.hpp"
+#include "cpu/simd/nan_minmax.hpp"
+#include "cpu/simd/pooling_impl.hpp"
 #include "cpu/simd/optimizer_impl.hpp"
 
 namespace keel::cpu::simd_impl {
@@ -34,25 +36,6 @@ inline B pow_c99(const B& x, const B& y) {
   // ... except the two cases C99 defines as 1 for every other operand, NaN included:
   // pow(x, +-0) = 1 and pow(1, y) = 1; and pow(-1, +-inf) = 1.
   return xsimd::select(y == zero || x == one || (x == -one && xsimd::isinf(y)), one, z);
-}
-
-// ---- NaN-propagating max and min ---------------------------------------------------------------
-// TensorFlow's max/min-based kernels return NaN when an operand is NaN. x86's maxps(a, b) (which
-// xsimd::max(a, b) is on SSE2, AVX and AVX-512) is `a > b ? a : b`: it returns its SECOND operand
-// when either is NaN, and on ties. So max(v, u) already carries u's NaN and keeps u on ties
-// (ties go to the first operand, as tf.maximum's gradient assumes); one select adds v's NaN.
-// Three instructions, where a compare-and-select chain takes six.
-//
-// NaN tests use xsimd::isnan, never `v != v`: xsimd 8.1 compiles != to the ORDERED not-equal
-// (_CMP_NEQ_OQ) on AVX, AVX2 and AVX-512, which is false for NaN; only SSE2's cmpneq is
-// unordered. `v != v` thus finds NaNs on one level and none on the others.
-template <class B>
-inline B max_nan(const B& u, const B& v) {
-  return xsimd::select(xsimd::isnan(v), v, xsimd::max(v, u));
-}
-template <class B>
-inline B min_nan(const B& u, const B& v) {
-  return xsimd::select(xsimd::isnan(v), v, xsimd::min(v, u));
 }
 
 // Outputs this large (bytes) bypass the caches with streaming stores: they would evict the
@@ -332,8 +315,10 @@ template <class A>
 SimdKernels make_kernels(const char* isa) {
   SimdKernels k;
   k.isa = isa;
-  k.f32 = {&unary<A, float>, &binary<A, float>, &reduce<A, float>, &accumulate<A, float>, &stream_copy<A, float>};
-  k.f64 = {&unary<A, double>, &binary<A, double>, &reduce<A, double>, &accumulate<A, double>, &stream_copy<A, double>};
+  k.f32 = {&unary<A, float>, &binary<A, float>, &reduce<A, float>, &accumulate<A, float>, &stream_copy<A, float>,
+           &window_max<A, float>, &window_max_grad<A, float>};
+  k.f64 = {&unary<A, double>, &binary<A, double>, &reduce<A, double>, &accumulate<A, double>, &stream_copy<A, double>,
+           &window_max<A, double>, &window_max_grad<A, double>};
   k.optimizer_update = &optimizer_update<A>;
   return k;
 }

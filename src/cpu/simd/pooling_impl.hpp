@@ -1,0 +1,92 @@
+#pragma once
+// The max pool's window kernels (cpu/kernels.hpp's window_max and window_max_grad) written once
+// against xsimd's batch type; each arch TU of src/cpu/simd/ instantiates them. A window's
+// channels are contiguous (NHWC), so a batch holds one tap of W channels and the taps of a window
+// are W-wide loads at the window's offsets: a 2x2 window of 16 channels is four AVX-512 loads.
+#include <xsimd/xsimd.hpp>
+
+#include <cstdint>
+
+#include "cpu/simd/nan_minmax.hpp"
+
+namespace keel::cpu::simd_impl {
+
+// Whether tap value v replaces the running maximum `best`: when strictly greater (ties keep the
+// earlier tap), or when v is the window's first NaN. The max of a window with a NaN is NaN
+// (tf.nn.max_pool), and its gradient goes to that NaN, as argmax picks the first NaN.
+template <class T>
+inline bool replaces_max(T v, T best) {
+  return v > best || (v != v && best == best);
+}
+
+// The scalar tail: the first maximum's tap of channel c, by replaces_max.
+template <class T>
+inline int first_max_tap(const T* x, const std::int64_t* offset, int taps, std::int64_t c) {
+  int arg = 0;
+  for (int t = 1; t < taps; ++t)
+    if (replaces_max(x[offset[t] + c], x[offset[arg] + c])) arg = t;
+  return arg;
+}
+
+// The window's maximum, NaN when a tap is NaN: max_nan (kernels_impl.hpp) keeps the earlier tap
+// on ties and carries a NaN from either side.
+template <class B, class T>
+inline B window_max_batch(const T* x, const std::int64_t* offset, int taps, std::int64_t c) {
+  B m = B::load_unaligned(x + offset[0] + c);
+  for (int t = 1; t < taps; ++t) m = max_nan(m, B::load_unaligned(x + offset[t] + c));
+  return m;
+}
+
+// y[q * channels + c] = max over t < taps of x[q * step + offset[t] + c], for q < pixels.
+template <class A, class T>
+void window_max(const T* x, std::int64_t step, const std::int64_t* offset, int taps, T* y, std::int64_t pixels,
+                std::int64_t channels) {
+  using B = xsimd::batch<T, A>;
+  constexpr std::int64_t W = B::size;
+  for (std::int64_t q = 0; q < pixels; ++q, x += step, y += channels) {
+    std::int64_t c = 0;
+    for (; c + W <= channels; c += W) window_max_batch<B>(x, offset, taps, c).store_unaligned(y + c);
+    for (; c < channels; ++c) y[c] = x[offset[first_max_tap(x, offset, taps, c)] + c];
+  }
+}
+
+// The gradient of window_max: dx[q * step + offset[t] + c] gets dy[q * channels + c] for the
+// tap t that replaces_max picks, and 0 for the window's other taps (added to dx when accumulate,
+// for overlapping windows; stored otherwise). dx has x's layout.
+//
+// The picked tap, a batch at a time: with m the window's max, the first tap where v == m; when m
+// is NaN no tap equals it, and the first NaN tap is picked instead. `v == m || isnan(v)` says both
+// at once, since a NaN tap makes m NaN.
+template <class A, class T>
+void window_max_grad(const T* x, std::int64_t step, const std::int64_t* offset, int taps, const T* dy, T* dx,
+                     std::int64_t pixels, std::int64_t channels, bool accumulate) {
+  using B = xsimd::batch<T, A>;
+  using M = typename B::batch_bool_type;
+  constexpr std::int64_t W = B::size;
+  const B zero(T(0));
+  for (std::int64_t q = 0; q < pixels; ++q, x += step, dx += step, dy += channels) {
+    std::int64_t c = 0;
+    for (; c + W <= channels; c += W) {
+      const B m = window_max_batch<B>(x, offset, taps, c), g = B::load_unaligned(dy + c);
+      M taken(false);
+      for (int t = 0; t < taps; ++t) {
+        const B v = B::load_unaligned(x + offset[t] + c);
+        const M want = (v == m) | xsimd::isnan(v);
+        const B part = xsimd::select(want & ~taken, g, zero);
+        taken = taken | want;
+        T* d = dx + offset[t] + c;
+        (accumulate ? B::load_unaligned(d) + part : part).store_unaligned(d);
+      }
+    }
+    for (; c < channels; ++c) {
+      const int arg = first_max_tap(x, offset, taps, c);
+      for (int t = 0; t < taps; ++t) {
+        const T part = t == arg ? dy[c] : T(0);
+        T& d = dx[offset[t] + c];
+        d = accumulate ? d + part : part;
+      }
+    }
+  }
+}
+
+}  // namespace keel::cpu::simd_impl
