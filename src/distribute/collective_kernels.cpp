@@ -36,11 +36,15 @@ void run_kernel(const char* family, int kind, const Tensor& in, const Tensor& ou
   run(ops);
 }
 
+// The float loops carry `omp simd`: at -O2 g++ 12 vectorises only loops that need no scalar
+// remainder, so these ran an element at a time, at half of memcpy's speed on a 100 MB bucket.
 template <class T>
 void scale_as(void* buf, std::size_t n, double factor) {
   auto* p = static_cast<T*>(buf);
   if constexpr (std::is_floating_point_v<T>) {
-    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] * factor);
+    const auto f = static_cast<T>(factor);
+#pragma omp simd
+    for (std::size_t i = 0; i < n; ++i) p[i] *= f;
   } else {
     // Integers: a mean is the sum divided by the replicas, truncated (factor = 1 / replicas).
     const auto divisor = static_cast<T>(std::llround(1.0 / factor));
@@ -53,9 +57,14 @@ Tensor on_host(const Tensor& t) { return (t.device().is_cpu() ? t : t.to(Device:
 
 template <class T>
 void scaled_copy_as(void* dst, const void* src, std::size_t n, double factor) {
-  auto* d = static_cast<T*>(dst);
-  const auto* s = static_cast<const T*>(src);
+  auto* __restrict d = static_cast<T*>(dst);
+  const auto* __restrict s = static_cast<const T*>(src);
   const auto f = static_cast<T>(factor);
+  if (f == T(1)) {
+    std::memcpy(d, s, n * sizeof(T));
+    return;
+  }
+#pragma omp simd
   for (std::size_t i = 0; i < n; ++i) d[i] = s[i] * f;
 }
 
