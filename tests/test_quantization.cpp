@@ -178,6 +178,54 @@ TEST_CASE("quantized Dense computes the integer arithmetic exactly", "[quantizat
     }
 }
 
+TEST_CASE("quantized Conv2D computes the integer arithmetic exactly, 1- to 3-channel first layers included",
+          "[quantization]") {
+  // The int8 convolution's im2col copies the taps of a kernel row (kw * c bytes) as one 8-byte
+  // move when they fit (c <= 2 with 3x3), else by runs; padded taps hold the zero point, so they
+  // add nothing. By hand as for Dense, tap by tap, at every image edge ("same") and without
+  // padding ("valid").
+  for (const std::int64_t c : {1, 2, 3})
+    for (const std::string padding : {"same", "valid"}) {
+      INFO(c << " channels, padding " << padding);
+      random::set_seed(static_cast<std::uint64_t>(12 + c));
+      const std::int64_t h = 7, w = 6, o = 3;
+      models::Sequential m({layers::InputLayer(Shape{h, w, c}), layers::Conv2D(o, 3, {.padding = padding})});
+      m.layers().back()->weights()[1]->assign(constant({0.1f, -0.2f, 0.3f}, Shape{3}));
+      auto q = quantization::quantize(m);
+      const Tensor x = random::normal({2, h, w, c});
+      const Tensor y = q->predict(x);
+      const auto xv = x.to_vector<float>();
+      float lo = 0, hi = 0;
+      for (float v : xv) lo = std::min(lo, v), hi = std::max(hi, v);
+      const double sa = (hi - lo) / 127.0;
+      const long zp = std::lround(-lo / sa);
+      const auto codes = q->get_weights()[0].to_vector<int>();
+      const auto scales = q->get_weights()[1].to_vector<float>();
+      const std::vector<float> bias = {0.1f, -0.2f, 0.3f};
+      const std::int64_t pad = padding == "same" ? 1 : 0, oh = h + 2 * pad - 2, ow = w + 2 * pad - 2;
+      REQUIRE(y.shape() == Shape{2, oh, ow, o});
+      const auto yv = y.to_vector<float>();
+      for (std::int64_t n = 0; n < 2; ++n)
+        for (std::int64_t i = 0; i < oh; ++i)
+          for (std::int64_t j = 0; j < ow; ++j)
+            for (std::int64_t f = 0; f < o; ++f) {
+              long acc = 0;
+              for (std::int64_t ky = 0; ky < 3; ++ky)
+                for (std::int64_t kx = 0; kx < 3; ++kx)
+                  for (std::int64_t ch = 0; ch < c; ++ch) {
+                    const std::int64_t iy = i + ky - pad, ix = j + kx - pad;
+                    if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                    const float v = xv[static_cast<std::size_t>(((n * h + iy) * w + ix) * c + ch)];
+                    const long xq = std::clamp<long>(std::lround(std::nearbyint(v / sa)) + zp, 0, 127);
+                    acc += (xq - zp) * (codes[static_cast<std::size_t>(((ky * 3 + kx) * c + ch) * o + f)] - 128);
+                  }
+              const float got = yv[static_cast<std::size_t>(((n * oh + i) * ow + j) * o + f)];
+              CHECK(got == Approx(acc * sa * scales[static_cast<std::size_t>(f)] + bias[static_cast<std::size_t>(f)])
+                               .margin(1e-5));
+            }
+    }
+}
+
 TEST_CASE("each quantized layer matches its float layer within the quantization error", "[quantization]") {
   random::set_seed(5);
   SECTION("Conv2D (same, strides, relu; dilated), DepthwiseConv2D, Dense") {
