@@ -9,8 +9,6 @@
 // environment variable before the program starts). Here the calling thread takes parts itself
 // and waits only for parts that a worker has claimed: a worker that wakes late finds nothing
 // left and goes back to sleep. Idle workers sleep on a condition variable after a short spin.
-// A worker descheduled inside a part it claimed still holds the region up; after such a stall,
-// regions run on their caller alone for a while (thread_pool.cpp's SoloPolicy).
 #include <cstdint>
 #include <type_traits>
 
@@ -18,10 +16,6 @@ namespace keel::cpu {
 
 namespace pool_detail {
 void run(int parts, void (*call)(void*, int), void* ctx);
-// For tests: regions whose caller waited for a descheduled worker (see SoloPolicy in
-// thread_pool.cpp), and whether regions run on their caller alone for now.
-std::int64_t stalls();
-bool running_solo();
 }
 
 // fn(p) for each p in [0, parts), each exactly once, on the calling thread and up to
