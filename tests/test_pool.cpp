@@ -295,60 +295,77 @@ TEST_CASE("pooling gradients in float32 agree with float64") {
   }
 }
 
-TEST_CASE("max_pool2d and its gradient match direct loops at every SIMD level, ties and NaNs included") {
+TEST_CASE("max and average pooling and their gradients match direct loops at every SIMD level") {
   // The window kernels run a SIMD batch of channels per tap (16 float32 lanes on AVX-512, 8 on
   // AVX2, 4 on SSE2) and a scalar tail: 1, 5, 16, 19 and 37 channels cover full batches, tails and
   // both. Values from {-2, ..., 2} make ties common; a NaN every 11th element puts one in many
-  // windows. The reference, written here from tf.nn.max_pool: the max of a window is its first
-  // NaN if it has one, else its first largest tap in row-major order; the gradient dy goes to that
-  // tap and adds up where windows overlap. Sums of small integers are exact in both types.
+  // windows. The references, written here from tf.nn.max_pool and tf.nn.avg_pool: the max of a
+  // window is its first NaN if it has one, else its first largest tap in row-major order, and
+  // the gradient dy goes to that tap; the mean is over the taps inside the image, and each of
+  // them gets dy / count; gradients add up where windows overlap. The max's sums of small integers
+  // are exact in both types; the mean's divisions round.
   const double nan = std::numeric_limits<double>::quiet_NaN();
   testing::at_every_simd_level([&](const std::string&) {
-    for (const DType dtype : {DType::float32, DType::float64})
-      for (const i64 channels : {1, 5, 16, 19, 37})
-        for (PoolCase c : kPoolCases) {
-          c.x[3] = channels;
-          INFO(describe(c) << " " << name(dtype));
-          std::vector<double> xv(static_cast<std::size_t>(c.x.num_elements()));
-          for (std::size_t i = 0; i < xv.size(); ++i)
-            xv[i] = i % 11 == 7 ? nan : static_cast<double>(static_cast<int>((i * 7919) % 5) - 2);
-          const Tensor x = constant(xv, c.x, DType::float64).astype(dtype);
-          GradientTape tape;
-          tape.watch(x);
-          const Tensor y = max_pool2d(x, c.pool, c.strides, c.padding);
-          std::vector<double> wv(static_cast<std::size_t>(y.shape().num_elements()));
-          for (std::size_t i = 0; i < wv.size(); ++i) wv[i] = static_cast<double>(i % 7 + 1);
-          const Tensor dx = tape.gradient(reduce_sum(y * constant(wv, y.shape(), DType::float64).astype(dtype)), x);
+    for (const bool max : {true, false})
+      for (const DType dtype : {DType::float32, DType::float64})
+        for (const i64 channels : {1, 5, 16, 19, 37})
+          for (PoolCase c : kPoolCases) {
+            c.x[3] = channels;
+            INFO((max ? "max_pool2d " : "avg_pool2d ") << describe(c) << " " << name(dtype));
+            std::vector<double> xv(static_cast<std::size_t>(c.x.num_elements()));
+            for (std::size_t i = 0; i < xv.size(); ++i)
+              xv[i] = i % 11 == 7 ? nan : static_cast<double>(static_cast<int>((i * 7919) % 5) - 2);
+            const Tensor x = constant(xv, c.x, DType::float64).astype(dtype);
+            GradientTape tape;
+            tape.watch(x);
+            const Tensor y = max ? max_pool2d(x, c.pool, c.strides, c.padding) : avg_pool2d(x, c.pool, c.strides, c.padding);
+            std::vector<double> wv(static_cast<std::size_t>(y.shape().num_elements()));
+            for (std::size_t i = 0; i < wv.size(); ++i) wv[i] = static_cast<double>(i % 7 + 1);
+            const Tensor dx =
+                tape.gradient(reduce_sum(y * constant(wv, y.shape(), DType::float64).astype(dtype)), x);
 
-          const Shape& xs = c.x;
-          const Axis ah = ref_axis(xs[1], c.pool[0], c.strides[0], c.padding),
-                     aw = ref_axis(xs[2], c.pool[1], c.strides[1], c.padding);
-          REQUIRE(y.shape() == Shape{xs[0], ah.out, aw.out, channels});
-          std::vector<double> want_y, want_dx(xv.size(), 0.0);
-          for (i64 n = 0, q = 0; n < xs[0]; ++n)
-            for (i64 oh = 0; oh < ah.out; ++oh)
-              for (i64 ow = 0; ow < aw.out; ++ow)
-                for (i64 ch = 0; ch < channels; ++ch, ++q) {
-                  std::size_t arg = xv.size();
-                  for (i64 i = 0; i < c.pool[0]; ++i)
-                    for (i64 j = 0; j < c.pool[1]; ++j) {
-                      const i64 ih = oh * c.strides[0] - ah.before + i, iw = ow * c.strides[1] - aw.before + j;
-                      if (ih < 0 || ih >= xs[1] || iw < 0 || iw >= xs[2]) continue;
-                      const auto at = static_cast<std::size_t>(((n * xs[1] + ih) * xs[2] + iw) * channels + ch);
-                      if (arg == xv.size() || (!std::isnan(xv[arg]) && (std::isnan(xv[at]) || xv[at] > xv[arg])))
-                        arg = at;
+            const Shape& xs = c.x;
+            const Axis ah = ref_axis(xs[1], c.pool[0], c.strides[0], c.padding),
+                       aw = ref_axis(xs[2], c.pool[1], c.strides[1], c.padding);
+            REQUIRE(y.shape() == Shape{xs[0], ah.out, aw.out, channels});
+            std::vector<double> want_y, want_dx(xv.size(), 0.0);
+            for (i64 n = 0, q = 0; n < xs[0]; ++n)
+              for (i64 oh = 0; oh < ah.out; ++oh)
+                for (i64 ow = 0; ow < aw.out; ++ow)
+                  for (i64 ch = 0; ch < channels; ++ch, ++q) {
+                    std::vector<std::size_t> taps;  // inside the image, row-major
+                    for (i64 i = 0; i < c.pool[0]; ++i)
+                      for (i64 j = 0; j < c.pool[1]; ++j) {
+                        const i64 ih = oh * c.strides[0] - ah.before + i, iw = ow * c.strides[1] - aw.before + j;
+                        if (ih >= 0 && ih < xs[1] && iw >= 0 && iw < xs[2])
+                          taps.push_back(static_cast<std::size_t>(((n * xs[1] + ih) * xs[2] + iw) * channels + ch));
+                      }
+                    const double g = wv[static_cast<std::size_t>(q)];
+                    if (max) {
+                      std::size_t arg = taps[0];
+                      for (std::size_t at : taps)
+                        if (!std::isnan(xv[arg]) && (std::isnan(xv[at]) || xv[at] > xv[arg])) arg = at;
+                      want_y.push_back(xv[arg]);
+                      want_dx[arg] += g;
+                    } else {
+                      double sum = 0;
+                      for (std::size_t at : taps) sum += xv[at];
+                      want_y.push_back(sum / static_cast<double>(taps.size()));
+                      for (std::size_t at : taps) want_dx[at] += g / static_cast<double>(taps.size());
                     }
-                  want_y.push_back(xv[arg]);
-                  want_dx[arg] += wv[static_cast<std::size_t>(q)];
-                }
-          const auto got_y = y.to_vector<double>(), got_dx = dx.to_vector<double>();
-          for (std::size_t i = 0; i < want_y.size(); ++i) {
-            INFO("output " << i);
-            if (std::isnan(want_y[i])) CHECK(std::isnan(got_y[i]));
-            else CHECK(got_y[i] == want_y[i]);
+                  }
+            const double tol = max ? 0.0 : dtype == DType::float32 ? 1e-6 : 1e-14;
+            const auto close = [&](const std::vector<double>& got, const std::vector<double>& want) {
+              REQUIRE(got.size() == want.size());
+              for (std::size_t i = 0; i < want.size(); ++i) {
+                INFO("element " << i << ": " << got[i] << ", want " << want[i]);
+                if (std::isnan(want[i])) CHECK(std::isnan(got[i]));
+                else CHECK(std::abs(got[i] - want[i]) <= tol * std::max(1.0, std::abs(want[i])));
+              }
+            };
+            close(y.to_vector<double>(), want_y);
+            close(dx.to_vector<double>(), want_dx);
           }
-          CHECK(got_dx == want_dx);
-        }
   });
 }
 

@@ -47,6 +47,12 @@ struct TypedKernels {
   // if any), 0 to the window's other taps; added to dx when accumulate, else stored.
   void (*window_max_grad)(const T* x, std::int64_t step, const std::int64_t* offset, int taps, const T* dy,
                           T* dx, std::int64_t pixels, std::int64_t channels, bool accumulate);
+  // The average pool over the same runs (the mean of the taps given: those inside the image), and
+  // its gradient: dy / taps to every tap of dx (whose pixel q is at q * step), added or stored.
+  void (*window_mean)(const T* x, std::int64_t step, const std::int64_t* offset, int taps, T* y,
+                      std::int64_t pixels, std::int64_t channels);
+  void (*window_mean_grad)(const T* dy, std::int64_t step, const std::int64_t* offset, int taps, T* dx,
+                           std::int64_t pixels, std::int64_t channels, bool accumulate);
 };
 
 struct SimdKernels {

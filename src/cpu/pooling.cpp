@@ -112,7 +112,8 @@ TapIndex<T> window_argmax(const WindowGeom& g, const T* x, i64 n, i64 oh, i64 ow
   return taps;
 }
 
-// Per-thread scratch of window_argmax and of the window runs (tap offsets).
+// Per-thread scratch of window_argmax and of the window runs (tap offsets; the taps array is
+// window_argmax's alone).
 template <class T>
 struct ArgmaxScratch {
   i64 tap_stride, offset_stride;  // each part's own cache lines (part_stride)
@@ -126,27 +127,6 @@ struct ArgmaxScratch {
   TapIndex<T>* taps_of(int part) { return tap.data() + part * tap_stride; }
   i64* offsets_of(int part) { return offset.data() + part * offset_stride; }
 };
-
-// The pooling forwards: pixel(out, img, ih0, iw0, ti, tj) computes the C channels of one output
-// pixel from image img, whose window starts at (ih0, iw0) and has taps ti x tj inside it.
-template <class T, class Pixel>
-void pool_forward(const WindowGeom& g, const T* x, T* y, Pixel&& pixel) {
-  const i64 C = g.c, rows = g.n * g.ho;
-  if (rows == 0 || g.wo == 0 || C == 0) return;
-  const int parts = plan_parts(rows, static_cast<double>(g.wo * g.kh * g.kw * C));
-  run_parts(parts, rows, [&](int, i64 r0, i64 r1) {
-    for (i64 r = r0; r < r1; ++r) {
-      const i64 n = r / g.ho, oh = r % g.ho;
-      const T* img = x + n * g.h * g.w * C;
-      const i64 ih0 = oh * g.sh - g.pad_top;
-      const TapRange ti = taps_inside(ih0, g.kh, 1, g.h);
-      for (i64 ow = 0; ow < g.wo; ++ow) {
-        const i64 iw0 = ow * g.sw - g.pad_left;
-        pixel(y + (r * g.wo + ow) * C, img, ih0, iw0, ti, taps_inside(iw0, g.kw, 1, g.w));
-      }
-    }
-  });
-}
 
 // The windows of output row oh in runs of consecutive pixels with the same taps inside the image
 // (the interior is one run, a border pixel in the padding is a run of its own): run(ow0, pixels,
@@ -171,12 +151,13 @@ void for_each_window_run(const WindowGeom& g, i64 oh, i64* offset, F&& run) {
   }
 }
 
-// The max of a window is NaN if a tap is NaN (tf.nn.max_pool), else the largest tap.
+// The forwards: `window` (the kernel table's window_max or window_mean) over the window runs of
+// every output row. The max of a window is NaN if a tap is NaN (tf.nn.max_pool), else the largest
+// tap; the mean is over the taps inside the image (tf.nn.avg_pool).
 template <class T>
-void max_pool_forward_t(const WindowGeom& g, const T* x, T* y) {
+void pool_forward_t(const WindowGeom& g, const T* x, T* y, decltype(TypedKernels<T>::window_max) window) {
   const i64 C = g.c, rows = g.n * g.ho;
   if (rows == 0 || g.wo == 0 || C == 0) return;
-  const auto window_max = typed_kernels<T>().window_max;
   const int parts = plan_parts(rows, static_cast<double>(g.wo * g.kh * g.kw * C));
   ArgmaxScratch<T> scratch(g, parts);
   run_parts(parts, rows, [&](int p, i64 r0, i64 r1) {
@@ -184,7 +165,7 @@ void max_pool_forward_t(const WindowGeom& g, const T* x, T* y) {
     for (i64 r = r0; r < r1; ++r) {
       const T* img = x + r / g.ho * g.h * g.w * C;
       for_each_window_run(g, r % g.ho, offset, [&](i64 ow0, i64 pixels, int taps) {
-        window_max(img, g.sw * C, offset, taps, y + (r * g.wo + ow0) * C, pixels, C);
+        window(img, g.sw * C, offset, taps, y + (r * g.wo + ow0) * C, pixels, C);
       });
     }
   });
@@ -199,13 +180,14 @@ bool windows_cover(const WindowGeom& g) {
          (g.wo - 1) * g.sw - g.pad_left + g.kw >= g.w;
 }
 
-template <class T>
-void max_pool_backward_t(const WindowGeom& g, const T* x, const T* dy, T* dx) {
+// The gradients, a scatter into dx split by images: grad(n, oh, ow0, pixels, taps, offset,
+// accumulate) runs the kernel on one window run of image n, output row oh. dx is zeroed first
+// unless the windows own every pixel, and overlapping windows add up.
+template <class T, class Grad>
+void pool_backward_t(const WindowGeom& g, T* dx, Grad&& grad) {
   const i64 C = g.c, image = g.h * g.w * C;
   if (g.n * image == 0) return;
   const bool disjoint = disjoint_windows(g), covers = windows_cover(g);
-  const auto window_max_grad = typed_kernels<T>().window_max_grad;
-  // A scatter into dx: split by images.
   const int parts = plan_parts(g.n, static_cast<double>(g.ho * g.wo * g.kh * g.kw * C));
   ArgmaxScratch<T> scratch(g, parts);
   run_parts(parts, g.n, [&](int p, i64 n0, i64 n1) {
@@ -214,9 +196,18 @@ void max_pool_backward_t(const WindowGeom& g, const T* x, const T* dy, T* dx) {
     for (i64 n = n0; n < n1; ++n)
       for (i64 oh = 0; oh < g.ho; ++oh)
         for_each_window_run(g, oh, offset, [&](i64 ow0, i64 pixels, int taps) {
-          window_max_grad(x + n * image, g.sw * C, offset, taps, dy + ((n * g.ho + oh) * g.wo + ow0) * C,
-                          dx + n * image, pixels, C, /*accumulate=*/!disjoint);
+          grad(n, oh, ow0, pixels, taps, offset, /*accumulate=*/!disjoint);
         });
+  });
+}
+
+template <class T>
+void max_pool_backward_t(const WindowGeom& g, const T* x, const T* dy, T* dx) {
+  const i64 C = g.c, image = g.h * g.w * C;
+  const auto window_max_grad = typed_kernels<T>().window_max_grad;
+  pool_backward_t(g, dx, [&](i64 n, i64 oh, i64 ow0, i64 pixels, int taps, const i64* offset, bool accumulate) {
+    window_max_grad(x + n * image, g.sw * C, offset, taps, dy + ((n * g.ho + oh) * g.wo + ow0) * C, dx + n * image,
+                    pixels, C, accumulate);
   });
 }
 
@@ -249,57 +240,21 @@ void max_pool_gather_t(const WindowGeom& g, const T* x, const T* dx, T* out) {
 }
 
 template <class T>
-void avg_pool_forward_t(const WindowGeom& g, const T* x, T* y) {
-  const i64 C = g.c;
-  pool_forward(g, x, y, [&](T* out, const T* img, i64 ih0, i64 iw0, TapRange ti, TapRange tj) {
-    zero_run(C, out);
-    for (i64 i = ti.begin; i < ti.end; ++i)
-      for (i64 j = tj.begin; j < tj.end; ++j) add_run(img + ((ih0 + i) * g.w + iw0 + j) * C, C, out);
-    // Only the pixels inside the image count (TensorFlow's avg_pool excludes the padding).
-    const T scale = T(1) / static_cast<T>((ti.end - ti.begin) * (tj.end - tj.begin));
-    for (i64 c = 0; c < C; ++c) out[c] *= scale;
-  });
-}
-
-template <class T>
 void avg_pool_backward_t(const WindowGeom& g, const T* dy, T* dx) {
   const i64 C = g.c, image = g.h * g.w * C;
-  if (g.n * image == 0) return;
-  const bool disjoint = disjoint_windows(g), covers = windows_cover(g);
-  const int parts = plan_parts(g.n, static_cast<double>(g.ho * g.wo * g.kh * g.kw * C));
-  const i64 stride = part_stride<T>(C);
-  std::vector<T> scaled(static_cast<std::size_t>(parts * stride));
-  run_parts(parts, g.n, [&](int p, i64 n0, i64 n1) {
-    if (!(disjoint && covers)) std::fill(dx + n0 * image, dx + n1 * image, T(0));
-    T* sp = scaled.data() + p * stride;
-    for (i64 n = n0; n < n1; ++n)
-      for (i64 oh = 0; oh < g.ho; ++oh) {
-        const i64 ih0 = oh * g.sh - g.pad_top;
-        const TapRange ti = taps_inside(ih0, g.kh, 1, g.h);
-        for (i64 ow = 0; ow < g.wo; ++ow) {
-          const i64 iw0 = ow * g.sw - g.pad_left;
-          const TapRange tj = taps_inside(iw0, g.kw, 1, g.w);
-          const T scale = T(1) / static_cast<T>((ti.end - ti.begin) * (tj.end - tj.begin));
-          const T* gp = dy + ((n * g.ho + oh) * g.wo + ow) * C;
-          for (i64 c = 0; c < C; ++c) sp[c] = gp[c] * scale;
-          for (i64 i = ti.begin; i < ti.end; ++i)
-            for (i64 j = tj.begin; j < tj.end; ++j) {
-              T* dp = dx + ((n * g.h + ih0 + i) * g.w + iw0 + j) * C;
-              if (disjoint)
-                copy_run(sp, C, dp);
-              else
-                add_run(sp, C, dp);
-            }
-        }
-      }
+  const auto window_mean_grad = typed_kernels<T>().window_mean_grad;
+  pool_backward_t(g, dx, [&](i64 n, i64 oh, i64 ow0, i64 pixels, int taps, const i64* offset, bool accumulate) {
+    window_mean_grad(dy + ((n * g.ho + oh) * g.wo + ow0) * C, g.sw * C, offset, taps, dx + n * image, pixels, C,
+                     accumulate);
   });
 }
-
 
 }  // namespace
 
 void max_pool_forward(DType dtype, const WindowGeom& g, const void* x, void* y) {
-  detail::dispatch_float(dtype, "max_pool2d", [&]<class T>() { max_pool_forward_t<T>(g, in<T>(x), out<T>(y)); });
+  detail::dispatch_float(dtype, "max_pool2d", [&]<class T>() {
+    pool_forward_t<T>(g, in<T>(x), out<T>(y), typed_kernels<T>().window_max);
+  });
 }
 
 void max_pool_backward(DType dtype, const WindowGeom& g, const void* x, const void* dy, void* dx) {
@@ -315,7 +270,9 @@ void max_pool_gather(DType dtype, const WindowGeom& g, const void* x, const void
 }
 
 void avg_pool_forward(DType dtype, const WindowGeom& g, const void* x, void* y) {
-  detail::dispatch_float(dtype, "avg_pool2d", [&]<class T>() { avg_pool_forward_t<T>(g, in<T>(x), out<T>(y)); });
+  detail::dispatch_float(dtype, "avg_pool2d", [&]<class T>() {
+    pool_forward_t<T>(g, in<T>(x), out<T>(y), typed_kernels<T>().window_mean);
+  });
 }
 
 void avg_pool_backward(DType dtype, const WindowGeom& g, const void* dy, void* dx) {

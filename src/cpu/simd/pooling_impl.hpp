@@ -1,6 +1,6 @@
 #pragma once
-// The max pool's window kernels (cpu/kernels.hpp's window_max and window_max_grad) written once
-// against xsimd's batch type; each arch TU of src/cpu/simd/ instantiates them. A window's
+// The pooling window kernels (cpu/kernels.hpp's window_max, window_mean and their gradients)
+// written once against xsimd's batch type; each arch TU of src/cpu/simd/ instantiates them. A window's
 // channels are contiguous (NHWC), so a batch holds one tap of W channels and the taps of a window
 // are W-wide loads at the window's offsets: a 2x2 window of 16 channels is four AVX-512 loads.
 #include <xsimd/xsimd.hpp>
@@ -84,6 +84,57 @@ void window_max_grad(const T* x, std::int64_t step, const std::int64_t* offset, 
         const T part = t == arg ? dy[c] : T(0);
         T& d = dx[offset[t] + c];
         d = accumulate ? d + part : part;
+      }
+    }
+  }
+}
+
+// The average pool: y[q * channels + c] = the mean of x[q * step + offset[t] + c] over t < taps.
+// Only the taps inside the image count (tf.nn.avg_pool excludes the padding), so the divisor is
+// `taps`. Summed in tap order, then scaled by 1 / taps.
+template <class A, class T>
+void window_mean(const T* x, std::int64_t step, const std::int64_t* offset, int taps, T* y, std::int64_t pixels,
+                 std::int64_t channels) {
+  using B = xsimd::batch<T, A>;
+  constexpr std::int64_t W = B::size;
+  const T scale = T(1) / static_cast<T>(taps);
+  for (std::int64_t q = 0; q < pixels; ++q, x += step, y += channels) {
+    std::int64_t c = 0;
+    for (; c + W <= channels; c += W) {
+      B sum = B::load_unaligned(x + offset[0] + c);
+      for (int t = 1; t < taps; ++t) sum += B::load_unaligned(x + offset[t] + c);
+      (sum * B(scale)).store_unaligned(y + c);
+    }
+    for (; c < channels; ++c) {
+      T sum = x[offset[0] + c];
+      for (int t = 1; t < taps; ++t) sum += x[offset[t] + c];
+      y[c] = sum * scale;
+    }
+  }
+}
+
+// Its gradient: dy[q * channels + c] / taps to each tap of the window, added to dx when
+// accumulate (overlapping windows), stored otherwise.
+template <class A, class T>
+void window_mean_grad(const T* dy, std::int64_t step, const std::int64_t* offset, int taps, T* dx, std::int64_t pixels,
+                      std::int64_t channels, bool accumulate) {
+  using B = xsimd::batch<T, A>;
+  constexpr std::int64_t W = B::size;
+  const T scale = T(1) / static_cast<T>(taps);
+  for (std::int64_t q = 0; q < pixels; ++q, dx += step, dy += channels) {
+    std::int64_t c = 0;
+    for (; c + W <= channels; c += W) {
+      const B g = B::load_unaligned(dy + c) * B(scale);
+      for (int t = 0; t < taps; ++t) {
+        T* d = dx + offset[t] + c;
+        (accumulate ? B::load_unaligned(d) + g : g).store_unaligned(d);
+      }
+    }
+    for (; c < channels; ++c) {
+      const T g = dy[c] * scale;
+      for (int t = 0; t < taps; ++t) {
+        T& d = dx[offset[t] + c];
+        d = accumulate ? d + g : g;
       }
     }
   }
