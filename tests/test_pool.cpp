@@ -301,8 +301,9 @@ TEST_CASE("max and average pooling and their gradients match direct loops at eve
   // both. Values from {-2, ..., 2} make ties common; a NaN every 11th element puts one in many
   // windows. The references, written here from tf.nn.max_pool and tf.nn.avg_pool: the max of a
   // window is its first NaN if it has one, else its first largest tap in row-major order, and
-  // the gradient dy goes to that tap; the mean is over the taps inside the image, and each of
-  // them gets dy / count; gradients add up where windows overlap. The max's sums of small integers
+  // the gradient dy goes to that tap (and the gradient's own gradient gathers from it); the mean
+  // is over the taps inside the image, and each of them gets dy / count; gradients add up where
+  // windows overlap. The max's sums of small integers
   // are exact in both types; the mean's divisions round.
   const double nan = std::numeric_limits<double>::quiet_NaN();
   testing::at_every_simd_level([&](const std::string&) {
@@ -328,7 +329,7 @@ TEST_CASE("max and average pooling and their gradients match direct loops at eve
             const Axis ah = ref_axis(xs[1], c.pool[0], c.strides[0], c.padding),
                        aw = ref_axis(xs[2], c.pool[1], c.strides[1], c.padding);
             REQUIRE(y.shape() == Shape{xs[0], ah.out, aw.out, channels});
-            std::vector<double> want_y, want_dx(xv.size(), 0.0);
+            std::vector<double> want_y, want_dx(xv.size(), 0.0), want_gather;
             for (i64 n = 0, q = 0; n < xs[0]; ++n)
               for (i64 oh = 0; oh < ah.out; ++oh)
                 for (i64 ow = 0; ow < aw.out; ++ow)
@@ -347,6 +348,7 @@ TEST_CASE("max and average pooling and their gradients match direct loops at eve
                         if (!std::isnan(xv[arg]) && (std::isnan(xv[at]) || xv[at] > xv[arg])) arg = at;
                       want_y.push_back(xv[arg]);
                       want_dx[arg] += g;
+                      want_gather.push_back(static_cast<double>(arg % 13));  // r below, at the chosen tap
                     } else {
                       double sum = 0;
                       for (std::size_t at : taps) sum += xv[at];
@@ -365,6 +367,20 @@ TEST_CASE("max and average pooling and their gradients match direct loops at eve
             };
             close(y.to_vector<double>(), want_y);
             close(dx.to_vector<double>(), want_dx);
+            if (max) {
+              // The gradient's adjoint in the upstream gradient (the second derivative's gather):
+              // d/dg sum(dx(g) * r) = r at each window's chosen tap, with r[i] = i % 13.
+              std::vector<double> rv(xv.size());
+              for (std::size_t i = 0; i < rv.size(); ++i) rv[i] = static_cast<double>(i % 13);
+              const Tensor g = constant(wv, y.shape(), DType::float64).astype(dtype);
+              GradientTape outer;
+              outer.watch(g);
+              GradientTape inner;
+              inner.watch(x);
+              const Tensor d = inner.gradient(max_pool2d(x, c.pool, c.strides, c.padding), std::vector<Tensor>{x}, g)[0];
+              const Tensor back = outer.gradient(reduce_sum(d * constant(rv, c.x, DType::float64).astype(dtype)), g);
+              close(back.to_vector<double>(), want_gather);
+            }
           }
   });
 }

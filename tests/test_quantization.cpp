@@ -36,6 +36,31 @@ struct LevelGuard {
   ~LevelGuard() { cpu::int8::set_level(cpu::int8::levels().front()); }
 };
 
+// A quantized layer's arithmetic by hand, for a float layer whose bias was set to kBias: the
+// batch's range (widened to 0), 7-bit codes of the input, int32 sums of (code - zero point) *
+// (weight code - 128), then the per-channel scales and the bias.
+const std::vector<float> kBias = {0.1f, -0.2f, 0.3f};
+struct ByHand {
+  std::vector<float> x;
+  double sa = 0;
+  long zp = 0;
+  std::vector<int> codes;
+  std::vector<float> scales;
+  ByHand(const Tensor& input, models::Model& quantized)
+      : x(input.to_vector<float>()),
+        codes(quantized.get_weights()[0].to_vector<int>()),
+        scales(quantized.get_weights()[1].to_vector<float>()) {
+    float lo = 0, hi = 0;
+    for (float v : x) lo = std::min(lo, v), hi = std::max(hi, v);
+    sa = (hi - lo) / 127.0;
+    zp = std::lround(-lo / sa);
+  }
+  // Input element i's code, less the zero point; weight code k, less 128.
+  long input(std::size_t i) const { return std::clamp<long>(std::lround(std::nearbyint(x[i] / sa)) + zp, 0, 127) - zp; }
+  long weight(std::size_t k) const { return codes[k] - 128; }
+  double output(long acc, std::size_t channel) const { return acc * sa * scales[channel] + kBias[channel]; }
+};
+
 }  // namespace
 
 TEST_CASE("int8 GEMM: every instruction-set level gives the reference's numbers", "[quantization]") {
@@ -153,28 +178,16 @@ TEST_CASE("quantize: per-channel and per-tensor weight codes by hand", "[quantiz
 TEST_CASE("quantized Dense computes the integer arithmetic exactly", "[quantization]") {
   random::set_seed(11);
   models::Sequential m({layers::InputLayer(Shape{5}), layers::Dense(3)});
-  m.layers().back()->weights()[1]->assign(constant({0.1f, -0.2f, 0.3f}, Shape{3}));
+  m.layers().back()->weights()[1]->assign(constant(kBias, Shape{3}));
   auto q = quantization::quantize(m);
   const Tensor x = random::normal({4, 5});
-  const Tensor y = q->predict(x);
-  // By hand: the batch's range (widened to 0), 7-bit codes, int32 sums, then the scales and bias.
-  const auto xv = x.to_vector<float>();
-  float lo = 0, hi = 0;
-  for (float v : xv) lo = std::min(lo, v), hi = std::max(hi, v);
-  const double sa = (hi - lo) / 127.0;
-  const long zp = std::lround(-lo / sa);
-  const auto codes = q->get_weights()[0].to_vector<int>();
-  const auto scales = q->get_weights()[1].to_vector<float>();
-  const std::vector<float> bias = {0.1f, -0.2f, 0.3f};
-  const auto yv = y.to_vector<float>();
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 3; ++j) {
+  const auto yv = q->predict(x).to_vector<float>();
+  const ByHand hand(x, *q);
+  for (std::size_t i = 0; i < 4; ++i)
+    for (std::size_t j = 0; j < 3; ++j) {
       long acc = 0;
-      for (int k = 0; k < 5; ++k) {
-        const long xq = std::clamp<long>(std::lround(std::nearbyint(xv[i * 5 + k] / sa)) + zp, 0, 127);
-        acc += (xq - zp) * (codes[k * 3 + j] - 128);
-      }
-      CHECK(yv[i * 3 + j] == Approx(acc * sa * scales[j] + bias[j]).margin(1e-5));
+      for (std::size_t k = 0; k < 5; ++k) acc += hand.input(i * 5 + k) * hand.weight(k * 3 + j);
+      CHECK(yv[i * 3 + j] == Approx(hand.output(acc, j)).margin(1e-5));
     }
 }
 
@@ -190,18 +203,11 @@ TEST_CASE("quantized Conv2D computes the integer arithmetic exactly, 1- to 3-cha
       random::set_seed(static_cast<std::uint64_t>(12 + c));
       const std::int64_t h = 7, w = 6, o = 3;
       models::Sequential m({layers::InputLayer(Shape{h, w, c}), layers::Conv2D(o, 3, {.padding = padding})});
-      m.layers().back()->weights()[1]->assign(constant({0.1f, -0.2f, 0.3f}, Shape{3}));
+      m.layers().back()->weights()[1]->assign(constant(kBias, Shape{3}));
       auto q = quantization::quantize(m);
       const Tensor x = random::normal({2, h, w, c});
       const Tensor y = q->predict(x);
-      const auto xv = x.to_vector<float>();
-      float lo = 0, hi = 0;
-      for (float v : xv) lo = std::min(lo, v), hi = std::max(hi, v);
-      const double sa = (hi - lo) / 127.0;
-      const long zp = std::lround(-lo / sa);
-      const auto codes = q->get_weights()[0].to_vector<int>();
-      const auto scales = q->get_weights()[1].to_vector<float>();
-      const std::vector<float> bias = {0.1f, -0.2f, 0.3f};
+      const ByHand hand(x, *q);
       const std::int64_t pad = padding == "same" ? 1 : 0, oh = h + 2 * pad - 2, ow = w + 2 * pad - 2;
       REQUIRE(y.shape() == Shape{2, oh, ow, o});
       const auto yv = y.to_vector<float>();
@@ -215,13 +221,11 @@ TEST_CASE("quantized Conv2D computes the integer arithmetic exactly, 1- to 3-cha
                   for (std::int64_t ch = 0; ch < c; ++ch) {
                     const std::int64_t iy = i + ky - pad, ix = j + kx - pad;
                     if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
-                    const float v = xv[static_cast<std::size_t>(((n * h + iy) * w + ix) * c + ch)];
-                    const long xq = std::clamp<long>(std::lround(std::nearbyint(v / sa)) + zp, 0, 127);
-                    acc += (xq - zp) * (codes[static_cast<std::size_t>(((ky * 3 + kx) * c + ch) * o + f)] - 128);
+                    acc += hand.input(static_cast<std::size_t>(((n * h + iy) * w + ix) * c + ch)) *
+                           hand.weight(static_cast<std::size_t>(((ky * 3 + kx) * c + ch) * o + f));
                   }
               const float got = yv[static_cast<std::size_t>(((n * oh + i) * ow + j) * o + f)];
-              CHECK(got == Approx(acc * sa * scales[static_cast<std::size_t>(f)] + bias[static_cast<std::size_t>(f)])
-                               .margin(1e-5));
+              CHECK(got == Approx(hand.output(acc, static_cast<std::size_t>(f))).margin(1e-5));
             }
     }
 }

@@ -1,6 +1,8 @@
 // The direct float32 convolution for few taps (AVX2 + FMA), for conv.cpp.
 #include "cpu/conv_direct.hpp"
 
+#include <immintrin.h>
+
 #ifdef KEEL_CONV_DIRECT_AVX2
 
 #include <algorithm>

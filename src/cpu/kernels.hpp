@@ -47,6 +47,9 @@ struct TypedKernels {
   // if any), 0 to the window's other taps; added to dx when accumulate, else stored.
   void (*window_max_grad)(const T* x, std::int64_t step, const std::int64_t* offset, int taps, const T* dy,
                           T* dx, std::int64_t pixels, std::int64_t channels, bool accumulate);
+  // The adjoint of window_max_grad in dy: out[q * channels + c] = dx at the tap it chose.
+  void (*window_max_gather)(const T* x, std::int64_t step, const std::int64_t* offset, int taps, const T* dx,
+                            T* out, std::int64_t pixels, std::int64_t channels);
   // The average pool over the same runs (the mean of the taps given: those inside the image), and
   // its gradient: dy / taps to every tap of dx (whose pixel q is at q * step), added or stored.
   void (*window_mean)(const T* x, std::int64_t step, const std::int64_t* offset, int taps, T* y,

@@ -3,8 +3,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "core/dispatch.hpp"
@@ -19,113 +17,13 @@ using namespace window;
 
 // ---- pooling -------------------------------------------------------------------------------------
 
-// Whether tap value v replaces the window's running maximum `best`: when strictly greater (ties
-// keep the earlier tap), or when v is the window's first NaN. The max of a window with a NaN is
-// NaN (tf.nn.max_pool), and its gradient goes to that NaN, as argmax picks the first NaN.
-template <class T>
-inline bool replaces_max(T v, T best) {
-  return v > best || (v != v && best == best);
-}
-
-// window_argmax on channels [c0, c0 + nv * lanes), the running maxima and their taps in
-// registers. The fast version assumes no NaN: a strict compare finds the first maximum and maxps
-// keeps the value (six instructions a vector and tap with the sum below; the exact version's NaN
-// rule takes nine). It also sums the taps, and when a sum is NaN (a NaN tap, or +inf and -inf)
-// returns false without writing: the exact version then redoes the block.
-template <class T, int nv>
-bool argmax_block_fast(const T* x, const i64* offset, TapIndex<T> taps, i64 c0, TapIndex<T>* tap) {
-  using S = Vec<T>;
-  typename S::V best[nv], sum[nv];
-  typename S::M arg[nv];
-  for (int v = 0; v < nv; ++v) {
-    best[v] = sum[v] = S::load(x + offset[0] + c0 + v * S::lanes);
-    arg[v] = S::splat(0);
-  }
-  for (TapIndex<T> t = 1; t < taps; ++t) {
-    const typename S::M tv = S::splat(t);
-    for (int v = 0; v < nv; ++v) {
-      const typename S::V xv = S::load(x + offset[t] + c0 + v * S::lanes);
-      arg[v] = S::select(best[v] < xv, tv, arg[v]);  // strict: ties keep the earlier tap
-      best[v] = S::max(xv, best[v]);
-      sum[v] += xv;
-    }
-  }
-  typename S::M nan{};
-  for (int v = 0; v < nv; ++v) nan |= sum[v] != sum[v];
-  if (S::any(nan)) return false;
-  for (int v = 0; v < nv; ++v) S::store(tap + c0 + v * S::lanes, arg[v]);
-  return true;
-}
-
-template <class T, int nv>
-void argmax_block_exact(const T* x, const i64* offset, TapIndex<T> taps, i64 c0, TapIndex<T>* tap) {
-  using S = Vec<T>;
-  typename S::V best[nv];
-  typename S::M arg[nv];
-  for (int v = 0; v < nv; ++v) {
-    best[v] = S::load(x + offset[0] + c0 + v * S::lanes);
-    arg[v] = S::splat(0);
-  }
-  for (TapIndex<T> t = 1; t < taps; ++t) {
-    const typename S::M tv = S::splat(t);
-    for (int v = 0; v < nv; ++v) {
-      const typename S::V xv = S::load(x + offset[t] + c0 + v * S::lanes);
-      // replaces_max, lane by lane: !(xv <= best) is xv > best or either NaN; best == best
-      // then rules out a NaN best (the first NaN stays).
-      const typename S::M greater = ~(xv <= best[v]) & (best[v] == best[v]);
-      best[v] = S::select(greater, xv, best[v]);
-      arg[v] = S::select(greater, tv, arg[v]);
-    }
-  }
-  for (int v = 0; v < nv; ++v) S::store(tap + c0 + v * S::lanes, arg[v]);
-}
-
-// The first maximum of each channel in the window of output pixel (n, oh, ow), taps visited in
-// row-major order (see replaces_max): channel c's maximum is x[offset[tap[c]] + c]. tap[] holds
-// c entries, offset[] kh*kw. Returns the number of taps inside the image.
-template <class T>
-TapIndex<T> window_argmax(const WindowGeom& g, const T* x, i64 n, i64 oh, i64 ow, TapIndex<T>* tap,
-                          i64* offset) {
-  using I = TapIndex<T>;
-  const i64 C = g.c;
-  const i64 ih0 = oh * g.sh - g.pad_top, iw0 = ow * g.sw - g.pad_left;
-  const TapRange ti = taps_inside(ih0, g.kh, 1, g.h), tj = taps_inside(iw0, g.kw, 1, g.w);
-  I taps = 0;
-  for (i64 i = ti.begin; i < ti.end; ++i)
-    for (i64 j = tj.begin; j < tj.end; ++j) offset[taps++] = ((n * g.h + ih0 + i) * g.w + iw0 + j) * C;
-  // Four vectors of channels at a time.
-  constexpr int nv = 4;
-  constexpr i64 width = nv * Vec<T>::lanes;
-  i64 c0 = 0;
-  for (; c0 + width <= C; c0 += width)
-    if (!argmax_block_fast<T, nv>(x, offset, taps, c0, tap)) argmax_block_exact<T, nv>(x, offset, taps, c0, tap);
-  for (i64 c = c0; c < C; ++c) {
-    T best = x[offset[0] + c];
-    I arg = 0;
-    for (I t = 1; t < taps; ++t)
-      if (replaces_max(x[offset[t] + c], best)) {
-        best = x[offset[t] + c];
-        arg = t;
-      }
-    tap[c] = arg;
-  }
-  return taps;
-}
-
-// Per-thread scratch of window_argmax and of the window runs (tap offsets; the taps array is
-// window_argmax's alone).
-template <class T>
-struct ArgmaxScratch {
-  i64 tap_stride, offset_stride;  // each part's own cache lines (part_stride)
-  std::vector<TapIndex<T>> tap;
+// Per-thread tap offsets of the window runs, each part in its own cache lines (part_stride).
+struct OffsetScratch {
+  i64 stride;
   std::vector<i64> offset;
-  ArgmaxScratch(const WindowGeom& g, int parts)
-      : tap_stride(part_stride<TapIndex<T>>(g.c)),
-        offset_stride(part_stride<i64>(g.kh * g.kw)),
-        tap(static_cast<std::size_t>(parts * tap_stride)),
-        offset(static_cast<std::size_t>(parts * offset_stride)) {}
-  TapIndex<T>* taps_of(int part) { return tap.data() + part * tap_stride; }
-  i64* offsets_of(int part) { return offset.data() + part * offset_stride; }
+  OffsetScratch(const WindowGeom& g, int parts)
+      : stride(part_stride<i64>(g.kh * g.kw)), offset(static_cast<std::size_t>(parts * stride)) {}
+  i64* of(int part) { return offset.data() + part * stride; }
 };
 
 // The windows of output row oh in runs of consecutive pixels with the same taps inside the image
@@ -151,23 +49,30 @@ void for_each_window_run(const WindowGeom& g, i64 oh, i64* offset, F&& run) {
   }
 }
 
-// The forwards: `window` (the kernel table's window_max or window_mean) over the window runs of
-// every output row. The max of a window is NaN if a tap is NaN (tf.nn.max_pool), else the largest
-// tap; the mean is over the taps inside the image (tf.nn.avg_pool).
-template <class T>
-void pool_forward_t(const WindowGeom& g, const T* x, T* y, decltype(TypedKernels<T>::window_max) window) {
+// The per-output-pixel kernels (the forwards, and the max's gradient gather), split by output
+// rows: window(image, offset, taps, y_run, pixels) runs one window run of the image starting at
+// element `image`, writing the run's C channels a pixel to y_run.
+template <class T, class Window>
+void pool_rows_t(const WindowGeom& g, T* y, Window&& window) {
   const i64 C = g.c, rows = g.n * g.ho;
   if (rows == 0 || g.wo == 0 || C == 0) return;
   const int parts = plan_parts(rows, static_cast<double>(g.wo * g.kh * g.kw * C));
-  ArgmaxScratch<T> scratch(g, parts);
+  OffsetScratch scratch(g, parts);
   run_parts(parts, rows, [&](int p, i64 r0, i64 r1) {
-    i64* offset = scratch.offsets_of(p);
-    for (i64 r = r0; r < r1; ++r) {
-      const T* img = x + r / g.ho * g.h * g.w * C;
+    i64* offset = scratch.of(p);
+    for (i64 r = r0; r < r1; ++r)
       for_each_window_run(g, r % g.ho, offset, [&](i64 ow0, i64 pixels, int taps) {
-        window(img, g.sw * C, offset, taps, y + (r * g.wo + ow0) * C, pixels, C);
+        window(r / g.ho * g.h * g.w * C, offset, taps, y + (r * g.wo + ow0) * C, pixels);
       });
-    }
+  });
+}
+
+// The forwards: the kernel table's window_max (NaN if a tap is NaN, as tf.nn.max_pool, else the
+// largest tap) or window_mean (over the taps inside the image, as tf.nn.avg_pool).
+template <class T>
+void pool_forward_t(const WindowGeom& g, const T* x, T* y, decltype(TypedKernels<T>::window_max) kernel) {
+  pool_rows_t(g, y, [&](i64 image, const i64* offset, int taps, T* y_run, i64 pixels) {
+    kernel(x + image, g.sw * g.c, offset, taps, y_run, pixels, g.c);
   });
 }
 
@@ -189,10 +94,10 @@ void pool_backward_t(const WindowGeom& g, T* dx, Grad&& grad) {
   if (g.n * image == 0) return;
   const bool disjoint = disjoint_windows(g), covers = windows_cover(g);
   const int parts = plan_parts(g.n, static_cast<double>(g.ho * g.wo * g.kh * g.kw * C));
-  ArgmaxScratch<T> scratch(g, parts);
+  OffsetScratch scratch(g, parts);
   run_parts(parts, g.n, [&](int p, i64 n0, i64 n1) {
     if (!(disjoint && covers)) std::fill(dx + n0 * image, dx + n1 * image, T(0));
-    i64* offset = scratch.offsets_of(p);
+    i64* offset = scratch.of(p);
     for (i64 n = n0; n < n1; ++n)
       for (i64 oh = 0; oh < g.ho; ++oh)
         for_each_window_run(g, oh, offset, [&](i64 ow0, i64 pixels, int taps) {
@@ -213,29 +118,9 @@ void max_pool_backward_t(const WindowGeom& g, const T* x, const T* dy, T* dx) {
 
 template <class T>
 void max_pool_gather_t(const WindowGeom& g, const T* x, const T* dx, T* out) {
-  const i64 C = g.c, rows = g.n * g.ho;
-  if (rows == 0 || g.wo == 0 || C == 0) return;
-  const int parts = plan_parts(rows, static_cast<double>(g.wo * g.kh * g.kw * C));
-  ArgmaxScratch<T> scratch(g, parts);
-  run_parts(parts, rows, [&](int p, i64 r0, i64 r1) {
-    TapIndex<T>* tap = scratch.taps_of(p);
-    i64* offset = scratch.offsets_of(p);
-    for (i64 r = r0; r < r1; ++r)
-      for (i64 ow = 0; ow < g.wo; ++ow) {
-        const TapIndex<T> taps = window_argmax(g, x, r / g.ho, r % g.ho, ow, tap, offset);
-        T* op = out + (r * g.wo + ow) * C;
-        // A select per tap rather than an indexed load per channel: it vectorises.
-        using S = Vec<T>;
-        i64 c = 0;
-        for (; c + S::lanes <= C; c += S::lanes) {
-          const typename S::M arg = S::load(tap + c);
-          typename S::V acc{};
-          for (TapIndex<T> t = 0; t < taps; ++t)
-            acc = S::select(arg == S::splat(t), S::load(dx + offset[t] + c), acc);
-          S::store(op + c, acc);
-        }
-        for (; c < C; ++c) op[c] = dx[offset[tap[c]] + c];
-      }
+  const auto window_max_gather = typed_kernels<T>().window_max_gather;
+  pool_rows_t(g, out, [&](i64 image, const i64* offset, int taps, T* out_run, i64 pixels) {
+    window_max_gather(x + image, g.sw * g.c, offset, taps, dx + image, out_run, pixels, g.c);
   });
 }
 

@@ -2,12 +2,9 @@
 // Pieces the CPU sliding-window kernels share (conv.cpp, conv_direct.cpp, depthwise.cpp,
 // pooling.cpp): BLAS with beta, how a kernel splits its work over threads, short channel runs,
 // SSE-width vectors and tap ranges. Internal to src/cpu/.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 
 #include "cpu/blas.hpp"
 #include "cpu/conv.hpp"
@@ -94,51 +91,20 @@ inline void add_run(const T* __restrict src, i64 len, T* __restrict dst) {
 
 // ---- SSE-width vectors ---------------------------------------------------------------------------
 
-// The max pool keeps tap indices in an integer as wide as T so that comparisons of values and of
-// tap indices give masks of one width (a branch per channel on random data mispredicts half the
-// time).
-template <class T>
-using TapIndex = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
-
-// 16-byte vectors through the compiler's vector extensions (GCC, Clang), for loops that g++ 12
-// leaves scalar: the max pool's compare-and-select (it unrolls it but does not vectorise a float
-// select on an integer mask) and the depthwise kernels' per-channel-block accumulators (kept in
-// registers across taps). Blends are written with bit operations so that they need only SSE2,
-// the library's baseline.
+// 16-byte vectors through the compiler's vector extensions (GCC, Clang), for the depthwise
+// kernels' per-channel-block accumulators (kept in registers across taps; g++ 12 leaves those
+// loops scalar). SSE2, the library's baseline.
 template <class T>
 struct Vec {
-  using I = TapIndex<T>;
   typedef T V __attribute__((vector_size(16)));
-  typedef I M __attribute__((vector_size(16)));
   static constexpr i64 lanes = 16 / sizeof(T);
   static V load(const T* p) {
     V v;
     std::memcpy(&v, p, sizeof v);
     return v;
   }
-  static M load(const I* p) {
-    M v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  }
   static void store(T* p, V v) { std::memcpy(p, &v, sizeof v); }
-  static void store(I* p, M v) { std::memcpy(p, &v, sizeof v); }
-  static M splat(I i) { return M{} + i; }
-  static V select(M mask, V a, V b) { return (V)(((M)a & mask) | ((M)b & ~mask)); }
-  static M select(M mask, M a, M b) { return (a & mask) | (b & ~mask); }
-  // maxps: `x > o ? x : o` in one instruction (g++ makes a compare and a blend of the select).
-  static V max(V x, V o) {
-    if constexpr (std::is_same_v<T, float>) return (V)_mm_max_ps((__m128)x, (__m128)o);
-    else return (V)_mm_max_pd((__m128d)x, (__m128d)o);
-  }
-  static bool any(M m) {
-    std::uint64_t w[2];
-    std::memcpy(w, &m, sizeof w);
-    return (w[0] | w[1]) != 0;
-  }
 };
-
-
 
 // First and one-past-last tap along an axis whose taps at start + t*d lie inside [0, size).
 struct TapRange {

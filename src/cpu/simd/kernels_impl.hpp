@@ -316,10 +316,10 @@ SimdKernels make_kernels(const char* isa) {
   SimdKernels k;
   k.isa = isa;
   k.f32 = {&unary<A, float>, &binary<A, float>, &reduce<A, float>, &accumulate<A, float>, &stream_copy<A, float>,
-           &window_max<A, float>, &window_max_grad<A, float>,
+           &window_max<A, float>, &window_max_grad<A, float>, &window_max_gather<A, float>,
            &window_mean<A, float>, &window_mean_grad<A, float>};
   k.f64 = {&unary<A, double>, &binary<A, double>, &reduce<A, double>, &accumulate<A, double>, &stream_copy<A, double>,
-           &window_max<A, double>, &window_max_grad<A, double>,
+           &window_max<A, double>, &window_max_grad<A, double>, &window_max_gather<A, double>,
            &window_mean<A, double>, &window_mean_grad<A, double>};
   k.optimizer_update = &optimizer_update<A>;
   return k;

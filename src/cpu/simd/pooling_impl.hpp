@@ -11,30 +11,52 @@
 
 namespace keel::cpu::simd_impl {
 
-// Whether tap value v replaces the running maximum `best`: when strictly greater (ties keep the
-// earlier tap), or when v is the window's first NaN. The max of a window with a NaN is NaN
-// (tf.nn.max_pool), and its gradient goes to that NaN, as argmax picks the first NaN.
+// The max pool's choice of tap. The max of a window with a NaN is NaN (tf.nn.max_pool), and its
+// gradient goes to the first NaN tap, as argmax picks the first NaN; otherwise to the first tap
+// equal to the max (ties keep the earlier tap).
+//
+// The scalar helpers do not depend on the instruction set, so each arch TU would emit the same
+// symbol compiled with its own flags, and the linker keeps one: always inlined, none is emitted.
+
+// Whether tap value v replaces the running maximum `best`: strictly greater, or the first NaN.
 template <class T>
-inline bool replaces_max(T v, T best) {
+[[gnu::always_inline]] inline bool replaces_max(T v, T best) {
   return v > best || (v != v && best == best);
 }
 
 // The scalar tail: the first maximum's tap of channel c, by replaces_max.
 template <class T>
-inline int first_max_tap(const T* x, const std::int64_t* offset, int taps, std::int64_t c) {
+[[gnu::always_inline]] inline int first_max_tap(const T* x, const std::int64_t* offset, int taps, std::int64_t c) {
   int arg = 0;
   for (int t = 1; t < taps; ++t)
     if (replaces_max(x[offset[t] + c], x[offset[arg] + c])) arg = t;
   return arg;
 }
 
-// The window's maximum, NaN when a tap is NaN: max_nan (kernels_impl.hpp) keeps the earlier tap
+// The window's maximum, NaN when a tap is NaN: max_nan (nan_minmax.hpp) keeps the earlier tap
 // on ties and carries a NaN from either side.
 template <class B, class T>
 inline B window_max_batch(const T* x, const std::int64_t* offset, int taps, std::int64_t c) {
   B m = B::load_unaligned(x + offset[0] + c);
   for (int t = 1; t < taps; ++t) m = max_nan(m, B::load_unaligned(x + offset[t] + c));
   return m;
+}
+
+// picked(t, mask) for each tap t of channels [c, c + W), mask holding the lanes whose chosen tap
+// is t. With m the window's max, the chosen tap is the first where v == m; when m is NaN no tap
+// equals it, and the first NaN tap is chosen instead. `v == m || isnan(v)` says both at once,
+// since a NaN tap makes m NaN.
+template <class B, class T, class Picked>
+inline void for_each_picked_tap(const T* x, const std::int64_t* offset, int taps, std::int64_t c, Picked&& picked) {
+  using M = typename B::batch_bool_type;
+  const B m = window_max_batch<B>(x, offset, taps, c);
+  M taken(false);
+  for (int t = 0; t < taps; ++t) {
+    const B v = B::load_unaligned(x + offset[t] + c);
+    const M want = (v == m) | xsimd::isnan(v);
+    picked(t, want & ~taken);
+    taken = taken | want;
+  }
 }
 
 // y[q * channels + c] = max over t < taps of x[q * step + offset[t] + c], for q < pixels.
@@ -51,32 +73,23 @@ void window_max(const T* x, std::int64_t step, const std::int64_t* offset, int t
 }
 
 // The gradient of window_max: dx[q * step + offset[t] + c] gets dy[q * channels + c] for the
-// tap t that replaces_max picks, and 0 for the window's other taps (added to dx when accumulate,
-// for overlapping windows; stored otherwise). dx has x's layout.
-//
-// The picked tap, a batch at a time: with m the window's max, the first tap where v == m; when m
-// is NaN no tap equals it, and the first NaN tap is picked instead. `v == m || isnan(v)` says both
-// at once, since a NaN tap makes m NaN.
+// chosen tap t, and 0 for the window's other taps (added to dx when accumulate, for overlapping
+// windows; stored otherwise). dx has x's layout.
 template <class A, class T>
 void window_max_grad(const T* x, std::int64_t step, const std::int64_t* offset, int taps, const T* dy, T* dx,
                      std::int64_t pixels, std::int64_t channels, bool accumulate) {
   using B = xsimd::batch<T, A>;
-  using M = typename B::batch_bool_type;
   constexpr std::int64_t W = B::size;
   const B zero(T(0));
   for (std::int64_t q = 0; q < pixels; ++q, x += step, dx += step, dy += channels) {
     std::int64_t c = 0;
     for (; c + W <= channels; c += W) {
-      const B m = window_max_batch<B>(x, offset, taps, c), g = B::load_unaligned(dy + c);
-      M taken(false);
-      for (int t = 0; t < taps; ++t) {
-        const B v = B::load_unaligned(x + offset[t] + c);
-        const M want = (v == m) | xsimd::isnan(v);
-        const B part = xsimd::select(want & ~taken, g, zero);
-        taken = taken | want;
+      const B g = B::load_unaligned(dy + c);
+      for_each_picked_tap<B>(x, offset, taps, c, [&](int t, const auto& hit) {
+        const B part = xsimd::select(hit, g, zero);
         T* d = dx + offset[t] + c;
         (accumulate ? B::load_unaligned(d) + part : part).store_unaligned(d);
-      }
+      });
     }
     for (; c < channels; ++c) {
       const int arg = first_max_tap(x, offset, taps, c);
@@ -86,6 +99,26 @@ void window_max_grad(const T* x, std::int64_t step, const std::int64_t* offset, 
         d = accumulate ? d + part : part;
       }
     }
+  }
+}
+
+// The adjoint of window_max_grad in dy (the max pool's second derivative): out[q * channels + c]
+// = dx[q * step + offset[t] + c] at the chosen tap t. dx has x's layout.
+template <class A, class T>
+void window_max_gather(const T* x, std::int64_t step, const std::int64_t* offset, int taps, const T* dx, T* out,
+                       std::int64_t pixels, std::int64_t channels) {
+  using B = xsimd::batch<T, A>;
+  constexpr std::int64_t W = B::size;
+  for (std::int64_t q = 0; q < pixels; ++q, x += step, dx += step, out += channels) {
+    std::int64_t c = 0;
+    for (; c + W <= channels; c += W) {
+      B acc(T(0));
+      for_each_picked_tap<B>(x, offset, taps, c, [&](int t, const auto& hit) {
+        acc = xsimd::select(hit, B::load_unaligned(dx + offset[t] + c), acc);
+      });
+      acc.store_unaligned(out + c);
+    }
+    for (; c < channels; ++c) out[c] = dx[offset[first_max_tap(x, offset, taps, c)] + c];
   }
 }
 
