@@ -5,6 +5,8 @@
 //   relu_xw_b/full          relu(x * w + b), x, w, b all [4096, 1024]   (read 3, write 1 array)
 //   relu_xw_b/per_feature   relu(x * w + b), w, b [1024] broadcast over [4096, 1024] (a Dense
 //                           layer's bias + activation pattern; read 1, write 1 array)
+//   bias_add_relu           bias_add(x, b, "relu"), b [1024]: the same Dense ending fused into
+//                           one pass (read 1, write 1 array)
 //   exp, tanh, sigmoid,
 //   relu                    unary: read 1, write 1 array
 //   round, tan, mish,
@@ -74,6 +76,19 @@ void BM_relu_xw_b_per_feature(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * (2 * kN + 2 * kCols) * kF);
 }
 
+// A Dense layer's ending as the layer runs it: bias_add with the activation fused (one pass).
+void BM_bias_add_relu(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  ThreadScope threads(threads_of(state));
+  const keel::Tensor x = keel::random::normal({kRows, kCols});
+  const keel::Tensor b = keel::random::normal({kCols});
+  for (auto _ : state) {
+    keel::Tensor y = keel::bias_add(x, b, "relu");
+    benchmark::DoNotOptimize(y);
+  }
+  state.SetBytesProcessed(state.iterations() * (2 * kN + kCols) * kF);
+}
+
 template <keel::Tensor (*Op)(const keel::Tensor&)>
 void BM_unary(benchmark::State& state) {
   keel::DeviceScope cpu(keel::Device::cpu());
@@ -135,6 +150,7 @@ void memcpy_args(benchmark::internal::Benchmark* b, std::int64_t bytes) {
 
 BENCHMARK(BM_relu_xw_b_full)->Name("relu_xw_b/full")->Apply(thread_args);
 BENCHMARK(BM_relu_xw_b_per_feature)->Name("relu_xw_b/per_feature")->Apply(thread_args);
+BENCHMARK(BM_bias_add_relu)->Name("bias_add_relu")->Apply(thread_args);
 BENCHMARK(BM_unary<keel::exp>)->Name("exp")->Apply(thread_args);
 BENCHMARK(BM_unary<keel::tanh>)->Name("tanh")->Apply(thread_args);
 BENCHMARK(BM_unary<keel::sigmoid>)->Name("sigmoid")->Apply(thread_args);

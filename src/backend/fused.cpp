@@ -11,6 +11,7 @@
 
 #include "core/dispatch.hpp"
 #include "cpu/cross_entropy.hpp"
+#include "cpu/elementwise.hpp"
 #include "cpu/normalization.hpp"
 #include "cpu/recurrent.hpp"
 #include "keel/core/error.hpp"
@@ -245,6 +246,17 @@ void sigmoid_cross_entropy(const Tensor& labels, const Tensor& logits, const Ten
   on_cpu("sigmoid_cross_entropy_with_logits", logits, [&]<class T>() {
     cpu::sigmoid_cross_entropy<T>(loss.size(), labels.data<T>(), logits.data<T>(), out<T>(loss));
   });
+}
+
+// ---- bias and activation -----------------------------------------------------------------------
+
+void bias_activation(const Tensor& x, const Tensor& bias, bool linear, kernel::UnaryOp op, const Tensor& y) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"bias_activation", linear ? -1 : static_cast<int>(op)}, {&x, &bias}, {&y},
+                     [=](const Tensor* t) { bias_activation(t[0], t[1], linear, op, t[2]); });
+  KernelClock clock;
+  if (!x.device().is_cpu()) no_kernel("bias_add", x.device());
+  cpu::bias_unary(op, linear, x, bias, y);
 }
 
 // ---- fused elementwise programs ----------------------------------------------------------------

@@ -24,6 +24,7 @@ enum class Fused : std::uint8_t {
   softmax_cross_entropy,
   sparse_softmax_cross_entropy,
   sigmoid_cross_entropy,
+  bias_activation,
 };
 
 // Whether `device` has the fused kernel of `op` (the entries below for it).
@@ -97,6 +98,13 @@ void softmax_cross_entropy(const Tensor& labels, const Tensor& logits, const Ten
 void sparse_softmax_cross_entropy(const Tensor& labels, const Tensor& logits, const Tensor& loss);
 // Elementwise max(x, 0) - x z + log1p(exp(-|x|)), all contiguous, one shape.
 void sigmoid_cross_entropy(const Tensor& labels, const Tensor& logits, const Tensor& loss);
+
+// ---- bias and activation (Dense and convolution layers) ------------------------------------------
+
+// y = activation(x + bias) in one pass over x: x contiguous with C = its last axis, bias [C]
+// contiguous, y like x. The activation is the unary kernel `op` (relu, sigmoid, tanh or exp), or
+// none when `linear`: x is read once and y written once.
+void bias_activation(const Tensor& x, const Tensor& bias, bool linear, kernel::UnaryOp op, const Tensor& y);
 
 // ---- fused elementwise programs (graph mode's fusion) ---------------------------------------------
 

@@ -65,6 +65,11 @@ class KernelRecorder {
   // A value read on the host (item, to_vector, index lists) that later work may depend on: a
   // graph cannot replay that, so the recorder throws, naming `what`.
   virtual void host_read(const char* what) = 0;
+  // True for a recorder that fuses chains of elementwise kernels itself (a graph's fusion pass):
+  // ops then hand it their primitive kernels rather than a fused kernel of their own (bias_add's
+  // activation), so that a whole chain fuses and a traced graph's readers (ONNX export) see the
+  // primitives.
+  virtual bool fuses_elementwise() const { return false; }
 };
 
 // Named ranges around kernel calls (a layer call, a fit step, a user's profiler::Trace), for a

@@ -3,9 +3,13 @@
 #include <cmath>
 #include <type_traits>
 
+#include <fmt/core.h>
+
 #include "core/dispatch.hpp"
 #include "cpu/copy.hpp"
+#include "cpu/rows.hpp"
 #include "cpu/strided.hpp"
+#include "keel/core/error.hpp"
 
 namespace keel::cpu {
 
@@ -123,6 +127,25 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double alpha) {
                           yp[off[0] + i] = int_unary<T>(op, xp[off[1] + i * st[1]]);
                       });
     }
+  });
+}
+
+void bias_unary(UnaryOp op, bool linear, const Tensor& x, const Tensor& bias, const Tensor& out) {
+  const std::int64_t c = bias.size();
+  if (c == 0 || out.size() == 0) return;
+  detail::dispatch_float(x.dtype(), "bias_add", [&]<class T>() {
+    const T* xp = ptr<T>(x);
+    const T* bp = ptr<T>(bias);
+    T* yp = ptr<T>(out);
+    const auto& k = typed_kernels<T>();
+    bool done = true;
+    // Whole rows per part, so that each part starts its bias at element 0.
+    parallel_for(out.size() / c, row_grain(c), [&](std::int64_t r0, std::int64_t r1) {
+      if (!k.bias_unary(op, linear, xp + r0 * c, bp, c, yp + r0 * c, (r1 - r0) * c)) done = false;
+    });
+    if (!done)
+      throw ValueError(fmt::format("bias_add: unary kernel {} is not one it fuses (relu, sigmoid, tanh, exp)",
+                                   static_cast<int>(op)));
   });
 }
 

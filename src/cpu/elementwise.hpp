@@ -19,6 +19,9 @@ void logical(LogicalOp op, const Tensor& a, const Tensor& b, const Tensor& out);
 void logical_not(const Tensor& x, const Tensor& out);
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
 void float_test(FloatTest test, const Tensor& x, const Tensor& out);  // out: bool
+// out = op(x + bias) (no op when linear): x and out contiguous float32/float64 of one shape whose
+// last axis is bias's length, bias contiguous; op relu, sigmoid, tanh or exp (ValueError else).
+void bias_unary(UnaryOp op, bool linear, const Tensor& x, const Tensor& bias, const Tensor& out);
 
 // Strides of x viewed as broadcast to `shape` (0 on broadcast axes).
 std::vector<std::int64_t> broadcast_strides(const Tensor& x, const Shape& shape);

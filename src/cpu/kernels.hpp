@@ -56,6 +56,10 @@ struct TypedKernels {
                       std::int64_t pixels, std::int64_t channels);
   void (*window_mean_grad)(const T* dy, std::int64_t step, const std::int64_t* offset, int taps, T* dx,
                            std::int64_t pixels, std::int64_t channels, bool accumulate);
+  // y[i] = op(x[i] + bias[i % c]) for i < n, n a multiple of c (rows of c): op is relu, sigmoid,
+  // tanh or exp, or none when `linear` (false, and nothing written, for another op). One pass:
+  // x read once, y written once (streaming stores for a large y whose rows are whole batches).
+  bool (*bias_unary)(UnaryOp op, bool linear, const T* x, const T* bias, std::int64_t c, T* y, std::int64_t n);
 };
 
 struct SimdKernels {

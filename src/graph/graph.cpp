@@ -82,6 +82,9 @@ std::string kernel_op_name(const backend::KernelType& type) {
   if (f == "dropout") return "Dropout";
   if (f == "random") return pick(std::array{"RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt"}, k);
   if (f == "fused_elementwise") return "FusedElementwise";
+  // bias_add with its activation: "BiasAdd", "BiasAddRelu", "BiasAddSigmoid", ...
+  if (f == "bias_activation")
+    return k < 0 ? std::string("BiasAdd") : fmt::format("BiasAdd{}", kernel_op_name({"unary", k}));
   if (f == "scan") return pick(std::array{"Cumsum", "Cumprod"}, k);
   if (f == "sort") return "Sort";
   if (f == "top_k") return "TopKV2";

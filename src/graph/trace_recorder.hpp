@@ -33,6 +33,8 @@ class TraceRecorder final : public backend::KernelRecorder, public backend::Rang
     plan_.slots[static_cast<std::size_t>(s)].held = t.impl()->storage;
   }
 
+  bool fuses_elementwise() const override { return true; }
+
   void kernel(backend::KernelType type, std::initializer_list<const Tensor*> inputs,
               std::initializer_list<const Tensor*> outputs, backend::KernelReplay replay) override {
     Node n;

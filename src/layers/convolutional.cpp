@@ -20,6 +20,7 @@
 
 namespace keel::layers {
 
+using detail::bias_activation;
 using detail::checked_data_format;
 using detail::in_layer;
 using detail::like;
@@ -122,9 +123,14 @@ Tensor conv_call(Layer& layer, const Tensor& inputs, const Variable* kernel, con
   if (cf) x = to_channels_last(x);
   const Tensor k = like(kernel->value(), x);
   Tensor y = in_layer(layer, [&] { return op(x, k); });
-  if (bias) y = y + like(bias->value(), y);
-  if (cf) y = to_channels_first(y);
-  y = options.activation(y);
+  const Tensor b = bias ? like(bias->value(), y) : Tensor();
+  if (!cf) {
+    y = bias_activation(y, b, options.activation);
+  } else {
+    // The activation sees channels_first values, as in Keras (softmax's axis -1 is the width).
+    if (b.defined()) y = bias_add(y, b);
+    y = options.activation(to_channels_first(y));
+  }
   add_activity_loss(layer, options.activity_regularizer, y);
   return y;
 }

@@ -120,8 +120,7 @@ Tensor Dense::call(const Tensor& inputs, bool) {
     out_dims.push_back(units_);
     y = reshape(matmul(reshape(x, Shape{rows, d.back()}), k), Shape(out_dims));
   }
-  if (bias_) y = add(y, detail::like(bias_->value(), y));
-  y = options_.activation(y);
+  y = detail::bias_activation(y, bias_ ? detail::like(bias_->value(), y) : Tensor(), options_.activation);
   if (options_.activity_regularizer.active()) add_loss(options_.activity_regularizer(y));
   return mask_view(inputs, y);
 }

@@ -3,7 +3,9 @@
 #include <cctype>
 
 #include "keel/core/tensor_impl.hpp"
+#include "keel/layers/initializers.hpp"
 #include "keel/ops/elementwise.hpp"
+#include "keel/ops/nn.hpp"
 #include "layers/weight_classes.hpp"
 
 namespace keel::layers::detail {
@@ -35,6 +37,15 @@ std::string checked_data_format(const Layer& layer, const std::string& data_form
 Tensor as_dtype(const Tensor& t, DType dtype) { return !t.defined() || t.dtype() == dtype ? t : cast(t, dtype); }
 
 Tensor like(const Tensor& w, const Tensor& x) { return as_dtype(w, x.dtype()); }
+
+Tensor bias_activation(const Tensor& y, const Tensor& bias, const activations::ActivationFn& activation) {
+  if (!bias.defined()) return activation(y);
+  if (activation.is_linear()) return bias_add(y, bias);
+  const std::string& name = activation.name();
+  if (activation.is_builtin() && (name == "relu" || name == "sigmoid" || name == "tanh" || name == "exponential"))
+    return bias_add(y, bias, name);
+  return activation(bias_add(y, bias));
+}
 
 Tensor as_bool(const Tensor& t) { return as_dtype(t, DType::bool_); }
 

@@ -12,6 +12,10 @@
 #include "keel/core/error.hpp"
 #include "keel/layers/layer.hpp"
 
+namespace keel::activations {
+class ActivationFn;
+}
+
 namespace keel::layers::detail {
 
 // "dense/kernel" of the layer "dense" -> "kernel" (what wrappers call their layer's weights); a
@@ -68,6 +72,11 @@ Tensor as_bool(const Tensor& t);
 Tensor and_masks(const Tensor& a, const Tensor& b);
 // A weight (float32) in the dtype of the input it meets.
 Tensor like(const Tensor& w, const Tensor& x);
+
+// activation(y + bias) (without bias where it is undefined), as the Dense and convolution layers
+// end: the library's own linear, relu, sigmoid, tanh and exponential go through bias_add in one
+// pass; any other activation (or a function of the user's, whatever its name) applies after it.
+Tensor bias_activation(const Tensor& y, const Tensor& bias, const activations::ActivationFn& activation);
 
 // Hands `mask` on with `y`, a tensor the layer has just computed. with_mask() would make a new
 // view of y, and a GradientTape keys gradients by tensor identity, so the view would cut the

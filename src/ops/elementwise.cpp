@@ -212,7 +212,7 @@ Tensor rsqrt(const Tensor& x) {
 
 Tensor exp(const Tensor& x) {
   Tensor y = unary_op("exp", UnaryOp::exp, x);
-  record_unary("exp", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) { return mul(g, y); }, Reads::output);
+  record_unary("exp", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) { return detail::grad_from_output(UnaryOp::exp, g, y); }, Reads::output);
   return y;
 }
 
@@ -245,7 +245,7 @@ Tensor cos(const Tensor& x) {
 Tensor tanh(const Tensor& x) {
   Tensor y = unary_op("tanh", UnaryOp::tanh, x);
   record_unary("tanh", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) {
-    return mul(g, sub(scalar_like(y, 1.0), mul(y, y)));
+    return detail::grad_from_output(UnaryOp::tanh, g, y);
   }, Reads::output);
   return y;
 }
@@ -253,7 +253,7 @@ Tensor tanh(const Tensor& x) {
 Tensor sigmoid(const Tensor& x) {
   Tensor y = unary_op("sigmoid", UnaryOp::sigmoid, x);
   record_unary("sigmoid", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) {
-    return mul(g, mul(y, sub(scalar_like(y, 1.0), y)));
+    return detail::grad_from_output(UnaryOp::sigmoid, g, y);
   }, Reads::output);
   return y;
 }
@@ -277,11 +277,29 @@ Tensor relu_grad(const Tensor& g, const Tensor& x) {
 }
 }  // namespace
 
+namespace detail {
+// The derivatives that are functions of the output: exp' = y, tanh' = 1 - y^2,
+// sigmoid' = y (1 - y), relu' = (y > 0), the last from the output as TensorFlow's ReluGrad (y > 0
+// exactly where x > 0). Shared by those ops and by bias_add's fused activations.
+Tensor grad_from_output(UnaryOp op, const Tensor& g, const Tensor& y) {
+  switch (op) {
+    case UnaryOp::exp: return mul(g, y);
+    case UnaryOp::tanh: return mul(g, sub(scalar_like(y, 1.0), mul(y, y)));
+    case UnaryOp::sigmoid: return mul(g, mul(y, sub(scalar_like(y, 1.0), y)));
+    case UnaryOp::relu: return relu_grad(g, y);
+    default: break;
+  }
+  throw ValueError(fmt::format("grad_from_output: unary op {} has no derivative from its output", int(op)));
+}
+}  // namespace detail
+
 Tensor relu(const Tensor& x) {
   Tensor y = unary_op("relu", UnaryOp::relu, x);
   // From the output, as TensorFlow's ReluGrad: y > 0 exactly where x > 0, and the input need not
   // be kept for the backward.
-  record_unary("relu", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) { return relu_grad(g, y); }, Reads::output);
+  record_unary("relu", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) {
+    return detail::grad_from_output(UnaryOp::relu, g, y);
+  }, Reads::output);
   return y;
 }
 

@@ -15,6 +15,10 @@ Shape check_binary(const Tensor& x, const Tensor& y, const char* op);
 // A binary kernel's output for x and y, of any numeric dtype.
 Tensor binary_op(const char* name, kernel::BinaryOp op, const Tensor& x, const Tensor& y);
 
+// g times the derivative of exp, tanh, sigmoid or relu at the point where the op's output is y
+// (these derivatives are functions of the output alone); ValueError for another op.
+Tensor grad_from_output(kernel::UnaryOp op, const Tensor& g, const Tensor& y);
+
 // What a unary op's derivative reads: only that is kept for the backward. A ReLU's gradient
 // reads its output (which the next layer keeps anyway), so its input can be freed as soon as
 // nothing else needs it; exp, sqrt, tanh and sigmoid read their outputs too.

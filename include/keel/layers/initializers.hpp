@@ -74,14 +74,19 @@ class ActivationFn {
   ActivationFn() : ActivationFn(std::string("linear")) {}
   ActivationFn(const char* name) : ActivationFn(std::string(name)) {}  // NOLINT: implicit
   ActivationFn(std::string name);                                       // NOLINT
-  ActivationFn(Fn fn, std::string name = "custom") : name_(std::move(name)), fn_(std::move(fn)) {}  // NOLINT
+  ActivationFn(Fn fn, std::string name = "custom")  // NOLINT
+      : name_(std::move(name)), fn_(std::move(fn)), builtin_(false) {}
   Tensor operator()(const Tensor& x) const { return fn_ ? fn_(x) : x; }
   const std::string& name() const { return name_; }
   bool is_linear() const { return !fn_; }
+  // Made from a Keras name: the function is the library's own, so kernels may apply it in their
+  // epilogues. A function passed in never is, whatever name it carries.
+  bool is_builtin() const { return builtin_; }
 
  private:
   std::string name_;
   Fn fn_;
+  bool builtin_ = true;
 };
 ActivationFn get(const std::string& name);
 }  // namespace activations

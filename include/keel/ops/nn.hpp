@@ -16,6 +16,15 @@ namespace keel {
 Tensor softmax(const Tensor& x, int axis = -1);
 Tensor log_softmax(const Tensor& x, int axis = -1);
 
+// ---- bias ----
+// activation(x + bias) with bias a vector the length of x's last axis (x at least 2-D):
+// tf.nn.bias_add (channels_last) for "linear", and the bias and activation of the Dense and
+// convolution layers. activation: "linear", "relu", "sigmoid", "tanh" or "exponential", the
+// activations whose derivative is a function of their output, so that the sum x + bias is never
+// stored: on the CPU a float32 or float64 x is read once and the result written once. Other
+// activations apply to bias_add's result.
+Tensor bias_add(const Tensor& x, const Tensor& bias, const std::string& activation = "linear");
+
 // ---- convolution (x: [N, H, W, C]) ----
 Tensor conv2d(const Tensor& x, const Tensor& kernel /*[kh,kw,in,out]*/,
               std::array<int, 2> strides = {1, 1}, std::string padding = "valid",

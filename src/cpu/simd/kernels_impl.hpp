@@ -141,6 +141,72 @@ inline void map_binary(const T* a, std::int64_t sa, const T* b, std::int64_t sb,
   }
 }
 
+// The activations bias_unary fuses, defined once for it and unary() (the same bits either way).
+// maxps(0, v) is `0 > v ? 0 : v`: one instruction that keeps a NaN v (tf.nn.relu(NaN) is NaN)
+// and, like TensorFlow's Eigen max, relu(-0) = -0.
+template <class B>
+inline B relu_batch(B v) {
+  return xsimd::max(B(typename B::value_type(0)), v);
+}
+template <class B>
+inline B sigmoid_batch(B v) {
+  const B one(typename B::value_type(1));
+  return one / (one + xsimd::exp(-v));
+}
+
+// y = f(x + bias) with bias repeating every c elements (n a multiple of c). A bias shorter than
+// a batch is first repeated into a block of lcm(c, W) elements, so that every batch reads its
+// bias with one load; rows that are whole batches keep y's alignment, and then a large output
+// goes out with streaming stores.
+template <class A, class T, class F>
+inline void map_bias(const T* x, const T* bias, std::int64_t c, T* y, std::int64_t n, F f) {
+  using B = xsimd::batch<T, A>;
+  constexpr std::int64_t W = B::size;
+  alignas(64) T repeated[W * W];
+  const T* row = bias;
+  std::int64_t len = c;
+  if (c < W) {
+    len = c;
+    while (len % W != 0) len += c;  // lcm(c, W) <= c * W
+    for (std::int64_t j = 0; j < len; ++j) repeated[j] = bias[j % c];
+    row = repeated;
+  }
+  const bool stream = x != y && len % W == 0 && reinterpret_cast<std::uintptr_t>(y) % sizeof(B) == 0 &&
+                      static_cast<std::size_t>(n) * sizeof(T) >= kStreamBytes;
+  for (std::int64_t o = 0; o < n; o += len) {
+    const std::int64_t m = std::min(len, n - o);
+    std::int64_t j = 0;
+    for (; j + W <= m; j += W) {
+      const B r = f(B::load_unaligned(x + o + j) + B::load_unaligned(row + j));
+      if (stream) store_stream(r, y + o + j); else r.store_unaligned(y + o + j);
+    }
+    if (j < m) {  // a row's tail through a padded batch: the same code as the full batches
+      alignas(64) T bx[W] = {}, bb[W] = {};
+      std::memcpy(bx, x + o + j, sizeof(T) * static_cast<std::size_t>(m - j));
+      std::memcpy(bb, row + j, sizeof(T) * static_cast<std::size_t>(m - j));
+      f(B::load_aligned(bx) + B::load_aligned(bb)).store_aligned(bx);
+      std::memcpy(y + o + j, bx, sizeof(T) * static_cast<std::size_t>(m - j));
+    }
+  }
+  if (stream) _mm_sfence();
+}
+
+template <class A, class T>
+bool bias_unary(UnaryOp op, bool linear, const T* x, const T* bias, std::int64_t c, T* y, std::int64_t n) {
+  using B = xsimd::batch<T, A>;
+  if (linear) {
+    map_bias<A>(x, bias, c, y, n, [](B v) { return v; });
+    return true;
+  }
+  switch (op) {
+    case UnaryOp::relu: map_bias<A>(x, bias, c, y, n, [](B v) { return relu_batch(v); }); return true;
+    case UnaryOp::sigmoid: map_bias<A>(x, bias, c, y, n, [](B v) { return sigmoid_batch(v); }); return true;
+    case UnaryOp::tanh: map_bias<A>(x, bias, c, y, n, [](B v) { return xsimd::tanh(v); }); return true;
+    case UnaryOp::exp: map_bias<A>(x, bias, c, y, n, [](B v) { return xsimd::exp(v); }); return true;
+    default: return false;
+  }
+}
+
 template <class A, class T>
 void unary(UnaryOp op, const T* x, T* y, std::int64_t n, T alpha) {
   using B = xsimd::batch<T, A>;
@@ -162,11 +228,8 @@ void unary(UnaryOp op, const T* x, T* y, std::int64_t n, T alpha) {
     case UnaryOp::sin: return map_unary<A>(x, y, n, [](B v) { return xsimd::sin(v); });
     case UnaryOp::cos: return map_unary<A>(x, y, n, [](B v) { return xsimd::cos(v); });
     case UnaryOp::tanh: return map_unary<A>(x, y, n, [](B v) { return xsimd::tanh(v); });
-    case UnaryOp::sigmoid:
-      return map_unary<A>(x, y, n, [=](B v) { return one / (one + xsimd::exp(-v)); });
-    // maxps(0, v) is `0 > v ? 0 : v`: one instruction that keeps a NaN v (tf.nn.relu(NaN) is
-    // NaN) and, like TensorFlow's Eigen max, relu(-0) = -0.
-    case UnaryOp::relu: return map_unary<A>(x, y, n, [=](B v) { return xsimd::max(zero, v); });
+    case UnaryOp::sigmoid: return map_unary<A>(x, y, n, [](B v) { return sigmoid_batch(v); });
+    case UnaryOp::relu: return map_unary<A>(x, y, n, [](B v) { return relu_batch(v); });  // see relu_batch
     case UnaryOp::relu6: {
       const B six(T(6));
       return map_unary<A>(x, y, n, [=](B v) { return xsimd::min(six, xsimd::max(zero, v)); });
@@ -226,7 +289,10 @@ void binary(BinaryOp op, const T* a, std::int64_t sa, const T* b, std::int64_t s
   }
 }
 
-template <class T> T reduce_identity(ReduceOp op) {
+// Templates on the element type alone are the same symbol in every arch TU: always inlined, so
+// that no TU's copy (built for another instruction set) can be the one the linker keeps.
+template <class T>
+[[gnu::always_inline]] inline T reduce_identity(ReduceOp op) {
   switch (op) {
     case ReduceOp::sum: return T(0);
     case ReduceOp::prod: return T(1);
@@ -317,10 +383,10 @@ SimdKernels make_kernels(const char* isa) {
   k.isa = isa;
   k.f32 = {&unary<A, float>, &binary<A, float>, &reduce<A, float>, &accumulate<A, float>, &stream_copy<A, float>,
            &window_max<A, float>, &window_max_grad<A, float>, &window_max_gather<A, float>,
-           &window_mean<A, float>, &window_mean_grad<A, float>};
+           &window_mean<A, float>, &window_mean_grad<A, float>, &bias_unary<A, float>};
   k.f64 = {&unary<A, double>, &binary<A, double>, &reduce<A, double>, &accumulate<A, double>, &stream_copy<A, double>,
            &window_max<A, double>, &window_max_grad<A, double>, &window_max_gather<A, double>,
-           &window_mean<A, double>, &window_mean_grad<A, double>};
+           &window_mean<A, double>, &window_mean_grad<A, double>, &bias_unary<A, double>};
   k.optimizer_update = &optimizer_update<A>;
   return k;
 }

@@ -26,8 +26,9 @@ inline constexpr double kSeluScale = 1.05070098735548049341933498;
 // TensorFlow's FloorMod of floats (Eigen's google_floor_fmod): fmod, moved by y when it has the
 // other sign, so the result takes the divisor's sign. std::fmod is exact; xsimd's fmod is
 // x - trunc(x / y) * y, which loses the remainder when x / y rounds.
+// Always inlined: a template on T alone is one symbol across the arch TUs (see reduce_identity).
 template <class T>
-inline T floor_fmod(T x, T y) {
+[[gnu::always_inline]] inline T floor_fmod(T x, T y) {
   const T r = std::fmod(x, y);
   return r != T(0) && ((y < T(0)) != (r < T(0))) ? r + y : r;
 }
