@@ -233,3 +233,32 @@ TEST_CASE("Dense and Conv2D end with the fused bias and activation, a user's fun
     for (std::size_t i = 0; i < got_cf.size(); ++i) CHECK(got_cf[i] == Approx(exp_cf[i]).epsilon(1e-5).margin(1e-6));
   }
 }
+
+TEST_CASE("Conv3D ends like Conv2D: fused on channels_last, the activation after the layout on channels_first",
+          "[bias_add][layers]") {
+  // The same weights with and without the activation: tanh(linear) on channels_last, and on
+  // channels_first softmax over the last axis of the channels_first result (the width).
+  const Tensor x = constant(wavy(2 * 4 * 5 * 6 * 3, 0.4), Shape{2, 4, 5, 6, 3}, DType::float32);
+  const Tensor bias = constant(wavy(4, 0.9), Shape{4}, DType::float32);
+  layers::Conv3D linear(4, 2, {.padding = "same"});
+  const Tensor y_lin = [&] {
+    linear(x);
+    linear.bias().assign(bias);
+    return linear(x);
+  }();
+  layers::Conv3D with_tanh(4, 2, {.padding = "same", .activation = "tanh"});
+  with_tanh(x);
+  with_tanh.kernel().assign(linear.kernel().value());
+  with_tanh.bias().assign(bias);
+  const auto got = with_tanh(x).to_vector<double>(), want = keel::tanh(y_lin).to_vector<double>();
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).epsilon(1e-6).margin(1e-7));
+
+  const Tensor x_cf = transpose(x, {0, 4, 1, 2, 3});
+  layers::Conv3D cf(4, 2, {.padding = "same", .data_format = "channels_first", .activation = "softmax"});
+  cf(x_cf);
+  cf.kernel().assign(linear.kernel().value());
+  cf.bias().assign(bias);
+  const auto got_cf = cf(x_cf).to_vector<double>();
+  const auto want_cf = softmax(transpose(y_lin, {0, 4, 1, 2, 3}), -1).to_vector<double>();
+  for (std::size_t i = 0; i < got_cf.size(); ++i) CHECK(got_cf[i] == Approx(want_cf[i]).epsilon(1e-5).margin(1e-6));
+}

@@ -1,7 +1,8 @@
 #pragma once
 // Argument checks and layout changes shared by the convolution-family layers of conv_variants,
 // pooling, reshaping and conv_lstm: Keras' validation (ValueError naming the layer), the rank
-// check of build() (ShapeError), and channels_first <-> channels_last for any rank.
+// check of build() (ShapeError), channels_first <-> channels_last for any rank, and the bias and
+// activation that end a convolution.
 #include <array>
 #include <cstdint>
 #include <numeric>
@@ -12,7 +13,9 @@
 #include <fmt/ranges.h>
 
 #include "keel/core/error.hpp"
+#include "keel/layers/initializers.hpp"
 #include "keel/layers/layer.hpp"
+#include "keel/ops/nn.hpp"
 #include "keel/ops/shape.hpp"
 #include "layers/layer_util.hpp"
 
@@ -91,6 +94,15 @@ inline Tensor channels_first(const Tensor& x) {
   std::vector<int> perm{0, static_cast<int>(x.rank()) - 1};
   for (int a = 1; a + 1 < x.rank(); ++a) perm.push_back(a);
   return transpose(x, perm);
+}
+
+// How a convolution layer ends, from its channels_last result y: the bias (undefined: none), the
+// way back to channels_first when cf, and the activation. On channels_last the bias and the
+// library's elementwise activations are one pass (bias_activation); on channels_first the
+// activation sees channels_first values, as in Keras (a softmax's axis -1 is the width there).
+inline Tensor conv_ending(const Tensor& y, const Tensor& bias, const activations::ActivationFn& activation, bool cf) {
+  if (!cf) return bias_activation(y, bias, activation);
+  return activation(channels_first(bias.defined() ? bias_add(y, bias) : y));
 }
 
 // Runs op on the channels_last view of x and brings the result back to x's layout (a result of

@@ -29,18 +29,13 @@ std::int64_t channel_axis(const std::string& data_format, std::int64_t rank) {
   return data_format == "channels_first" ? 1 : rank - 1;
 }
 
-// op(x, weights...) on channels_last input in the compute dtype, then bias, layout, activation
-// and the activity regularizer.
+// op(x, weights...) on channels_last input in the compute dtype, then the ending (bias, layout,
+// activation: conv_ending) and the activity regularizer.
 template <class Options, class Op>
 Tensor conv_variant_call(Layer& layer, const Tensor& inputs, const Variable* bias, const Options& o, Op&& op) {
   const bool cf = o.data_format == "channels_first";
-  Tensor y = detail::in_layer(layer, [&] {
-    Tensor t = op(cf ? detail::channels_last(inputs) : inputs);
-    if (bias) t = t + like(bias->value(), t);
-    return t;
-  });
-  if (cf) y = detail::channels_first(y);
-  y = o.activation(y);
+  Tensor y = detail::in_layer(layer, [&] { return op(cf ? detail::channels_last(inputs) : inputs); });
+  y = detail::conv_ending(y, bias ? like(bias->value(), y) : Tensor(), o.activation, cf);
   if (o.activity_regularizer.active()) layer.add_loss(o.activity_regularizer(y));
   return y;
 }

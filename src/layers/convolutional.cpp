@@ -20,7 +20,9 @@
 
 namespace keel::layers {
 
-using detail::bias_activation;
+using detail::channels_first;
+using detail::channels_last;
+using detail::conv_ending;
 using detail::checked_data_format;
 using detail::in_layer;
 using detail::like;
@@ -70,14 +72,6 @@ void check_rank_only(const Layer& layer, const Shape& s, const Shape& built) {
                                  who(layer), s.to_string(), built.to_string(), built.rank()));
 }
 
-// Layout changes for channels_first: [N, C, spatial...] <-> [N, spatial..., C].
-Tensor to_channels_last(const Tensor& x) {
-  return x.rank() == 4 ? transpose(x, {0, 2, 3, 1}) : transpose(x, {0, 2, 1});
-}
-Tensor to_channels_first(const Tensor& x) {
-  return x.rank() == 4 ? transpose(x, {0, 3, 1, 2}) : transpose(x, {0, 2, 1});
-}
-
 // Keras accepts an initializer or activation by name in a config, which is what we keep.
 
 void add_activity_loss(Layer& layer, const regularizers::Regularizer& r, const Tensor& y) {
@@ -120,17 +114,10 @@ Tensor conv_call(Layer& layer, const Tensor& inputs, const Variable* kernel, con
                  const Options& options, Op&& op) {
   const bool cf = options.data_format == "channels_first";
   Tensor x = inputs;  // in the compute dtype (Layer::operator())
-  if (cf) x = to_channels_last(x);
+  if (cf) x = channels_last(x);
   const Tensor k = like(kernel->value(), x);
   Tensor y = in_layer(layer, [&] { return op(x, k); });
-  const Tensor b = bias ? like(bias->value(), y) : Tensor();
-  if (!cf) {
-    y = bias_activation(y, b, options.activation);
-  } else {
-    // The activation sees channels_first values, as in Keras (softmax's axis -1 is the width).
-    if (b.defined()) y = bias_add(y, b);
-    y = options.activation(to_channels_first(y));
-  }
+  y = conv_ending(y, bias ? like(bias->value(), y) : Tensor(), options.activation, cf);
   add_activity_loss(layer, options.activity_regularizer, y);
   return y;
 }
@@ -297,9 +284,9 @@ template <class Op>
 Tensor pool_call(const Layer& layer, const Tensor& inputs, const std::string& data_format, Op&& op) {
   const bool cf = data_format == "channels_first";
   Tensor x = inputs;  // in the compute dtype (Layer::operator())
-  if (cf) x = to_channels_last(x);
+  if (cf) x = channels_last(x);
   Tensor y = in_layer(layer, [&] { return op(x); });
-  return cf && y.rank() >= 3 ? to_channels_first(y) : y;  // [N, C] needs no change
+  return cf && y.rank() >= 3 ? channels_first(y) : y;  // [N, C] needs no change
 }
 
 }  // namespace
