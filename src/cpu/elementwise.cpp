@@ -138,14 +138,14 @@ void bias_unary(UnaryOp op, bool linear, const Tensor& x, const Tensor& bias, co
     const T* bp = ptr<T>(bias);
     T* yp = ptr<T>(out);
     const auto& k = typed_kernels<T>();
-    bool done = true;
-    // Whole rows per part, so that each part starts its bias at element 0.
-    parallel_for(out.size() / c, row_grain(c), [&](std::int64_t r0, std::int64_t r1) {
-      if (!k.bias_unary(op, linear, xp + r0 * c, bp, c, yp + r0 * c, (r1 - r0) * c)) done = false;
-    });
-    if (!done)
+    // An empty call asks the kernel whether it has this op, before any part runs.
+    if (!k.bias_unary(op, linear, xp, bp, c, yp, 0))
       throw ValueError(fmt::format("bias_add: unary kernel {} is not one it fuses (relu, sigmoid, tanh, exp)",
                                    static_cast<int>(op)));
+    // Whole rows per part, so that each part starts its bias at element 0.
+    parallel_for(out.size() / c, row_grain(c), [&](std::int64_t r0, std::int64_t r1) {
+      k.bias_unary(op, linear, xp + r0 * c, bp, c, yp + r0 * c, (r1 - r0) * c);
+    });
   });
 }
 

@@ -7,6 +7,7 @@
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/nn.hpp"
 #include "layers/weight_classes.hpp"
+#include "ops/elementwise_internal.hpp"
 
 namespace keel::layers::detail {
 
@@ -41,9 +42,8 @@ Tensor like(const Tensor& w, const Tensor& x) { return as_dtype(w, x.dtype()); }
 Tensor bias_activation(const Tensor& y, const Tensor& bias, const activations::ActivationFn& activation) {
   if (!bias.defined()) return activation(y);
   if (activation.is_linear()) return bias_add(y, bias);
-  const std::string& name = activation.name();
-  if (activation.is_builtin() && (name == "relu" || name == "sigmoid" || name == "tanh" || name == "exponential"))
-    return bias_add(y, bias, name);
+  if (activation.is_builtin() && keel::detail::bias_add_fuses(activation.name()))
+    return bias_add(y, bias, activation.name());
   return activation(bias_add(y, bias));
 }
 

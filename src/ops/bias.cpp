@@ -23,12 +23,23 @@ struct BiasActivation {
   Tensor (*apply)(const Tensor&) = nullptr;  // the op itself, for the unfused path
 };
 
+// The activations bias_add fuses, by Keras name; null for any other.
+const BiasActivation* find_activation(const std::string& name) {
+  static const BiasActivation linear{};
+  static const BiasActivation relu_act{false, UnaryOp::relu, [](const Tensor& z) { return relu(z); }};
+  static const BiasActivation sigmoid_act{false, UnaryOp::sigmoid, [](const Tensor& z) { return sigmoid(z); }};
+  static const BiasActivation tanh_act{false, UnaryOp::tanh, [](const Tensor& z) { return tanh(z); }};
+  static const BiasActivation exp_act{false, UnaryOp::exp, [](const Tensor& z) { return exp(z); }};
+  if (name == "linear") return &linear;
+  if (name == "relu") return &relu_act;
+  if (name == "sigmoid") return &sigmoid_act;
+  if (name == "tanh") return &tanh_act;
+  if (name == "exponential") return &exp_act;
+  return nullptr;
+}
+
 BiasActivation bias_activation_of(const std::string& name) {
-  if (name == "linear") return {};
-  if (name == "relu") return {false, UnaryOp::relu, [](const Tensor& z) { return relu(z); }};
-  if (name == "sigmoid") return {false, UnaryOp::sigmoid, [](const Tensor& z) { return sigmoid(z); }};
-  if (name == "tanh") return {false, UnaryOp::tanh, [](const Tensor& z) { return tanh(z); }};
-  if (name == "exponential") return {false, UnaryOp::exp, [](const Tensor& z) { return exp(z); }};
+  if (const BiasActivation* a = find_activation(name)) return *a;
   throw ValueError(fmt::format(
       "bias_add: activation '{}' is not one it fuses (linear, relu, sigmoid, tanh, exponential); apply it to "
       "bias_add's result",
@@ -45,6 +56,10 @@ bool runs_fused(const Tensor& x) {
 }
 
 }  // namespace
+
+namespace detail {
+bool bias_add_fuses(const std::string& activation) { return find_activation(activation) != nullptr; }
+}  // namespace detail
 
 Tensor bias_add(const Tensor& x, const Tensor& bias, const std::string& activation) {
   constexpr const char* op = "bias_add";

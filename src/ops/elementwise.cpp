@@ -212,7 +212,9 @@ Tensor rsqrt(const Tensor& x) {
 
 Tensor exp(const Tensor& x) {
   Tensor y = unary_op("exp", UnaryOp::exp, x);
-  record_unary("exp", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) { return detail::grad_from_output(UnaryOp::exp, g, y); }, Reads::output);
+  record_unary("exp", x, y, [](const Tensor& g, const Tensor&, const Tensor& y) {
+    return detail::grad_from_output(UnaryOp::exp, g, y);
+  }, Reads::output);
   return y;
 }
 

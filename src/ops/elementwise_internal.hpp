@@ -1,6 +1,8 @@
 #pragma once
 // What the elementwise op files (src/ops/elementwise*.cpp) share: the argument checks and kernel
 // calls of a unary and a binary op, and the recording of a unary op's gradient.
+#include <string>
+
 #include "autograd/record.hpp"
 #include "core/kernel_kinds.hpp"
 #include "keel/core/tensor.hpp"
@@ -18,6 +20,9 @@ Tensor binary_op(const char* name, kernel::BinaryOp op, const Tensor& x, const T
 // g times the derivative of exp, tanh, sigmoid or relu at the point where the op's output is y
 // (these derivatives are functions of the output alone); ValueError for another op.
 Tensor grad_from_output(kernel::UnaryOp op, const Tensor& g, const Tensor& y);
+
+// Whether bias_add(x, bias, activation) takes this Keras activation name (and fuses it).
+bool bias_add_fuses(const std::string& activation);
 
 // What a unary op's derivative reads: only that is kept for the backward. A ReLU's gradient
 // reads its output (which the next layer keeps anyway), so its input can be freed as soon as
