@@ -193,22 +193,44 @@ TEST_CASE("quantized Dense computes the integer arithmetic exactly", "[quantizat
 
 TEST_CASE("quantized Conv2D computes the integer arithmetic exactly, 1- to 3-channel first layers included",
           "[quantization]") {
-  // The int8 convolution's im2col copies the taps of a kernel row (kw * c bytes) as one 8-byte
-  // move when they fit (c <= 2 with 3x3), else by runs; padded taps hold the zero point, so they
-  // add nothing. By hand as for Dense, tap by tap, at every image edge ("same") and without
-  // padding ("valid").
-  for (const std::int64_t c : {1, 2, 3})
-    for (const std::string padding : {"same", "valid"}) {
-      INFO(c << " channels, padding " << padding);
-      random::set_seed(static_cast<std::uint64_t>(12 + c));
-      const std::int64_t h = 7, w = 6, o = 3;
-      models::Sequential m({layers::InputLayer(Shape{h, w, c}), layers::Conv2D(o, 3, {.padding = padding})});
-      m.layers().back()->weights()[1]->assign(constant(kBias, Shape{3}));
+  // The int8 convolution copies the codes into a buffer padded with the zero point (so padded
+  // taps add nothing), then im2col copies the taps of a kernel row (kw * c bytes) as one 8-byte
+  // move when they fit (c <= 2 with 3x3), else by runs, or tap by tap when dilated. By hand as
+  // for Dense, tap by tap, at every image edge: "same" (TensorFlow's odd pixel after) and
+  // "valid", strided and dilated, with output channels that fill whole 16-lane blocks (stored
+  // unmasked) and ones that do not, at every instruction-set level.
+  LevelGuard guard;
+  struct Case {
+    std::int64_t c;
+    std::string padding;
+    int stride, dilation;
+    std::int64_t o;
+  };
+  const Case cases[] = {{1, "same", 1, 1, 3},  {2, "same", 1, 1, 3},   {3, "same", 1, 1, 3},  {1, "valid", 1, 1, 3},
+                        {2, "valid", 1, 1, 3}, {3, "valid", 1, 1, 3},  {1, "same", 1, 1, 32}, {4, "same", 2, 1, 16},
+                        {5, "valid", 1, 2, 17}, {32, "same", 1, 1, 32}, {3, "same", 1, 2, 33}};
+  for (const Case& t : cases)
+    for (const std::string& level : cpu::int8::levels()) {
+      INFO(t.c << " channels, padding " << t.padding << ", stride " << t.stride << ", dilation " << t.dilation << ", "
+                << t.o << " filters, level " << level);
+      REQUIRE(cpu::int8::set_level(level));
+      random::set_seed(static_cast<std::uint64_t>(12 + t.c));
+      const std::int64_t h = 7, w = 6, c = t.c, o = t.o, s = t.stride, d = t.dilation, span = 2 * d + 1;
+      models::Sequential m({layers::InputLayer(Shape{h, w, c}),
+                            layers::Conv2D(o, 3, {.strides = {t.stride, t.stride}, .padding = t.padding,
+                                                  .dilation_rate = {t.dilation, t.dilation}})});
+      std::vector<float> bias(static_cast<std::size_t>(o));
+      for (std::int64_t f = 0; f < o; ++f) bias[static_cast<std::size_t>(f)] = kBias[static_cast<std::size_t>(f % 3)];
+      m.layers().back()->weights()[1]->assign(constant(bias, Shape{o}));
       auto q = quantization::quantize(m);
       const Tensor x = random::normal({2, h, w, c});
       const Tensor y = q->predict(x);
       const ByHand hand(x, *q);
-      const std::int64_t pad = padding == "same" ? 1 : 0, oh = h + 2 * pad - 2, ow = w + 2 * pad - 2;
+      // Keras' output size and TensorFlow's padding before (the odd pixel goes after).
+      const bool same = t.padding == "same";
+      const std::int64_t oh = same ? (h + s - 1) / s : (h - span) / s + 1, ow = same ? (w + s - 1) / s : (w - span) / s + 1;
+      const std::int64_t pad_top = same ? std::max<std::int64_t>((oh - 1) * s + span - h, 0) / 2 : 0;
+      const std::int64_t pad_left = same ? std::max<std::int64_t>((ow - 1) * s + span - w, 0) / 2 : 0;
       REQUIRE(y.shape() == Shape{2, oh, ow, o});
       const auto yv = y.to_vector<float>();
       for (std::int64_t n = 0; n < 2; ++n)
@@ -219,13 +241,14 @@ TEST_CASE("quantized Conv2D computes the integer arithmetic exactly, 1- to 3-cha
               for (std::int64_t ky = 0; ky < 3; ++ky)
                 for (std::int64_t kx = 0; kx < 3; ++kx)
                   for (std::int64_t ch = 0; ch < c; ++ch) {
-                    const std::int64_t iy = i + ky - pad, ix = j + kx - pad;
+                    const std::int64_t iy = i * s + ky * d - pad_top, ix = j * s + kx * d - pad_left;
                     if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
                     acc += hand.input(static_cast<std::size_t>(((n * h + iy) * w + ix) * c + ch)) *
                            hand.weight(static_cast<std::size_t>(((ky * 3 + kx) * c + ch) * o + f));
                   }
               const float got = yv[static_cast<std::size_t>(((n * oh + i) * ow + j) * o + f)];
-              CHECK(got == Approx(hand.output(acc, static_cast<std::size_t>(f))).margin(1e-5));
+              const double expect = acc * hand.sa * hand.scales[static_cast<std::size_t>(f)] + bias[static_cast<std::size_t>(f)];
+              CHECK(got == Approx(expect).margin(1e-5));
             }
     }
 }

@@ -177,73 +177,93 @@ inline void copy_run(std::uint8_t* dst, const std::uint8_t* src, i64 n) {
 constexpr i64 kRowsSlack = 8;
 
 // The im2col rows of output pixels [p0, p1) into rows (k4 bytes each, and kRowsSlack more after
-// the last). Pixels are walked in order (no divisions per row), and a window wholly inside the
-// image copies one run per kernel row without bounds checks. Runs of at most 8 bytes (a first
-// layer: 3 taps of 1-3 channels) move as one 8-byte load and store each: the store's extra bytes
-// land in the next run, rewritten after it, or past the row's k bytes, set to the zero point
-// after; the load's stay inside the input (`bytes`) or the pixel takes the general path. A copy
-// per run cost half of a 1-channel first layer's time. The shape comes by value: the byte stores
-// may alias anything reached through a reference, and its fields were reloaded after each.
-void im2col_rows(const std::uint8_t* xq, i64 bytes, const ConvShape s, std::uint8_t zp, i64 k4, i64 p0, i64 p1,
+// the last). Every window lies inside the input: conv2d pads the codes first (pad_codes), so no
+// tap is checked. Pixels are walked in order, the input offset advancing by a stride (no
+// divisions or multiplications per row). Runs of at most 8 bytes (a first layer: 3 taps of 1-3
+// channels) move as one 8-byte load and store each: the store's extra bytes land in the next run,
+// rewritten after it, or past the row's k bytes, set to the zero point after; the load's stay
+// inside the input (`bytes`) or the pixel copies run by run. The sizes are locals: the byte
+// stores may alias anything reached through memory, and fields were reloaded after each.
+void im2col_rows(const std::uint8_t* xq, i64 bytes, const ConvShape& s, std::uint8_t zp, i64 k4, i64 p0, i64 p1,
                  std::uint8_t* rows) {
-  const i64 k = s.kh * s.kw * s.c, run = s.kw * s.c, row_step = s.dh * s.w * s.c;
-  const bool short_runs = run <= 8;
-  i64 ox = p0 % s.out_w, oy = (p0 / s.out_w) % s.out_h, b = p0 / (s.out_w * s.out_h);
+  const i64 c = s.c, kh = s.kh, kw = s.kw, out_w = s.out_w, out_h = s.out_h;
+  const i64 k = kh * kw * c, run = kw * c, row_step = s.dh * s.w * c, tap_step = s.dw * c;
+  const i64 pixel_step = s.sw * c, line_step = s.sh * s.w * c, image_step = s.h * s.w * c;
+  const bool contiguous = s.dw == 1, short_runs = contiguous && run <= 8;
+  const i64 last_safe = bytes - 8 - (kh - 1) * row_step;  // an 8-byte run load from at most here
+  const std::uint32_t zp4 = 0x01010101u * zp;
+  i64 ox = p0 % out_w, oy = (p0 / out_w) % out_h, b = p0 / (out_w * out_h);
+  i64 line = b * image_step + oy * line_step;  // the input offset of this output row's first window
+  i64 at = line + ox * pixel_step;
   for (i64 p = p0; p < p1; ++p) {
     std::uint8_t* row = rows + (p - p0) * k4;
-    const i64 iy0 = oy * s.sh - s.pad_top, ix0 = ox * s.sw - s.pad_left;
-    const bool inside = iy0 >= 0 && iy0 + (s.kh - 1) * s.dh < s.h && ix0 >= 0 && ix0 + (s.kw - 1) * s.dw < s.w;
-    const i64 at = inside ? ((b * s.h + iy0) * s.w + ix0) * s.c : 0;
-    if (inside && s.dw == 1 && short_runs && at + (s.kh - 1) * row_step + 8 <= bytes) {
-      for (i64 ky = 0; ky < s.kh; ++ky) {
+    if (short_runs && at <= last_safe) {
+      for (i64 ky = 0; ky < kh; ++ky) {
         std::uint64_t v;
         std::memcpy(&v, xq + at + ky * row_step, 8);
         std::memcpy(row + ky * run, &v, 8);
       }
-    } else if (inside && s.dw == 1) {
-      for (i64 ky = 0; ky < s.kh; ++ky) copy_run(row + ky * run, xq + at + ky * row_step, run);
+    } else if (contiguous) {
+      for (i64 ky = 0; ky < kh; ++ky) copy_run(row + ky * run, xq + at + ky * row_step, run);
     } else {
-      for (i64 ky = 0; ky < s.kh; ++ky) {
-        const i64 iy = iy0 + ky * s.dh;
-        std::uint8_t* taps = row + ky * run;
-        if (iy < 0 || iy >= s.h) {
-          std::memset(taps, zp, static_cast<std::size_t>(run));
-          continue;
-        }
-        // The taps inside the image: kx in [kx0, kx1).
-        i64 kx0 = 0, kx1 = s.kw;
-        while (kx0 < s.kw && ix0 + kx0 * s.dw < 0) ++kx0;
-        while (kx1 > kx0 && ix0 + (kx1 - 1) * s.dw >= s.w) --kx1;
-        if (kx0 > 0) std::memset(taps, zp, static_cast<std::size_t>(kx0 * s.c));
-        if (kx1 < s.kw) std::memset(taps + kx1 * s.c, zp, static_cast<std::size_t>((s.kw - kx1) * s.c));
-        // (the offset of tap kx is computed before it meets the pointer: ix0 may be negative)
-        const i64 at = ((b * s.h + iy) * s.w + ix0) * s.c;
-        if (s.dw == 1) {
-          // Undilated taps of one image row are contiguous in NHWC: one run.
-          if (kx1 > kx0) copy_run(taps + kx0 * s.c, xq + (at + kx0 * s.c), (kx1 - kx0) * s.c);
-        } else {
-          for (i64 kx = kx0; kx < kx1; ++kx) copy_run(taps + kx * s.c, xq + (at + kx * s.dw * s.c), s.c);
-        }
-      }
+      for (i64 ky = 0; ky < kh; ++ky)
+        for (i64 kx = 0; kx < kw; ++kx) copy_run(row + ky * run + kx * c, xq + at + ky * row_step + kx * tap_step, c);
     }
-    for (i64 t = k; t < k4; ++t) row[t] = zp;  // at most 3 bytes: no memset call
-    if (++ox == s.out_w) {
+    // The at most 3 bytes past k: one 4-byte store (a loop here became a memset call per row);
+    // its extra bytes land in the next row, written after it, or in the buffer's slack.
+    if (k < k4) std::memcpy(row + k, &zp4, 4);
+    at += pixel_step;
+    if (++ox == out_w) {
       ox = 0;
-      if (++oy == s.out_h) {
+      line += line_step;
+      if (++oy == out_h) {
         oy = 0;
         ++b;
+        line = b * image_step;
       }
+      at = line;
     }
   }
 }
 
 }  // namespace
 
-void conv2d(const std::uint8_t* xq, const ConvShape& s, const PackedWeights& w, const Epilogue& e, float* out) {
-  const i64 pixels = s.n * s.out_h * s.out_w;
+namespace {
+
+// The padding as codes: xq copied into a buffer with pad_top / pad_left rows and columns of the
+// zero point before each image's rows and columns and what the last windows reach after, so that
+// every window lies inside and im2col checks no tap (the border pixels' checked path, with its
+// memsets of a few bytes, took half of a 1-channel first layer's im2col). Returns s's shape for
+// the padded input, with no padding.
+ConvShape pad_codes(const std::uint8_t* xq, const ConvShape& s, std::uint8_t zp, std::vector<std::uint8_t>& buffer) {
+  ConvShape p = s;
+  const i64 bottom = std::max<i64>(0, (s.out_h - 1) * s.sh + (s.kh - 1) * s.dh + 1 - s.h - s.pad_top);
+  const i64 right = std::max<i64>(0, (s.out_w - 1) * s.sw + (s.kw - 1) * s.dw + 1 - s.w - s.pad_left);
+  p.h = s.pad_top + s.h + bottom;
+  p.w = s.pad_left + s.w + right;
+  p.pad_top = p.pad_left = 0;
+  buffer.assign(static_cast<std::size_t>(p.n * p.h * p.w * p.c), zp);
+  const i64 row = s.w * s.c;
+  for (i64 b = 0; b < s.n; ++b)
+    for (i64 y = 0; y < s.h; ++y)
+      std::memcpy(buffer.data() + ((b * p.h + y + s.pad_top) * p.w + s.pad_left) * p.c, xq + (b * s.h + y) * row,
+                  static_cast<std::size_t>(row));
+  return p;
+}
+
+}  // namespace
+
+void conv2d(const std::uint8_t* codes, const ConvShape& shape, const PackedWeights& w, const Epilogue& e, float* out) {
+  const i64 pixels = shape.n * shape.out_h * shape.out_w;
   if (pixels <= 0 || w.n <= 0) return;
   const RowsFn fn = active().load(std::memory_order_relaxed)->fn;
   const auto zp = static_cast<std::uint8_t>(e.a_zero_point);
+  thread_local std::vector<std::uint8_t> padded;
+  const bool pad = shape.pad_top > 0 || shape.pad_left > 0 ||
+                   (shape.out_h - 1) * shape.sh + (shape.kh - 1) * shape.dh >= shape.h ||
+                   (shape.out_w - 1) * shape.sw + (shape.kw - 1) * shape.dw >= shape.w;
+  const ConvShape s = pad ? pad_codes(codes, shape, zp, padded) : shape;
+  const std::uint8_t* xq = pad ? padded.data() : codes;
   // Blocks of 192 pixels (a multiple of the 6-row tile): their rows stay in L2 between im2col
   // and the GEMM.
   constexpr i64 kBlock = 192;

@@ -61,7 +61,12 @@ struct Finish {
     __m512 y = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc, zp_colsum)), scale);
     if (has_bias) y = _mm512_add_ps(y, bias);
     if (relu) y = _mm512_max_ps(y, _mm512_setzero_ps());
-    _mm512_mask_storeu_ps(out, mask, y);
+    // A whole block stores unmasked: a masked store to memory is several times slower on AMD's
+    // cores (it was the first layer's bottleneck).
+    if (mask == 0xFFFF)
+      _mm512_storeu_ps(out, y);
+    else
+      _mm512_mask_storeu_ps(out, mask, y);
   }
 };
 #else
@@ -90,6 +95,7 @@ struct Finish {
   struct Half {
     __m256i mask, zp_colsum;
     __m256 scale, bias;
+    bool full;
   } half[2];
   bool has_bias, relu;
   Finish(const PackedWeights& w, const Epilogue& e, i64 col0, i64 cols) {
@@ -98,6 +104,7 @@ struct Finish {
     for (int h = 0; h < 2; ++h) {
       Half& f = half[h];
       const i64 c0 = col0 + 8 * h;
+      f.full = cols - 8 * h >= 8;
       f.mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(cols - 8 * h)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
       f.zp_colsum = _mm256_mullo_epi32(_mm256_set1_epi32(e.a_zero_point),
                                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.colsum.data() + c0)));
@@ -113,7 +120,10 @@ struct Finish {
       __m256 y = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(parts[h], f.zp_colsum)), f.scale);
       if (has_bias) y = _mm256_add_ps(y, f.bias);
       if (relu) y = _mm256_max_ps(y, _mm256_setzero_ps());
-      _mm256_maskstore_ps(out + 8 * h, f.mask, y);
+      if (f.full)  // unmasked, as in the AVX-512 version (vmaskmovps to memory is microcoded on AMD)
+        _mm256_storeu_ps(out + 8 * h, y);
+      else
+        _mm256_maskstore_ps(out + 8 * h, f.mask, y);
     }
   }
 };
