@@ -419,6 +419,67 @@ TEST_CASE("lstm_cell second-order gradients match finite differences of the firs
       {d.x, d.h, d.c, d.k, d.r, d.b}, 1e-5, 1e-6);
 }
 
+TEST_CASE("lstm sequence second-order gradients match finite differences of the first-order ones") {
+  // The sequence is one tape node; under a recording outer tape its backward recomputes the
+  // states and gates with ops, which the outer tape differentiates again.
+  const std::int64_t n = 2, t = 3, m = 2, u = 2;
+  const LstmData d = lstm_data(n, m, u);
+  check_gradients(
+      [](const std::vector<Tensor>& in) {
+        GradientTape inner;
+        inner.watch(in[0]);
+        inner.watch(in[4]);
+        const LSTMSequence s = lstm(in[0], in[1], in[2], in[3], in[4], in[5]);
+        const auto g = inner.gradient(reduce_sum(s.outputs * s.outputs) + reduce_sum(s.h * s.c),
+                                      std::vector<Tensor>{in[0], in[4]});
+        return concat({reshape(g[0], Shape{-1}), reshape(g[1], Shape{-1})}, 0);
+      },
+      {wavy64({n, t, m}, 0.7), d.h, d.c, d.k, d.r, d.b}, 1e-5, 1e-6);
+}
+
+TEST_CASE("lstm sequence gradients equal those of its steps as separate cells (T = 6)") {
+  // One node over the whole sequence (one product for the recurrent kernel's gradient over all
+  // steps) against a chain of lstm_cell nodes, for every subset of watched inputs that matters:
+  // all of them, the weights alone, the input and initial state alone.
+  const std::int64_t n = 3, t = 6, m = 2, u = 4;
+  const LstmData d = lstm_data(n, m, u);
+  const Tensor x = wavy64({n, t, m}, 2.3);
+  const auto loss = [](const Tensor& outputs, const Tensor& h, const Tensor& c) {
+    return reduce_sum(outputs * outputs) + reduce_sum(h * c);
+  };
+  for (const std::vector<int>& watched : std::vector<std::vector<int>>{{0, 1, 2, 3, 4, 5}, {3, 4, 5}, {0, 1, 2}, {4}}) {
+    for (bool backwards : {false, true}) {
+      INFO("go_backwards = " << backwards << ", " << watched.size() << " watched");
+      const std::vector<Tensor> in{x, d.h, d.c, d.k, d.r, d.b};
+      std::vector<Tensor> sources;
+      for (int i : watched) sources.push_back(in[static_cast<std::size_t>(i)]);
+      std::vector<Tensor> fused, cells;
+      {
+        GradientTape tape;
+        for (const Tensor& s : sources) tape.watch(s);
+        const LSTMSequence s = lstm(x, d.h, d.c, d.k, d.r, d.b, backwards);
+        fused = tape.gradient(loss(s.outputs, s.h, s.c), sources);
+      }
+      {
+        GradientTape tape;
+        for (const Tensor& s : sources) tape.watch(s);
+        LSTMState state{d.h, d.c};
+        std::vector<Tensor> hs;
+        for (std::int64_t k = 0; k < t; ++k) {
+          state = lstm_cell(step_of(x, backwards ? t - 1 - k : k), state.h, state.c, d.k, d.r, d.b);
+          hs.push_back(state.h);
+        }
+        cells = tape.gradient(loss(stack(hs, 1), state.h, state.c), sources);
+      }
+      for (std::size_t i = 0; i < sources.size(); ++i) {
+        INFO("input " << watched[i]);
+        REQUIRE(fused[i].defined());
+        check_close(fused[i], cells[i], 1e-12);
+      }
+    }
+  }
+}
+
 TEST_CASE("gru_cell second-order gradients match finite differences of the first-order ones") {
   const std::int64_t n = 2, m = 2, u = 2;
   check_gradients(
