@@ -417,23 +417,38 @@ LSTMSequence lstm_sequence_node(const Tensor& xz, const Tensor& h0, const Tensor
           const std::int64_t batch = h0.shape()[0], u = h0.shape()[1];
           Tensor dh = g[1], dc = g[2], dr;
           if (!autograd::recording()) {
-            // dL/dh of each step's output, time-major in one copy (a strided operand made each
-            // step's add copy it).
-            const std::vector<Tensor> d_out = steps_of(transpose(g[0], {1, 0, 2}).contiguous());
+            // dL/dh of each step's output, time-major in a buffer of the node's own (a strided
+            // operand made each step's add copy it); each step's dh from the step after is added
+            // into it in place, and the cells' backward reads the sum.
+            const Tensor d_all = empty_like_shape(h0, Shape{time, batch, u});
+            backend::copy(transpose(g[0], {1, 0, 2}), d_all, "lstm");
+            const std::vector<Tensor> d_out = steps_of(d_all);
+            const auto last = static_cast<std::size_t>(time - 1);
+            backend::binary(kernel::BinaryOp::add, d_out[last], dh, d_out[last]);
             const Tensor dz_all = empty_like_shape(h0, Shape{time * batch, 4 * u});
             const std::vector<Tensor> dz = steps_of(reshape(dz_all, Shape{time, batch, 4 * u}));
             const std::vector<Tensor> act = steps_of(b.act), tanh_c = steps_of(b.tanh_c), c = steps_of(b.c);
             // R^T laid out once: the float GEMM took twice as long for dz R^T with a transposed
             // operand (8.4 against 4.8 us for [32, 200] x [200, 50]).
             const Tensor rk_t = transpose(recurrent_kernel).contiguous();
+            const Tensor dh_step = empty_like_shape(h0, Shape{batch, u});
+            const Tensor dc_bufs[2] = {empty_like_shape(h0, Shape{batch, u}), empty_like_shape(h0, Shape{batch, u})};
             for (std::int64_t s = time - 1; s >= 0; --s) {
               const auto i = static_cast<std::size_t>(s);
-              const Tensor dc_prev = empty_like_shape(h0, Shape{batch, u});
-              backend::lstm_cell_backward(act[i], tanh_c[i], add(dh, d_out[i]), row_major(dc), c[i], dz[i], dc_prev);
-              if (s > 0 || need[1]) dh = matmul(dz[i], rk_t);
+              const Tensor& dc_prev = dc_bufs[s % 2];  // the other buffer holds dc, read now
+              backend::lstm_cell_backward(act[i], tanh_c[i], d_out[i], row_major(dc), c[i], dz[i], dc_prev);
+              if (s > 0) {
+                backend::matmul(dz[i], false, rk_t, false, dh_step);
+                backend::binary(kernel::BinaryOp::add, d_out[i - 1], dh_step, d_out[i - 1]);
+              } else if (need[1]) {
+                dh = matmul(dz[i], rk_t);
+              }
               dc = dc_prev;
             }
-            if (need[3]) dr = matmul(reshape(slice(b.h, {0, 0, 0}, {time, batch, u}), Shape{time * batch, u}), dz_all, true, false);
+            if (need[3]) {  // H^T dZ: the states each step read, against its gate gradients
+              const Tensor h_prev = reshape(slice(b.h, {0, 0, 0}, {time, batch, u}), Shape{time * batch, u});
+              dr = matmul(h_prev, dz_all, true, false);
+            }
             return Grads{need[0] ? dz_all : Tensor(), need[1] ? dh : Tensor(), need[2] ? dc : Tensor(), dr};
           }
           // Recorded by an outer tape: the states again from the node's inputs, with ops.
@@ -554,7 +569,8 @@ LSTMSequence lstm(const Tensor& x, const Tensor& h0, const Tensor& c0, const Ten
   if (backend::has_fused(backend::Fused::lstm_cell, x.device()) &&
       backend::has_fused(backend::Fused::recurrent_input_projection, x.device())) {
     // Time-major steps (in the order they run), projected at once: the sequence node's rows.
-    const Tensor xt = reshape(transpose(go_backwards ? reverse(x, {1}) : x, {1, 0, 2}), Shape{time * batch, x.shape()[2]});
+    const Tensor steps_first = transpose(go_backwards ? reverse(x, {1}) : x, {1, 0, 2});
+    const Tensor xt = reshape(steps_first, Shape{time * batch, x.shape()[2]});
     return lstm_sequence_node(projection_node(xt, kernel, bias), h0, c0, recurrent_kernel, time);
   }
   const std::vector<Tensor> steps = project_steps(x, kernel, bias);
