@@ -53,3 +53,20 @@ TEST_CASE("every part of a region runs exactly once, on the caller and the worke
   // A worker held up in its part: the region still completes with every part run once.
   for (int i = 0; i < 10; ++i) (void)region(2, std::chrono::milliseconds(2));
 }
+
+TEST_CASE("the caller always runs the first part, so kernels split alike keep their halves on one core") {
+  // Two kernels in a row over the same tensor split the same way: the first range stays in the
+  // calling thread's cache only if that thread runs part 0 every time, whoever wakes first.
+  ThreadsGuard guard;
+  config::set_num_threads(2);
+  const auto caller = std::this_thread::get_id();
+  for (int parts : {2, 3, 8})
+    for (int i = 0; i < 200; ++i) {
+      std::atomic<bool> first_on_caller{false};
+      cpu::parallel_parts(parts, [&](int p) {
+        if (p == 0) first_on_caller = std::this_thread::get_id() == caller;
+      });
+      INFO("parts " << parts << ", region " << i);
+      REQUIRE(first_on_caller.load());
+    }
+}

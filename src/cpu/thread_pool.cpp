@@ -25,25 +25,46 @@ struct Job {
   int parts = 0;
   int workers = 0;                 // how many workers may join
   std::atomic<int> joined{0};
-  std::atomic<int> next{0};        // the next unclaimed part
+  // The unclaimed parts [front, back), packed as front << 32 | back. The caller claims from the
+  // front and workers from the back: the caller's share is always a run of the first parts, so
+  // consecutive kernels split alike keep the same rows in the same core's cache, and when a worker
+  // is descheduled (another process on its core) the caller goes on claiming parts up to the ones
+  // the worker holds.
+  std::atomic<std::uint64_t> unclaimed{0};
   std::atomic<int> finished{0};    // parts done
   std::mutex error_mutex;
   std::exception_ptr error;
 
+  void start(int n) { unclaimed.store(static_cast<std::uint64_t>(n), std::memory_order_relaxed); }
+
+  // The next part from the front (from_front) or the back, or -1 when none is left.
+  int claim(bool from_front) {
+    std::uint64_t cur = unclaimed.load(std::memory_order_relaxed);
+    for (;;) {
+      const auto front = static_cast<std::uint32_t>(cur >> 32), back = static_cast<std::uint32_t>(cur);
+      if (front >= back) return -1;
+      const std::uint64_t next = from_front ? (std::uint64_t{front + 1} << 32) | back
+                                            : (std::uint64_t{front} << 32) | (back - 1);
+      if (unclaimed.compare_exchange_weak(cur, next, std::memory_order_relaxed))
+        return static_cast<int>(from_front ? front : back - 1);
+    }
+  }
+
+  void run_part(int p) {
+    try {
+      call(ctx, p);
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+    finished.fetch_add(1, std::memory_order_release);
+  }
+
   // Claims and runs parts until none is left. ctx is touched only for a claimed part, and the
   // caller returns only after every part has finished, so a worker that arrives late never
   // reads the caller's (by then dead) closure.
-  void work() {
-    for (int p = next.fetch_add(1, std::memory_order_relaxed); p < parts;
-         p = next.fetch_add(1, std::memory_order_relaxed)) {
-      try {
-        call(ctx, p);
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-      }
-      finished.fetch_add(1, std::memory_order_release);
-    }
+  void work(bool from_front) {
+    for (int p = claim(from_front); p >= 0; p = claim(from_front)) run_part(p);
   }
 };
 
@@ -72,6 +93,7 @@ class Pool {
     job->ctx = ctx;
     job->parts = parts;
     job->workers = threads - 1;
+    job->start(parts);
     {
       const std::lock_guard<std::mutex> lock(mutex_);
       grow(threads - 1);
@@ -80,7 +102,7 @@ class Pool {
     }
     wake_.notify_all();
     in_region = true;
-    job->work();
+    job->work(true);
     in_region = false;
     // Wait only for parts that workers claimed and are running.
     for (int spin = 0; job->finished.load(std::memory_order_acquire) < parts; ++spin) {
@@ -116,7 +138,7 @@ class Pool {
         seen = generation_.load(std::memory_order_acquire);
         job = job_;
       }
-      if (job && job->joined.fetch_add(1, std::memory_order_relaxed) < job->workers) job->work();
+      if (job && job->joined.fetch_add(1, std::memory_order_relaxed) < job->workers) job->work(false);
     }
   }
 

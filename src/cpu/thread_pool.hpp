@@ -9,6 +9,8 @@
 // environment variable before the program starts). Here the calling thread takes parts itself
 // and waits only for parts that a worker has claimed: a worker that wakes late finds nothing
 // left and goes back to sleep. Idle workers sleep on a condition variable after a short spin.
+// The caller claims parts from the front and workers from the back, so part 0 always runs on the
+// caller: kernels that split a tensor alike keep its first rows in the caller's cache.
 #include <cstdint>
 #include <type_traits>
 
