@@ -87,8 +87,23 @@ asan_options() {
 # Open MPI, which test_distributed's and test_parameter_server's in-process cases initialise,
 # leaks at exit: those cases run without leak checks (their mpirun entries set the same
 # themselves), everything else with them.
+# LLVM's OpenMP runtime (libomp, which the clang build links) registers each process in
+# /dev/shm/__KMP_REGISTERED_LIB_<pid>_<uid>. A process killed earlier on this machine leaves its
+# file, and a test process that gets the same pid finds it and aborts at start-up ("OMP: Error
+# #15 ... found unknown library already initialized"). Files of pids no longer running go.
+remove_stale_omp_registrations() {
+  local f pid
+  for f in /dev/shm/__KMP_REGISTERED_LIB_*; do
+    [[ -e "$f" ]] || continue
+    pid="${f#/dev/shm/__KMP_REGISTERED_LIB_}"
+    pid="${pid%%_*}"
+    kill -0 "$pid" 2> /dev/null || rm -f "$f" 2> /dev/null || true
+  done
+}
+
 asan_ctest() {
   local rc=0
+  remove_stale_omp_registrations
   ctest --test-dir build-asan --output-on-failure -j2 --no-tests=error -E '^test_(distributed|parameter_server):' ||
     { rc=1; failed_tests build-asan; }
   ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "io/atomic_file.hpp"
+#include "killed_child.hpp"
 
 using namespace keel;
 using keel_test::Scratch;
@@ -65,9 +66,7 @@ void kill_while_saving(Save&& save, std::chrono::microseconds delay) {
     ::_exit(1);
   }
   ::usleep(static_cast<useconds_t>(delay.count()));
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  const int status = keel_test::kill_and_reap(pid);
   CHECK(WIFSIGNALED(status));
 }
 

@@ -5,6 +5,7 @@
 
 #include <keel/keel.hpp>
 
+#include "killed_child.hpp"
 #include "scratch.hpp"
 #include <nlohmann/json.hpp>
 
@@ -577,9 +578,7 @@ TEST_CASE("a process killed during a large save leaves the previous model loadab
         ::_exit(1);
       }
       ::usleep(static_cast<useconds_t>(delay_ms) * 1000);
-      ::kill(pid, SIGKILL);
-      int status = 0;
-      ::waitpid(pid, &status, 0);
+      const int status = keel_test::kill_and_reap(pid);
       CHECK(WIFSIGNALED(status));
       // Whatever moment the kill hit, the path holds a whole model: the previous or the new one.
       const auto loaded = models::load_model(path);

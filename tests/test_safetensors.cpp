@@ -4,6 +4,7 @@
 
 #include <keel/keel.hpp>
 
+#include "killed_child.hpp"
 #include "scratch.hpp"
 
 #include <signal.h>
@@ -148,9 +149,7 @@ TEST_CASE("a save killed midway leaves the previous file intact", "[io][safetens
     for (;;) io::save_safetensors(path, {{"w", big}});
   }
   ::usleep(300 * 1000);
-  ::kill(child, SIGKILL);
-  int status = 0;
-  ::waitpid(child, &status, 0);
+  keel_test::kill_and_reap(child);
   const auto t = io::load_safetensors(path);  // either the old or a complete new file
   const Tensor w = t.at("w");
   if (w.size() == 3) {
