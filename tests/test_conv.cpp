@@ -20,6 +20,7 @@
 #include "check_error.hpp"
 #include "gradcheck.hpp"
 #include "simd_levels.hpp"
+#include "threads_guard.hpp"
 
 using namespace keel;
 using i64 = std::int64_t;
@@ -229,10 +230,7 @@ const std::vector<ConvCase> kConvCases = {
 };
 
 // Restores keel's thread count at the end of a test.
-struct ThreadsGuard {
-  int saved = config::num_threads();
-  ~ThreadsGuard() { config::set_num_threads(saved); }
-};
+using keel_test::ThreadsGuard;
 
 }  // namespace
 

@@ -10,16 +10,14 @@
 #include <vector>
 
 #include "conv_family_fixtures.hpp"
+#include "threads_guard.hpp"
 
 using namespace keel;
 using i64 = std::int64_t;
 
 namespace {
 
-struct ThreadsGuard {
-  int saved = config::num_threads();
-  ~ThreadsGuard() { config::set_num_threads(saved); }
-};
+using keel_test::ThreadsGuard;
 
 // The kernel gradient of sum(conv2d(x, k) * w) (dilation 1): dk[i, j, ci, co] = the sum over
 // (n, oh, ow) of x[n, oh*s - top + i, ow*s - left + j, ci] * w[n, oh, ow, co]; a tap in the

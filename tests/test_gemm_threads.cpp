@@ -12,15 +12,13 @@
 #include <vector>
 
 #include "cpu/blas.hpp"
+#include "threads_guard.hpp"
 
 using namespace keel;
 
 namespace {
 
-struct ThreadsGuard {
-  int saved = config::num_threads();
-  ~ThreadsGuard() { config::set_num_threads(saved); }
-};
+using keel_test::ThreadsGuard;
 
 std::vector<double> random_values(std::int64_t n, unsigned seed) {
   std::mt19937 gen(seed);

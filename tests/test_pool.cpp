@@ -20,6 +20,7 @@
 #include "check_error.hpp"
 #include "gradcheck.hpp"
 #include "simd_levels.hpp"
+#include "threads_guard.hpp"
 
 using namespace keel;
 using i64 = std::int64_t;
@@ -117,10 +118,7 @@ const std::vector<PoolCase> kPoolCases = {
     {{1, 5, 4, 3}, {4, 4}, {3, 2}, "same"},
 };
 
-struct ThreadsGuard {
-  int saved = config::num_threads();
-  ~ThreadsGuard() { config::set_num_threads(saved); }
-};
+using keel_test::ThreadsGuard;
 
 }  // namespace
 

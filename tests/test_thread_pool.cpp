@@ -11,15 +11,13 @@
 #include <vector>
 
 #include "cpu/thread_pool.hpp"
+#include "threads_guard.hpp"
 
 using namespace keel;
 
 namespace {
 
-struct ThreadsGuard {
-  int saved = config::num_threads();
-  ~ThreadsGuard() { config::set_num_threads(saved); }
-};
+using keel_test::ThreadsGuard;
 
 // Runs a region of `parts` parts, those on a worker first sleeping `worker_delay`; every part
 // must run once. Returns how many ran on a thread other than the caller.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "cpu/kernels.hpp"
 #include "cpu/thread_pool.hpp"
 #include "keel/core/config.hpp"
 
@@ -100,12 +101,10 @@ void split_gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
       else
         call_one(ta, tb, m, n, hi - lo, alpha, ap, lda, bp, ldb, T(0), partial.data() + (p - 1) * m * n, n);
     });
+    const auto accumulate = typed_kernels<T>().accumulate;
     for (int p = 1; p < parts; ++p)
-      for (std::int64_t i = 0; i < m; ++i) {
-        T* ci = c + i * ldc;
-        const T* pi = partial.data() + ((p - 1) * m + i) * n;
-        for (std::int64_t j = 0; j < n; ++j) ci[j] += pi[j];
-      }
+      for (std::int64_t i = 0; i < m; ++i)
+        accumulate(kernel::ReduceOp::sum, c + i * ldc, partial.data() + ((p - 1) * m + i) * n, n);
     return;
   }
   const bool by_rows = m >= n;
