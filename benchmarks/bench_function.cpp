@@ -14,6 +14,8 @@
 //                          peak_mib: the host memory a step holds at its peak beyond what was
 //                          held before it (host_memory_stats), plus for a traced step its
 //                          graph's planned buffers, which it holds between calls.
+//   cnn_new_batch/mode:M   the CNN step at a batch size without a graph: traced afresh (0), made
+//                          from a -1 batch signature's fitted graph (1), or replayed (2).
 //   cnn_fit/mode:M         model.fit of the seed CNN over 8 batches of 64, compiled with
 //                          run_eagerly = true (0) or traced, the default (1).
 //
@@ -102,6 +104,30 @@ void BM_cnn_step(benchmark::State& state) {
   run_steps(state, *model, cnn_data(kCnnBatch));
 }
 
+// The seed CNN's training step at a batch size it has no graph for: traced afresh (M=0: a new
+// keel::function each call), made from a -1 batch signature's fitted graph (M=1: 24 sizes in
+// turn, more than the 8 plans it keeps, so every call makes one), or replayed at a size it
+// has (M=2). M=0 and M=1 less M=2: what a new size costs with and without the -1.
+void BM_cnn_new_batch(benchmark::State& state) {
+  auto model = cnn();
+  const Data d = cnn_data(kCnnBatch);
+  const auto eager = training_step(*model);
+  eager(d.x, d.y);  // builds the model and the optimizer's slots
+  std::vector<Data> batches;
+  for (std::int64_t b = 40; b < 64; ++b)
+    batches.push_back({d.x.slice({keel::range(0, b)}).contiguous(), d.y.slice({keel::range(0, b)}).contiguous()});
+  auto generic = keel::function(eager, {.input_signature = {TensorSpec{Shape({-1, 32, 32, 3})}, TensorSpec{Shape({-1}), d.y.dtype()}}});
+  generic(d.x, d.y);  // traces and fits the batch
+  std::size_t next = 0;
+  for (auto _ : state) {
+    const Data& b = batches[next++ % batches.size()];
+    if (state.range(0) == 0) benchmark::DoNotOptimize(keel::function(eager)(b.x, b.y));
+    else if (state.range(0) == 1) benchmark::DoNotOptimize(generic(b.x, b.y));
+    else benchmark::DoNotOptimize(generic(d.x, d.y));
+  }
+  if (generic.trace_count() != 1) state.SkipWithError("the -1 batch signature traced again");
+}
+
 // model.fit over 8 batches of 64, compiled with run_eagerly (M=0) or traced (M=1).
 void BM_cnn_fit(benchmark::State& state) {
   auto model = cnn();
@@ -121,6 +147,7 @@ BENCHMARK(BM_chain5)->Name("chain5")->ArgName("mode")->Arg(0)->Arg(1)->Unit(benc
 BENCHMARK(BM_chain5_sigmoid)->Name("chain5_sigmoid")->ArgName("mode")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_lstm_step)->Name("lstm_step")->ArgName("mode")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_cnn_step)->Name("cnn_step")->ArgName("mode")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_cnn_new_batch)->Name("cnn_new_batch")->ArgName("mode")->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_cnn_fit)->Name("cnn_fit")->ArgName("mode")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -520,7 +520,3 @@ TEST_CASE("a variable written before guarded control flow is refused by name", "
   tape.watch(x);
   CHECK_THROWS_WITH(f(x), Catch::Contains("written before keel::cond"));
 }
-
-TEST_CASE("reduce_retracing is refused until graphs can generalise a shape", "[function]") {
-  CHECK_THROWS_AS(keel::function([](const Tensor& x) { return x; }, {.reduce_retracing = true}), ValueError);
-}

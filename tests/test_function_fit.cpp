@@ -72,12 +72,42 @@ TEST_CASE("fit traced gives eager's History, evaluation and predictions", "[func
   REQUIRE(eager.predicted.size() == traced.predicted.size());
   for (std::size_t i = 0; i < eager.predicted.size(); ++i)
     CHECK(traced.predicted[i] == Approx(eager.predicted[i]).epsilon(1e-5).margin(1e-6));
-  // Eagerly the layer runs for each of the 4 batches of 3 epochs, of evaluate and of predict;
-  // traced, once per step kind and batch shape (32 and the last 4): train, test, predict. Both
-  // also run it while the model builds (the same number of times).
+  // Eagerly the layer runs for each of the 4 batches of 3 epochs, of evaluate and of predict.
+  // Traced (with reduce_retracing, as Keras 3 traces its steps), per step kind (train, test,
+  // predict): once for batch 32, and for the last batch of 4 the trace that relaxes the batch to
+  // -1 with its dry traces at batch 2, 3 and 5 that fit the sizes. Both also run it while the
+  // model builds (the same number of times).
   const int building = eager.calls - (3 * 4 + 4 + 4);
   CHECK(building >= 0);
-  CHECK(traced.calls == building + 3 * 2);
+  CHECK(traced.calls == building + 3 * (1 + 4));
+}
+
+TEST_CASE("after the batch is relaxed to -1, other batch sizes replay without tracing", "[function][training]") {
+  random::set_seed(5);
+  const Tensor x = random::normal({50, 4});
+  const Tensor y = random::normal({50, 1});
+  auto counting = std::make_shared<CountingScale>();
+  models::Sequential model;
+  model.add(layers::InputLayer(Shape{4}));
+  model.add(counting);
+  model.add(layers::Dense(1));
+  model.compile({.optimizer = optimizers::SGD(0.1), .loss = "mse"});
+  model.fit(x, y, {.batch_size = 16, .epochs = 1, .verbose = 0});  // batches of 16 and a last of 2
+  const auto first = model.evaluate(x, y, {.batch_size = 16, .verbose = 0});
+  const int calls = counting->calls;
+  // Batches of 7 and a last of 1: the relaxed graphs, no trace (the layer's C++ code stays put).
+  const auto again = model.evaluate(x, y, {.batch_size = 7, .verbose = 0});
+  CHECK(counting->calls == calls);
+  CHECK(again.at("loss") == Approx(first.at("loss")).epsilon(1e-5));
+  // predict's steps: a trace at 9, the relaxing one at the last 5 (and its 3 dry traces); then
+  // batches of 4 and a last of 2 replay.
+  const Tensor p9 = model.predict(x, {.batch_size = 9, .verbose = 0});
+  CHECK(counting->calls == calls + 5);
+  const Tensor p4 = model.predict(x, {.batch_size = 4, .verbose = 0});
+  CHECK(counting->calls == calls + 5);
+  const auto a = p4.to_vector<float>(), b = p9.to_vector<float>();
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).epsilon(1e-5).margin(1e-6));
 }
 
 TEST_CASE("a step that cannot be traced runs eagerly with the same results", "[function][training]") {

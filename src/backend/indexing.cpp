@@ -66,7 +66,10 @@ SegmentIds segment_sum(const Tensor& data, std::int64_t inner, const Tensor& ids
   if (KernelRecorder* r = recorder()) {
     auto traced = std::make_shared<std::optional<SegmentIds>>();
     r->kernel({"segment_sum"}, {&data, &ids}, {&out}, [=](const Tensor* t) {
-      const SegmentIds s = segment_sum(t[0], inner, t[1], t[2]);
+      // data is [ids' shape..., inner...]: inner from the operands (a graph generalised over
+      // a size replays at others).
+      const std::int64_t n = t[1].size();
+      const SegmentIds s = segment_sum(t[0], n > 0 ? t[0].size() / n : inner, t[1], t[2]);
       if (!traced->has_value()) {
         *traced = s;
       } else if (s.bad.position >= 0) {

@@ -70,13 +70,23 @@ void pool_native(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tenso
   }
 }
 
+// A replay takes the batch from its operands (the filter gradient's input x, else the result),
+// so that a graph generalised over the batch (graph/generic.hpp) replays at every batch; the
+// rest of the geometry must not change there.
+WindowGeom at_batch_of(WindowGeom g, const Tensor& batched) {
+  g.n = batched.shape()[0];
+  return g;
+}
+
 }  // namespace
 
 void conv(ConvKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, const Tensor& out) {
   if (KernelRecorder* r = recorder()) {
     const auto ints = geometry_ints(g);
-    return r->kernel({"conv", int(k), 0, ints.data(), ints.size()}, {&a, &b}, {&out},
-                     [=](const Tensor* t) { conv(k, g, t[0], t[1], t[2]); });
+    const bool filter = k == ConvKernel::conv2d_backward_filter || k == ConvKernel::depthwise_backward_filter;
+    return r->kernel({"conv", int(k), 0, ints.data(), ints.size()}, {&a, &b}, {&out}, [=](const Tensor* t) {
+      conv(k, at_batch_of(g, filter ? t[0] : t[2]), t[0], t[1], t[2]);
+    });
   }
   KernelClock clock;
   if (!on_cuda(out) && is_half(out.dtype()))
@@ -88,7 +98,7 @@ void pool(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, c
   if (KernelRecorder* r = recorder()) {
     const auto ints = geometry_ints(g);
     return r->kernel({"pool", int(k), 0, ints.data(), ints.size()}, {&a, &b}, {&out},
-                     [=](const Tensor* t) { pool(k, g, t[0], t[1], t[2]); });
+                     [=](const Tensor* t) { pool(k, at_batch_of(g, t[2]), t[0], t[1], t[2]); });
   }
   KernelClock clock;
   if (!on_cuda(out) && is_half(out.dtype()))

@@ -1,5 +1,6 @@
 // keel::function's non-template part: input signatures (TensorFlow's retracing rules), the
 // traced plans, and when a call traces, replays or runs f as it is.
+#include <iostream>
 #include <memory>
 #include <mutex>
 
@@ -7,6 +8,7 @@
 
 #include "autograd/record.hpp"
 #include "backend/recorder.hpp"
+#include "graph/generic.hpp"
 #include "graph/plan.hpp"
 #include "graph/recorded_backward.hpp"
 #include "graph/trace_recorder.hpp"
@@ -54,34 +56,108 @@ void check_signature(const FunctionOptions& o, const std::vector<Tensor>& args) 
 }  // namespace
 
 struct FunctionCore::State {
-  struct DiffEntry {
-    Signature signature;
+  struct Entry {
+    Signature signature;  // -1 in the free dimensions of a generic entry
     std::shared_ptr<Plan> plan;
+    Graph graph;
+    std::shared_ptr<GenericPlan> generic;  // a plan for every size of its free dimensions
   };
-  std::vector<std::unique_ptr<DiffEntry>> differentiable;
+  using Entries = std::vector<std::unique_ptr<Entry>>;
+  Entries entries;         // plans of calls without a recording tape
+  Entries differentiable;  // plans of calls under one: forward and traced backward
   FunctionOptions options;
   std::mutex mutex;
   int traces = 0;
-  struct Entry {
-    Signature signature;
-    std::shared_ptr<Plan> plan;
-    Graph graph;
-  };
-  std::vector<std::unique_ptr<Entry>> entries;
+  bool warned = false;  // that a -1 signature's graph could not be generalised
 
-  Entry* find(const Signature& s) {
-    for (auto& e : entries)
-      if (e->signature == s) return e.get();
+  static bool admits(const Signature& general, const Signature& s) {
+    if (general.size() != s.size()) return false;
+    for (std::size_t k = 0; k < s.size(); ++k) {
+      const ArgSig& g = general[k];
+      if (g.dtype != s[k].dtype || g.device != s[k].device || g.dims.size() != s[k].dims.size()) return false;
+      for (std::size_t i = 0; i < g.dims.size(); ++i)
+        if (g.dims[i] >= 0 && g.dims[i] != s[k].dims[i]) return false;
+    }
+    return true;
+  }
+
+  // The entry of exactly this signature, else a generic one that admits it.
+  static Entry* find(Entries& list, const Signature& s) {
+    for (auto& e : list)
+      if (!e->generic && e->signature == s) return e.get();
+    for (auto& e : list)
+      if (e->generic && admits(e->signature, s)) return e.get();
     return nullptr;
+  }
+
+  // The plans for a call: this signature's own (one, or one per path through guarded control
+  // flow), else a generic entry's plan for these sizes (made from its fit the first time).
+  static std::vector<std::shared_ptr<Plan>> plans_for(Entries& list, const Signature& sig,
+                                                      const std::vector<Tensor>& args) {
+    std::vector<std::shared_ptr<Plan>> plans;
+    for (auto& e : list)
+      if (!e->generic && e->signature == sig) plans.push_back(e->plan);
+    if (!plans.empty()) return plans;
+    for (auto& e : list) {
+      if (!e->generic || !admits(e->signature, sig)) continue;
+      std::vector<std::int64_t> sizes;
+      if (!symbol_sizes(*e->generic, args, sizes)) continue;
+      if (std::shared_ptr<Plan> p = instance(*e->generic, sizes)) return {std::move(p)};
+    }
+    return plans;
+  }
+
+  // The dimensions a trace of `sig` generalises: the -1s of input_signature; with
+  // reduce_retracing, those in which sig differs from the latest trace in `list` of the same
+  // ranks, dtypes and devices (TensorFlow relaxes them to None on the second trace).
+  std::vector<FreeDim> free_dims(const Entries& list, const Signature& sig) const {
+    std::vector<FreeDim> dims;
+    if (!options.input_signature.empty()) {
+      for (std::size_t k = 0; k < options.input_signature.size(); ++k)
+        for (std::int64_t i = 0; i < options.input_signature[k].shape.rank(); ++i)
+          if (options.input_signature[k].shape[i] < 0) dims.push_back({k, i});
+      return dims;
+    }
+    if (!options.reduce_retracing) return dims;
+    for (auto it = list.rbegin(); it != list.rend(); ++it) {
+      const Signature& before = (*it)->signature;
+      bool same_kinds = before.size() == sig.size();
+      for (std::size_t k = 0; same_kinds && k < sig.size(); ++k)
+        same_kinds = before[k].dtype == sig[k].dtype && before[k].device == sig[k].device &&
+                     before[k].dims.size() == sig[k].dims.size();
+      if (!same_kinds) continue;
+      for (std::size_t k = 0; k < sig.size(); ++k)
+        for (std::size_t i = 0; i < sig[k].dims.size(); ++i)
+          if (before[k].dims[i] != sig[k].dims[i]) dims.push_back({k, static_cast<std::int64_t>(i)});
+      return dims;
+    }
+    return dims;
+  }
+
+  // Makes a fresh trace's entry generic over the free dimensions of its signature in `list`,
+  // where there are any and its plan generalises (its plan then is the fit's, at the call's
+  // sizes); false otherwise.
+  bool generalise_entry(Entry& entry, const Entries& list, const std::vector<Tensor>& args, const TraceFn& f,
+                        const PassOptions& passes) {
+    const std::vector<FreeDim> dims = free_dims(list, entry.signature);
+    if (dims.empty()) return false;
+    std::string why;
+    entry.generic = generalise(copy_plan(*entry.plan), args, dims, f, passes, why);
+    if (!entry.generic) {
+      // Said once where the user asked for -1 dimensions (reduce_retracing just traces on).
+      if (!warned && !options.input_signature.empty())
+        std::cerr << "keel: " << who(options) << " traces each size of its free dimensions: " << why << std::endl;
+      warned = true;
+      return false;
+    }
+    for (const FreeDim& d : dims) entry.signature[d.arg].dims[static_cast<std::size_t>(d.axis)] = -1;
+    entry.plan = entry.generic->instances.front().second;
+    entry.graph = Graph(entry.generic->display);
+    return true;
   }
 };
 
 FunctionCore::FunctionCore(FunctionOptions options) : state_(std::make_shared<State>()) {
-  // Refused rather than accepted and ignored: plans are per concrete shape, so there is no
-  // generalised signature to retrace into yet.
-  if (options.reduce_retracing)
-    throw ValueError(fmt::format("{}: reduce_retracing is not supported yet (each new shape traces a graph of its own)",
-                                 who(options)));
   state_->options = std::move(options);
 }
 
@@ -142,10 +218,7 @@ std::vector<Tensor> FunctionCore::call(const std::vector<Tensor>& args, const Tr
   const Signature sig = signature_of(args);
   State& st = *state_;
   std::unique_lock<std::mutex> lock(st.mutex);
-  // The plans of this signature: one, or one per path through guarded control flow.
-  std::vector<std::shared_ptr<Plan>> plans;
-  for (auto& e : st.entries)
-    if (e->signature == sig) plans.push_back(e->plan);
+  const std::vector<std::shared_ptr<Plan>> plans = State::plans_for(st.entries, sig, args);
   if (!plans.empty()) {
     lock.unlock();
     for (const auto& plan : plans) {
@@ -161,8 +234,10 @@ std::vector<Tensor> FunctionCore::call(const std::vector<Tensor>& args, const Tr
   entry->plan = std::make_shared<Plan>();
   std::vector<Tensor> results = trace(st.options.name, args, f, *entry->plan);
   check_guards(*entry->plan, who(st.options));
-  finalise(*entry->plan, passes_for(st.options));
-  entry->graph = Graph(entry->plan);
+  if (!st.generalise_entry(*entry, st.entries, args, f, passes_for(st.options))) {
+    finalise(*entry->plan, passes_for(st.options));
+    entry->graph = Graph(entry->plan);
+  }
   ++st.traces;
   st.entries.push_back(std::move(entry));
   return results;
@@ -178,9 +253,7 @@ std::vector<Tensor> FunctionCore::call_differentiable(const std::vector<Tensor>&
   std::vector<Tensor> results;
   {
     std::unique_lock<std::mutex> lock(st.mutex);
-    std::vector<std::shared_ptr<Plan>> plans;  // one per path through guarded control flow
-    for (auto& e : st.differentiable)
-      if (e->signature == sig) plans.push_back(e->plan);
+    const std::vector<std::shared_ptr<Plan>> plans = State::plans_for(st.differentiable, sig, args);
     lock.unlock();
     for (const auto& p : plans) {
       try {
@@ -193,15 +266,16 @@ std::vector<Tensor> FunctionCore::call_differentiable(const std::vector<Tensor>&
     }
     lock.lock();
     if (!plan) {
-      auto entry = std::make_unique<State::DiffEntry>();
+      auto entry = std::make_unique<State::Entry>();
       entry->signature = sig;
-      entry->plan = plan = std::make_shared<Plan>();
-      {
-        autograd::NoRecordScope outer_tapes_wait;  // they get the one node below
-        results = trace(st.options.name, args, f, *plan, binding.get());
-      }
-      check_guards(*plan, who(st.options));
-      finalise(*plan, PassOptions{false, false, false, false});
+      entry->plan = std::make_shared<Plan>();
+      autograd::NoRecordScope outer_tapes_wait;  // they get the one node below
+      results = trace(st.options.name, args, f, *entry->plan, binding.get());
+      check_guards(*entry->plan, who(st.options));
+      // The generic plan's copy at this call's sizes has the trace's slots: the binding fits it.
+      const PassOptions none{false, false, false, false};
+      if (!st.generalise_entry(*entry, st.differentiable, args, f, none)) finalise(*entry->plan, none);
+      plan = entry->plan;
       ++st.traces;
       st.differentiable.push_back(std::move(entry));
     }
@@ -238,14 +312,14 @@ const Graph& FunctionCore::concrete_graph(const std::vector<Tensor>& args, const
   const Signature sig = signature_of(args);
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    if (State::Entry* e = state_->find(sig)) return e->graph;
+    if (State::Entry* e = State::find(state_->entries, sig)) return e->graph;
   }
   if (active_trace() || autograd::recording())
     throw ValueError(fmt::format("{}: concrete_graph cannot trace inside another trace or under a recording tape",
                                  who(state_->options)));
   call(args, f);
   std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->find(sig)->graph;
+  return State::find(state_->entries, sig)->graph;
 }
 
 }  // namespace keel::graph::detail

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "backend/fused.hpp"
 #include "backend/recorder.hpp"
@@ -145,7 +146,9 @@ class Fuser {
   Node fuse(std::size_t begin, std::size_t end) {
     ElementwiseProgram prog;
     std::vector<int> in_views, out_views;
-    std::map<int, int> input_of;     // slot -> program input
+    // (slot, offset, elements) -> program input: views of one slot at other offsets (rows
+    // sliced from one argument) are other inputs.
+    std::map<std::tuple<int, std::int64_t, std::int64_t>, int> input_of;
     std::map<int, ProgramRef> value_of;  // slot -> where its value is inside the run
     std::map<int, std::size_t> last_use;  // slot -> last step reading it
     for (std::size_t i = begin; i < end; ++i)
@@ -171,15 +174,16 @@ class Fuser {
           refs[j] = it->second;
           continue;
         }
-        auto it = input_of.find(s);
+        const std::int64_t m = view(v).shape.num_elements();
+        const auto key = std::tuple{s, view(v).offset, m};
+        auto it = input_of.find(key);
         if (it == input_of.end()) {
           // joins() checked it: one element, all of them, or a row.
-          const std::int64_t m = view(v).shape.num_elements();
           const ProgramInput kind = m == 1 ? ProgramInput::scalar : m == n_of(begin) ? ProgramInput::full : ProgramInput::row;
           prog.inputs.push_back(kind);
           if (kind == ProgramInput::row) prog.row_length = view(v).shape.num_elements();
           in_views.push_back(v);
-          it = input_of.emplace(s, static_cast<int>(prog.inputs.size()) - 1).first;
+          it = input_of.emplace(key, static_cast<int>(prog.inputs.size()) - 1).first;
         }
         refs[j] = {ProgramRef::input, it->second};
       }

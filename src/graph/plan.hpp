@@ -137,7 +137,9 @@ struct Binding {
   std::vector<std::int64_t> offsets;
 };
 
-struct Plan {
+// What a plan holds but its executor: the graph, copyable (graph/generic.hpp makes a plan per
+// size from a copy).
+struct PlanData {
   std::string name;
   // A differentiable plan (traced for a call under a recording tape) holds the forward and,
   // flagged `backward`, the vector-Jacobian product: inputs num_inputs.. are the upstream
@@ -155,15 +157,20 @@ struct Plan {
   std::size_t num_inputs = 0;
   std::size_t traced_nodes = 0;
   std::size_t planned_bytes = 0, unplanned_bytes = 0;
+};
+
+struct Plan : PlanData {
   Executor exec;
   std::mutex run_mutex;  // one replay at a time: the planned buffers are shared
 };
 
 // Runs f on args while recording; returns f's results (the first call's answer) and fills
 // `plan` (not yet optimised). With `first_call`, traces a differentiable plan (see Plan) under a
-// tape of its own and keeps the traced run's memory there, as the first call's binding.
+// tape of its own and keeps the traced run's memory there, as the first call's binding. A `dry`
+// trace has no effects (writes to memory made before it go to copies, host steps do not run),
+// as a branch not taken does: generic.cpp traces at other sizes so.
 std::vector<Tensor> trace(const std::string& name, const std::vector<Tensor>& args, const TraceFn& f, Plan& plan,
-                          Binding* first_call = nullptr);
+                          Binding* first_call = nullptr, bool dry = false);
 
 struct PassOptions {
   bool fold_constants = true;

@@ -90,7 +90,7 @@ std::vector<Tensor> trace_vjp(const std::vector<Tensor>& copies, const TraceFn& 
 }  // namespace
 
 std::vector<Tensor> trace(const std::string& name, const std::vector<Tensor>& args, const TraceFn& f, Plan& plan,
-                          Binding* first_call) {
+                          Binding* first_call, bool dry) {
   plan.name = name;
   plan.num_inputs = args.size();
   plan.differentiable = first_call != nullptr;
@@ -101,6 +101,7 @@ std::vector<Tensor> trace(const std::string& name, const std::vector<Tensor>& ar
 
   TraceRecorder recorder(plan, first_serial);
   if (first_call) recorder.keep_storages();
+  if (dry) recorder.without_effects();
   for (std::size_t k = 0; k < copies.size(); ++k) recorder.add_input(copies[k], static_cast<int>(k));
   std::vector<Tensor> results;
   {

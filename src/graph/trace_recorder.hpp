@@ -102,6 +102,11 @@ class TraceRecorder final : public backend::KernelRecorder, public backend::Rang
   // Keeps every storage made during the trace alive (a differentiable trace's first call reads
   // them again in its backward).
   void keep_storages() { keep_ = true; }
+  // The whole trace runs as a branch not taken: memory made before it is not written.
+  void without_effects() {
+    dry_ = 1;
+    dry_serial_ = first_serial_;
+  }
 
  private:
   template <class Inputs, class Run>

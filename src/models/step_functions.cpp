@@ -31,7 +31,11 @@ std::vector<Tensor> StepFunctions::run(Step step, const std::vector<Tensor>& arg
     std::shared_ptr<Fn> current = e.current;
     e.traced.emplace(std::function<std::vector<Tensor>(const std::vector<Tensor>&)>(
                          [current](const std::vector<Tensor>& a) { return (*current)(a); }),
-                     FunctionOptions{.jit_compile = jit_compile, .name = model_name + "." + step_name(step)});
+                     // Keras 3 traces its steps with reduce_retracing: the last partial batch
+                     // traces once more, generalised over the batch, and every other batch size
+                     // (evaluate's, predict's) replays that graph.
+                     FunctionOptions{.jit_compile = jit_compile, .reduce_retracing = true,
+                                     .name = model_name + "." + step_name(step)});
   }
   *e.current = eager;
   try {

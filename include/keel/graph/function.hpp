@@ -35,14 +35,13 @@ struct TensorSpec {
 
 struct FunctionOptions {
   // When given, every call must match it (a ValueError otherwise), and it is the signature the
-  // function is traced for.
+  // function is traced for: one graph serves every size of its -1 dimensions.
   std::vector<TensorSpec> input_signature = {};
   // Whole-graph optimisation (dead-code elimination, elementwise fusion, buffer reuse) of
   // the traced graph; false replays the recorded kernels one by one as traced.
   bool jit_compile = true;
-  // TensorFlow: after a second trace that differs from the first only in some dimensions,
-  // those dimensions become -1 in the signature. Not supported yet (graphs are per concrete
-  // shape): true is a ValueError.
+  // TensorFlow's: a trace that differs from the one before only in some dimensions makes
+  // those dimensions -1, so that later sizes replay its graph instead of tracing again.
   bool reduce_retracing = false;
   std::string name = "";
 };
