@@ -14,8 +14,9 @@
 //                          peak_mib: the host memory a step holds at its peak beyond what was
 //                          held before it (host_memory_stats), plus for a traced step its
 //                          graph's planned buffers, which it holds between calls.
-//   cnn_new_batch/mode:M   the CNN step at a batch size without a graph: traced afresh (0), made
-//                          from a -1 batch signature's fitted graph (1), or replayed (2).
+//   cnn_new_batch/mode:M   the CNN step at a batch size without a graph (24 sizes in turn):
+//                          traced afresh (0), made from a -1 batch signature's fitted graph (1),
+//                          or run eagerly (2).
 //   cnn_fit/mode:M         model.fit of the seed CNN over 8 batches of 64, compiled with
 //                          run_eagerly = true (0) or traced, the default (1).
 //
@@ -104,10 +105,10 @@ void BM_cnn_step(benchmark::State& state) {
   run_steps(state, *model, cnn_data(kCnnBatch));
 }
 
-// The seed CNN's training step at a batch size it has no graph for: traced afresh (M=0: a new
-// keel::function each call), made from a -1 batch signature's fitted graph (M=1: 24 sizes in
-// turn, more than the 8 plans it keeps, so every call makes one), or replayed at a size it
-// has (M=2). M=0 and M=1 less M=2: what a new size costs with and without the -1.
+// The seed CNN's training step at a batch size it has no graph for, over 24 sizes (40-63) in
+// turn: traced afresh (M=0: a new keel::function each call), made from a -1 batch signature's
+// fitted graph (M=1: more sizes than the 8 plans it keeps, so every call makes one), or run
+// eagerly (M=2) for reference.
 void BM_cnn_new_batch(benchmark::State& state) {
   auto model = cnn();
   const Data d = cnn_data(kCnnBatch);
@@ -123,7 +124,7 @@ void BM_cnn_new_batch(benchmark::State& state) {
     const Data& b = batches[next++ % batches.size()];
     if (state.range(0) == 0) benchmark::DoNotOptimize(keel::function(eager)(b.x, b.y));
     else if (state.range(0) == 1) benchmark::DoNotOptimize(generic(b.x, b.y));
-    else benchmark::DoNotOptimize(generic(d.x, d.y));
+    else benchmark::DoNotOptimize(eager(b.x, b.y));
   }
   if (generic.trace_count() != 1) state.SkipWithError("the -1 batch signature traced again");
 }
