@@ -285,3 +285,65 @@ TEST_CASE("a training step with a -1 batch: one graph for every batch, Adam's up
   // the graph, on the first call): the first trace serves every batch.
   CHECK(step.trace_count() == 1);
 }
+
+TEST_CASE("Keras models over a -1 batch: every batch size as eager, one trace", "[function]") {
+  // The kernel families the layers use (convolution, pooling, batch norm in both modes, the
+  // recurrent cells, embedding lookups, layer norm, softmax) each replay at every batch.
+  random::set_seed(17);
+  struct Case {
+    const char* name;
+    std::function<void(models::Sequential&)> layers;
+    Shape input;  // without the batch
+    bool ids;
+  };
+  const std::vector<Case> cases = {
+      {"cnn",
+       [](models::Sequential& m) {
+         m.add(layers::Conv2D(4, 3, {.padding = "same", .activation = "relu"}));
+         m.add(layers::BatchNormalization());
+         m.add(layers::MaxPooling2D(2));
+         m.add(layers::Flatten());
+         m.add(layers::Dense(5, {.activation = "softmax"}));
+       },
+       Shape({8, 8, 3}), false},
+      {"lstm",
+       [](models::Sequential& m) {
+         m.add(layers::LSTM(6));
+         m.add(layers::Dense(1));
+       },
+       Shape({5, 3}), false},
+      {"gru",
+       [](models::Sequential& m) {
+         m.add(layers::GRU(4, {.return_sequences = true}));
+         m.add(layers::Dense(2));
+       },
+       Shape({4, 3}), false},
+      {"embedding",
+       [](models::Sequential& m) {
+         m.add(layers::Embedding(20, 4));
+         m.add(layers::GlobalAveragePooling1D());
+         m.add(layers::LayerNormalization());
+         m.add(layers::Dense(3));
+       },
+       Shape({6}), true},
+  };
+  for (const Case& c : cases) {
+    for (const bool training : {false, true}) {
+      INFO(c.name << (training ? ", training" : ", inference"));
+      models::Sequential model;
+      model.add(layers::InputLayer(c.input));
+      c.layers(model);
+      std::vector<std::int64_t> dims = {-1};
+      for (std::int64_t d : c.input.dims()) dims.push_back(d);
+      auto f = keel::function([&](const Tensor& x) { return model(x, training); },
+                              {.input_signature = {spec(Shape(dims), c.ids ? DType::int64 : DType::float32)}});
+      for (std::int64_t batch : {4, 1, 3, 7}) {
+        Shape shape = Shape(dims);
+        shape[0] = batch;
+        const Tensor x = c.ids ? random::uniform_int(shape, 0, 20) : random::normal(shape);
+        check_close(f(x), model(x, training), 1e-5);
+      }
+      CHECK(f.trace_count() == 1);
+    }
+  }
+}

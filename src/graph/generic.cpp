@@ -408,6 +408,31 @@ bool captured_sizes_fixed(const GenericPlan& g, std::string& why) {
   return false;
 }
 
+// Memory f made in the first trace that the later traces found made (a variable, an
+// optimizer's slot): state there, captured here.
+bool made_variables(const Plan& raw, const Plan& probe) {
+  if (raw.slots.size() != probe.slots.size()) return false;
+  for (std::size_t s = 0; s < raw.slots.size(); ++s)
+    if (raw.slots[s].kind == SlotKind::state && probe.slots[s].kind == SlotKind::captured) return true;
+  return false;
+}
+
+// State whose size depends on a free dimension is memory f made and keeps outside the graph in
+// every trace (a recurrent layer's last states): a buffer of that trace's size cannot hold
+// another size's values, so the plans made from the fit compute it in buffers of their own.
+// Null for a differentiable plan (its first call's memory is bound slot by slot).
+std::shared_ptr<const Plan> kept_buffers_as_intermediates(const GenericPlan& g) {
+  std::shared_ptr<Plan> p = copy_plan(*g.raw);
+  for (std::size_t s = 0; s < p->slots.size(); ++s) {
+    Slot& slot = p->slots[s];
+    if (slot.kind != SlotKind::state || constant_field(g, s)) continue;  // slot bytes come first
+    if (p->differentiable) return nullptr;
+    slot.kind = SlotKind::intermediate;
+    slot.held.reset();
+  }
+  return p;
+}
+
 // A collective (an all-reduce, a broadcast, a parameter server's push and pull) talks to other
 // processes: traced again at other sizes it would wait for replicas that do not trace with it.
 bool communicates(const std::vector<Node>& nodes) {
@@ -443,11 +468,6 @@ std::shared_ptr<GenericPlan> generalise(std::shared_ptr<const Plan> raw, const s
                                         std::vector<FreeDim> dims, const TraceFn& f, const PassOptions& passes,
                                         std::string& why) {
   if (dims.empty()) return nullptr;
-  for (const Slot& s : raw->slots)
-    if (s.kind == SlotKind::state) {
-      why = "the trace made variables (the next trace, which finds them made, may generalise)";
-      return nullptr;
-    }
   if (communicates(raw->nodes)) {
     why = "it communicates with other processes";
     return nullptr;
@@ -489,6 +509,10 @@ std::shared_ptr<GenericPlan> generalise(std::shared_ptr<const Plan> raw, const s
       if (mask < terms)
         for (std::size_t d = 0; d < n; ++d) sizes[d] = kLow + static_cast<std::int64_t>(mask >> d & 1);
       probes[mask] = probe(*g, args, sizes, f);
+      if (made_variables(*raw, *probes[mask])) {
+        why = "the trace made variables (the next trace, which finds them made, may generalise)";
+        return nullptr;
+      }
       if (!same_structure(*raw, *probes[mask])) {
         why = fmt::format("f traces other work at other sizes of the free dimensions ({} kernel calls at {}, {} at {})",
                           raw->nodes.size(), fmt::join(first, "x"), probes[mask]->nodes.size(), fmt::join(sizes, "x"));
@@ -530,6 +554,11 @@ std::shared_ptr<GenericPlan> generalise(std::shared_ptr<const Plan> raw, const s
     }
   }
   if (!captured_sizes_fixed(*g, why)) return nullptr;
+  g->raw = kept_buffers_as_intermediates(*g);
+  if (!g->raw) {
+    why = "f keeps memory of a free size outside the graph (a recurrent layer's states) under a tape";
+    return nullptr;
+  }
   std::shared_ptr<Plan> at_first = instance(*g, first);
   std::vector<std::int64_t> next = first;
   for (std::int64_t& s : next) ++s;
