@@ -37,12 +37,14 @@ struct Job {
 
   void start(int n) { unclaimed.store(static_cast<std::uint64_t>(n), std::memory_order_relaxed); }
 
-  // The next part from the front (from_front) or the back, or -1 when none is left.
+  // The next part from the front (from_front) or the back, or -1 when none is left. A worker
+  // never takes part 0: the caller, which publishes the job before it starts claiming, may not
+  // have claimed it yet when a fast worker has run every other part.
   int claim(bool from_front) {
     std::uint64_t cur = unclaimed.load(std::memory_order_relaxed);
     for (;;) {
       const auto front = static_cast<std::uint32_t>(cur >> 32), back = static_cast<std::uint32_t>(cur);
-      if (front >= back) return -1;
+      if (front >= back || (!from_front && back == 1)) return -1;
       const std::uint64_t next = from_front ? (std::uint64_t{front + 1} << 32) | back
                                             : (std::uint64_t{front} << 32) | (back - 1);
       if (unclaimed.compare_exchange_weak(cur, next, std::memory_order_relaxed))
