@@ -153,6 +153,20 @@ TEST_CASE("convolution and pooling over a -1 batch", "[function]") {
   CHECK(f.trace_count() == 1);
 }
 
+TEST_CASE("a free image size traces per size and stays correct", "[function]") {
+  // A convolution's replay takes only its batch from its operands; its output rows, columns and
+  // padding are the trace's, so free height and width must not be generalised: each side
+  // traces, with eager's values.
+  Variable k(random::normal({3, 3, 2, 4}), "k");
+  auto eager = [&](const Tensor& x) { return relu(conv2d(x, k, {1, 1}, "same")); };
+  auto f = keel::function(eager, {.input_signature = {spec({2, -1, -1, 2})}});
+  for (std::int64_t side : {6, 8, 6}) {
+    const Tensor x = random::normal({2, side, side, 2});
+    check_close(f(x), eager(x), 1e-5);
+  }
+  CHECK(f.trace_count() == 2);
+}
+
 TEST_CASE("work that depends on a free size in C++ traces per size and stays correct", "[function]") {
   SECTION("a host-made constant from the size") {
     // 1/batch is computed on the host: a constant that differs between sizes.

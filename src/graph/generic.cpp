@@ -367,45 +367,36 @@ std::shared_ptr<const Plan> display_plan(const Plan& first, const Plan* other) {
   return d;
 }
 
-bool constant_field(const GenericPlan& g, std::size_t field) {
-  const std::size_t terms = std::size_t{1} << g.num_symbols;
-  for (std::size_t m = 1; m < terms; ++m)
-    if (g.coefficients[field * terms + m] != 0) return false;
-  return true;
-}
-
 // Most kernels read every size from their operands when they replay. These keep sizes they
 // captured while tracing: the convolution's and pooling's window geometry (they take the
 // batch, ints[0], from an operand), gather's rows (outer, dim, row bytes) and the int8
-// convolutions' geometry (all but the batch). Those sizes must not depend on a free dimension.
-bool captured_sizes_fixed(const GenericPlan& g, std::string& why) {
-  const Plan& p = *g.raw;
-  std::vector<std::size_t> view_field(p.views.size());
-  std::size_t field = p.slots.size();  // walk_sizes' order: slots, views, then nodes
-  for (std::size_t v = 0; v < p.views.size(); ++v) {
-    view_field[v] = field;
-    field += static_cast<std::size_t>(p.views[v].shape.rank()) + p.views[v].strides.size() + 1;
-  }
-  std::string_view failed;
-  const auto visit = [&](const auto& self, const std::vector<Node>& nodes) -> void {
-    for (const Node& n : nodes) {
+// convolutions' geometry (all but the batch). Those sizes must be the same in every trace.
+bool captured_sizes_fixed(Plan& raw, const std::vector<std::shared_ptr<Plan>>& probes, std::string& why) {
+  const std::vector<Node*> nodes = flat_nodes(raw);
+  for (const auto& probe : probes) {
+    const std::vector<Node*> other = flat_nodes(*probe);
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      const Node& n = *nodes[i];
       const std::string_view family = n.type.family;
-      const bool window = family == "conv" || family == "pool";
-      for (std::size_t i = 0; i < n.ints.size(); ++i, ++field)
-        if (((window && i > 0) || family == "gather") && !constant_field(g, field)) failed = family;
-      if (!blockwise_random(n)) ++field;  // random words
+      // The kept integer arguments: a window's all but the batch, gather's all, others' none.
+      const auto from = static_cast<std::ptrdiff_t>(
+          std::min(family == "conv" || family == "pool" ? 1 : family == "gather" ? 0 : n.ints.size(), n.ints.size()));
+      bool fixed = std::equal(n.ints.begin() + from, n.ints.end(), other[i]->ints.begin() + from);
       if (family == "int8_conv2d" || family == "int8_depthwise2d")
-        for (int v : n.operands)
-          for (std::int64_t i = 1; v >= 0 && i < p.views[static_cast<std::size_t>(v)].shape.rank(); ++i)
-            if (!constant_field(g, view_field[static_cast<std::size_t>(v)] + static_cast<std::size_t>(i))) failed = family;
-      for (const auto& list : n.sub) self(self, list);
+        for (int v : n.operands) {
+          if (v < 0) continue;
+          const Shape& a = raw.views[static_cast<std::size_t>(v)].shape;
+          const Shape& b = probe->views[static_cast<std::size_t>(v)].shape;
+          for (std::int64_t d = 1; d < a.rank(); ++d) fixed = fixed && a[d] == b[d];
+        }
+      if (!fixed) {
+        why = fmt::format("a free dimension changes sizes a '{}' kernel keeps from its trace (only its batch may change)",
+                          family);
+        return false;
+      }
     }
-  };
-  visit(visit, p.nodes);
-  if (failed.empty()) return true;
-  why = fmt::format("a free dimension changes sizes a '{}' kernel keeps from its trace (only its batch may change)",
-                    failed);
-  return false;
+  }
+  return true;
 }
 
 // Memory f made in the first trace that the later traces found made (a variable, an
@@ -421,11 +412,13 @@ bool made_variables(const Plan& raw, const Plan& probe) {
 // every trace (a recurrent layer's last states): a buffer of that trace's size cannot hold
 // another size's values, so the plans made from the fit compute it in buffers of their own.
 // Null for a differentiable plan (its first call's memory is bound slot by slot).
-std::shared_ptr<const Plan> kept_buffers_as_intermediates(const GenericPlan& g) {
-  std::shared_ptr<Plan> p = copy_plan(*g.raw);
+std::shared_ptr<const Plan> kept_buffers_as_intermediates(const Plan& raw, const std::vector<std::shared_ptr<Plan>>& probes) {
+  std::shared_ptr<Plan> p = copy_plan(raw);
   for (std::size_t s = 0; s < p->slots.size(); ++s) {
     Slot& slot = p->slots[s];
-    if (slot.kind != SlotKind::state || constant_field(g, s)) continue;  // slot bytes come first
+    const bool sized = std::any_of(probes.begin(), probes.end(),
+                                   [&](const auto& q) { return q->slots[s].nbytes != slot.nbytes; });
+    if (slot.kind != SlotKind::state || !sized) continue;
     if (p->differentiable) return nullptr;
     slot.kind = SlotKind::intermediate;
     slot.held.reset();
@@ -553,8 +546,8 @@ std::shared_ptr<GenericPlan> generalise(std::shared_ptr<const Plan> raw, const s
       }
     }
   }
-  if (!captured_sizes_fixed(*g, why)) return nullptr;
-  g->raw = kept_buffers_as_intermediates(*g);
+  if (!captured_sizes_fixed(*raw_copy, probes, why)) return nullptr;
+  g->raw = kept_buffers_as_intermediates(*raw, probes);
   if (!g->raw) {
     why = "f keeps memory of a free size outside the graph (a recurrent layer's states) under a tape";
     return nullptr;
