@@ -1,5 +1,6 @@
-// Fused elementwise programs: each thread takes whole tiles and runs every step of the program
-// on a tile before the next, through the SIMD table's contiguous kernels.
+// Fused elementwise programs: each thread takes whole tiles; on AVX-512 the SIMD table's program
+// kernel runs a tile's elements a register block at a time through every step, elsewhere each
+// step runs over the whole tile (kept in L1) before the next.
 #include "cpu/elementwise_program.hpp"
 
 #include <unistd.h>
@@ -60,7 +61,7 @@ bool exact_step(const kernel::ProgramStep& s) {
 }
 
 template <class T>
-[[gnu::optimize("fp-contract=off")]] void scalar_step(const kernel::ProgramStep& s, const T* a, std::int64_t sa,
+[[gnu::optimize("fp-contract=off")]] void scalar_step(const TileStep& s, const T* a, std::int64_t sa,
                                                       const T* b, std::int64_t sb, T* y, std::int64_t n) {
   using kernel::BinaryOp;
   if (!s.binary) {
@@ -78,9 +79,63 @@ template <class T>
   }
 }
 
+// The program over slots: the inputs, then the outputs, then the registers. With in_registers
+// (for the SIMD table's program kernel), an operand that the step before produced comes from
+// registers, and a register's result is stored only when a step other than the next one reads
+// it; without, every operand is in memory (or a scalar) and every result is stored.
+void lower(const ElementwiseProgram& p, bool in_registers, std::vector<TileStep>& steps) {
+  const int ni = static_cast<int>(p.inputs.size()), no = p.num_outputs;
+  auto slot = [&](const ProgramRef& r) {
+    return r.kind == ProgramRef::input ? r.index : r.kind == ProgramRef::output ? ni + r.index : ni + no + r.index;
+  };
+  auto same = [](const ProgramRef& x, const ProgramRef& y) { return x.kind == y.kind && x.index == y.index; };
+  steps.assign(p.steps.size(), TileStep{});
+  // The last step that reads a register's value, walking back from the end: -1 when no step
+  // does before the register is written again.
+  thread_local std::vector<std::int64_t> last_read;
+  last_read.assign(static_cast<std::size_t>(p.num_registers), -1);
+  for (auto k = static_cast<std::int64_t>(p.steps.size()) - 1; k >= 0; --k) {
+    const kernel::ProgramStep& s = p.steps[static_cast<std::size_t>(k)];
+    TileStep& t = steps[static_cast<std::size_t>(k)];
+    t.binary = s.binary;
+    t.unary_op = s.unary_op;
+    t.binary_op = s.binary_op;
+    t.alpha = s.alpha;
+    t.out = slot(s.out);
+    if (s.out.kind == ProgramRef::reg) {
+      std::int64_t& r = last_read[static_cast<std::size_t>(s.out.index)];
+      if (in_registers && r <= k + 1) t.out = -1;
+      r = -1;  // reads before step k are of an earlier value
+    }
+    auto operand = [&](const ProgramRef& ref, TileStep::Source& source, int& at) {
+      at = slot(ref);
+      if (in_registers && k > 0 && ref.kind != ProgramRef::input &&
+          same(ref, p.steps[static_cast<std::size_t>(k - 1)].out))
+        source = TileStep::previous;
+      else if (ref.kind == ProgramRef::input && p.inputs[static_cast<std::size_t>(ref.index)] == ProgramInput::scalar)
+        source = TileStep::scalar;
+      else
+        source = TileStep::memory;
+      if (ref.kind == ProgramRef::reg) {
+        std::int64_t& r = last_read[static_cast<std::size_t>(ref.index)];
+        r = std::max(r, k);
+      }
+    };
+    operand(s.a, t.a_source, t.a);
+    if (s.binary) operand(s.b, t.b_source, t.b);
+  }
+}
+
+// How a run's tiles go through the program: as plain loops (tiny tiles of exact arithmetic),
+// through the SIMD table's program kernel (a level with one, whose registers hold a block of
+// several batches), or a step at a time over the whole tile through the contiguous kernels.
+enum class Mode { loops, registers, steps };
+
 template <class T>
 struct TileRun {
   const ElementwiseProgram& p;
+  const std::vector<TileStep>& lowered;  // lowered for registers in that mode
+  Mode mode;
   const void* const* inputs;
   void* const* outputs;
   std::int64_t tile;  // a multiple of row_length
@@ -88,71 +143,63 @@ struct TileRun {
 
   // Runs tiles [first, last) of the whole range [0, n) with this thread's scratch.
   void operator()(std::int64_t n, std::int64_t first, std::int64_t last) const {
-    // Registers, then one tile-long repetition of each row input (a tile starts on a row
-    // boundary, so one repetition serves every tile). Kept per thread between calls.
+    // Registers, output tiles when streaming, then one tile-long repetition of each row input
+    // (a tile starts on a row boundary, so one repetition serves every tile). Kept per thread
+    // between calls.
     thread_local std::vector<T> scratch;
+    thread_local std::vector<T*> slots;
+    const std::size_t ni = p.inputs.size(), no = static_cast<std::size_t>(p.num_outputs);
     std::size_t rows_in = 0;
     for (ProgramInput k : p.inputs) rows_in += k == ProgramInput::row;
     const auto tsize = static_cast<std::size_t>(tile);
-    const std::size_t shadows = stream ? static_cast<std::size_t>(p.num_outputs) : 0;
-    const std::size_t need = tsize * (static_cast<std::size_t>(p.num_registers) + shadows + rows_in);
+    const std::size_t shadows = stream ? no : 0;
+    const auto regs = static_cast<std::size_t>(p.num_registers);
+    const std::size_t need = tsize * (regs + shadows + rows_in);
     if (scratch.size() < need) scratch.resize(need);
-    thread_local std::vector<T*> rows;
-    rows.assign(p.inputs.size(), nullptr);
-    T* const shadow = scratch.data() + static_cast<std::size_t>(p.num_registers) * tsize;
-    std::size_t next = (static_cast<std::size_t>(p.num_registers) + shadows) * tsize;
-    for (std::size_t i = 0; i < p.inputs.size(); ++i) {
-      if (p.inputs[i] != ProgramInput::row) continue;
-      rows[i] = scratch.data() + next;
+    slots.assign(ni + no + regs, nullptr);
+    for (std::size_t r = 0; r < regs; ++r) slots[ni + no + r] = scratch.data() + r * tsize;
+    std::size_t next = (regs + shadows) * tsize;
+    for (std::size_t i = 0; i < ni; ++i) {
+      const T* in = static_cast<const T*>(inputs[i]);
+      if (p.inputs[i] != ProgramInput::row) {
+        slots[i] = const_cast<T*>(in);
+        continue;
+      }
+      T* row = scratch.data() + next;
       next += tsize;
-      const T* r = static_cast<const T*>(inputs[i]);
-      for (std::int64_t e = 0; e < tile; ++e) rows[i][e] = r[e % p.row_length];
+      for (std::int64_t e = 0; e < tile; ++e) row[e] = in[e % p.row_length];
+      slots[i] = row;
     }
+    T* const shadow = scratch.data() + regs * tsize;
     const auto& kern = typed_kernels<T>();
-    const bool exact = std::all_of(p.steps.begin(), p.steps.end(), exact_step);
     for (std::int64_t k = first; k < last; ++k) {
       const std::int64_t begin = k * tile, len = std::min(tile, n - begin);
-      // A reference's tile: its pointer and its stride (0 for a scalar).
-      auto at = [&](const ProgramRef& ref, std::int64_t& stride) -> T* {
-        stride = 1;
-        switch (ref.kind) {
-          case ProgramRef::input: {
-            const auto i = static_cast<std::size_t>(ref.index);
-            if (p.inputs[i] == ProgramInput::scalar) {
-              stride = 0;
-              return const_cast<T*>(static_cast<const T*>(inputs[i]));
-            }
-            if (p.inputs[i] == ProgramInput::row) return rows[i];
-            return const_cast<T*>(static_cast<const T*>(inputs[i])) + begin;
+      for (std::size_t i = 0; i < ni; ++i)
+        if (p.inputs[i] == ProgramInput::full) slots[i] = const_cast<T*>(static_cast<const T*>(inputs[i])) + begin;
+      for (std::size_t j = 0; j < no; ++j)
+        slots[ni + j] = stream ? shadow + j * tsize : static_cast<T*>(outputs[j]) + begin;
+      if (mode == Mode::registers) {
+        kern.program(lowered.data(), lowered.size(), slots.data(), len);
+      } else {
+        for (const TileStep& s : lowered) {
+          const T* a = slots[static_cast<std::size_t>(s.a)];
+          const T* b = s.binary ? slots[static_cast<std::size_t>(s.b)] : nullptr;
+          const std::int64_t sa = s.a_source == TileStep::scalar ? 0 : 1, sb = s.b_source == TileStep::scalar ? 0 : 1;
+          T* y = slots[static_cast<std::size_t>(s.out)];
+          if (mode == Mode::loops) {
+            scalar_step(s, a, sa, b, sb, y, len);
+          } else if (s.binary) {
+            kern.binary(s.binary_op, a, sa, b, sb, y, len);
+          } else if (sa == 0) {  // a unary step of a scalar: computed once, then spread
+            kern.unary(s.unary_op, a, y, 1, static_cast<T>(s.alpha));
+            std::fill(y + 1, y + len, y[0]);
+          } else {
+            kern.unary(s.unary_op, a, y, len, static_cast<T>(s.alpha));
           }
-          case ProgramRef::output:
-            if (stream) return shadow + static_cast<std::size_t>(ref.index) * tsize;
-            return static_cast<T*>(outputs[ref.index]) + begin;
-          case ProgramRef::reg: return scratch.data() + static_cast<std::size_t>(ref.index) * tsize;
-        }
-        return nullptr;
-      };
-      const bool scalar = exact && len <= kScalarTile;
-      for (const auto& s : p.steps) {
-        std::int64_t sa = 1, sb = 1, so = 1;
-        T* y = at(s.out, so);
-        const T* a = at(s.a, sa);
-        if (scalar) {
-          const T* b = s.binary ? at(s.b, sb) : nullptr;  // sets sb: before it is passed
-          scalar_step(s, a, sa, b, sb, y, len);
-        } else if (s.binary) {
-          const T* b = at(s.b, sb);
-          kern.binary(s.binary_op, a, sa, b, sb, y, len);
-        } else if (sa == 0) {  // a unary step of a scalar: computed once, then spread
-          kern.unary(s.unary_op, a, y, 1, static_cast<T>(s.alpha));
-          std::fill(y + 1, y + len, y[0]);
-        } else {
-          kern.unary(s.unary_op, a, y, len, static_cast<T>(s.alpha));
         }
       }
       if (stream)
-        for (int j = 0; j < p.num_outputs; ++j)
-          kern.stream_copy(shadow + static_cast<std::size_t>(j) * tsize, static_cast<T*>(outputs[j]) + begin, len);
+        for (std::size_t j = 0; j < no; ++j) kern.stream_copy(shadow + j * tsize, static_cast<T*>(outputs[j]) + begin, len);
     }
   }
 };
@@ -180,7 +227,13 @@ void run_elementwise_program(const ElementwiseProgram& program, DType dtype, std
     // then copied out with streaming stores), which pays only for outputs the last-level cache
     // cannot keep for their next reader.
     const bool stream = static_cast<std::size_t>(n) * sizeof(T) >= program_stream_bytes();
-    const TileRun<T> run{program, inputs, outputs, tile, stream};
+    const bool exact = std::all_of(program.steps.begin(), program.steps.end(), exact_step);
+    const Mode mode = exact && tile <= kScalarTile          ? Mode::loops
+                      : typed_kernels<T>().program != nullptr ? Mode::registers
+                                                              : Mode::steps;
+    thread_local std::vector<TileStep> lowered;  // reused: no allocation per call of a small program
+    lower(program, mode == Mode::registers, lowered);
+    const TileRun<T> run{program, lowered, mode, inputs, outputs, tile, stream};
     const bool parallel = n >= kParallelMin && tiles > 1;
     parallel_ranges(tiles, parallel ? 2 * std::max(1, config::num_threads()) : 1,
                     [&](std::int64_t first, std::int64_t last) { run(n, first, last); }, parallel);

@@ -24,6 +24,21 @@ using kernel::UnaryOp;
 // Outputs of at least this many bytes are written with streaming stores (see kernels_impl.hpp).
 inline constexpr std::size_t kStreamOutputBytes = std::size_t{4} << 20;
 
+// A step of a fused elementwise program as the SIMD table runs it (cpu/elementwise_program.cpp
+// lowers kernel::ProgramStep to these). The steps run on a few batches at a time, the result of
+// each kept in registers for the next: an operand is that previous result, a run of memory
+// (slots[i] + the position) or one value broadcast (slots[i][0]).
+struct TileStep {
+  enum Source : std::uint8_t { previous, memory, scalar };
+  bool binary = false;
+  UnaryOp unary_op = UnaryOp::neg;
+  BinaryOp binary_op = BinaryOp::add;
+  double alpha = 0;
+  Source a_source = memory, b_source = memory;
+  int a = 0, b = 0;  // slots of memory and scalar operands
+  int out = -1;      // the slot the result is stored to, or -1: only the next step reads it
+};
+
 template <class T>
 struct TypedKernels {
   // y[i] = op(x[i]); alpha parameterises leaky_relu and elu.
@@ -60,6 +75,10 @@ struct TypedKernels {
   // tanh or exp, or none when `linear` (false, and nothing written, for another op). One pass:
   // x read once, y written once (streaming stores for a large y whose rows are whole batches).
   bool (*bias_unary)(UnaryOp op, bool linear, const T* x, const T* bias, std::int64_t c, T* y, std::int64_t n);
+  // Runs steps[0..count) on elements [0, n) of the slots, element by element in program order:
+  // each op gives the bits of its unary/binary kernel above. Null on levels without one
+  // (simd/program_impl.hpp says which): programs run a step at a time there.
+  void (*program)(const TileStep* steps, std::size_t count, T* const* slots, std::int64_t n);
 };
 
 struct SimdKernels {

@@ -13,6 +13,7 @@
 #include "cpu/simd/nan_minmax.hpp"
 #include "cpu/simd/pooling_impl.hpp"
 #include "cpu/simd/optimizer_impl.hpp"
+#include "cpu/simd/program_impl.hpp"
 
 namespace keel::cpu::simd_impl {
 
@@ -207,86 +208,98 @@ bool bias_unary(UnaryOp op, bool linear, const T* x, const T* bias, std::int64_t
   }
 }
 
-template <class A, class T>
-void unary(UnaryOp op, const T* x, T* y, std::int64_t n, T alpha) {
+// Calls visit(f) with f the batch function of op (a batch to a batch): the one definition the
+// contiguous kernels (unary below) and the fused programs' register blocks (program_impl.hpp)
+// both run, so the two agree bit for bit.
+template <class A, class T, class Visit>
+[[gnu::always_inline]] inline void with_unary(UnaryOp op, T alpha, Visit&& visit) {
   using B = xsimd::batch<T, A>;
   const B zero(T(0)), one(T(1)), half(T(0.5));
   switch (op) {
-    case UnaryOp::neg: return map_unary<A>(x, y, n, [](B v) { return -v; });
-    case UnaryOp::abs: return map_unary<A>(x, y, n, [](B v) { return xsimd::abs(v); });
+    case UnaryOp::neg: return visit([](B v) { return -v; });
+    case UnaryOp::abs: return visit([](B v) { return xsimd::abs(v); });
     case UnaryOp::sign:
-      return map_unary<A>(x, y, n, [=](B v) {
+      return visit([=](B v) {
         const B s = xsimd::select(v > zero, one, xsimd::select(v < zero, -one, zero));
         return xsimd::select(xsimd::isnan(v), v, s);  // tf.sign(NaN) is NaN
       });
-    case UnaryOp::square: return map_unary<A>(x, y, n, [](B v) { return v * v; });
-    case UnaryOp::sqrt: return map_unary<A>(x, y, n, [](B v) { return xsimd::sqrt(v); });
-    case UnaryOp::rsqrt: return map_unary<A>(x, y, n, [=](B v) { return one / xsimd::sqrt(v); });
-    case UnaryOp::exp: return map_unary<A>(x, y, n, [](B v) { return xsimd::exp(v); });
-    case UnaryOp::log: return map_unary<A>(x, y, n, [](B v) { return xsimd::log(v); });
-    case UnaryOp::log1p: return map_unary<A>(x, y, n, [](B v) { return xsimd::log1p(v); });
-    case UnaryOp::sin: return map_unary<A>(x, y, n, [](B v) { return xsimd::sin(v); });
-    case UnaryOp::cos: return map_unary<A>(x, y, n, [](B v) { return xsimd::cos(v); });
-    case UnaryOp::tanh: return map_unary<A>(x, y, n, [](B v) { return xsimd::tanh(v); });
-    case UnaryOp::sigmoid: return map_unary<A>(x, y, n, [](B v) { return sigmoid_batch(v); });
-    case UnaryOp::relu: return map_unary<A>(x, y, n, [](B v) { return relu_batch(v); });  // see relu_batch
+    case UnaryOp::square: return visit([](B v) { return v * v; });
+    case UnaryOp::sqrt: return visit([](B v) { return xsimd::sqrt(v); });
+    case UnaryOp::rsqrt: return visit([=](B v) { return one / xsimd::sqrt(v); });
+    case UnaryOp::exp: return visit([](B v) { return xsimd::exp(v); });
+    case UnaryOp::log: return visit([](B v) { return xsimd::log(v); });
+    case UnaryOp::log1p: return visit([](B v) { return xsimd::log1p(v); });
+    case UnaryOp::sin: return visit([](B v) { return xsimd::sin(v); });
+    case UnaryOp::cos: return visit([](B v) { return xsimd::cos(v); });
+    case UnaryOp::tanh: return visit([](B v) { return xsimd::tanh(v); });
+    case UnaryOp::sigmoid: return visit([](B v) { return sigmoid_batch(v); });
+    case UnaryOp::relu: return visit([](B v) { return relu_batch(v); });  // see relu_batch
     case UnaryOp::relu6: {
       const B six(T(6));
-      return map_unary<A>(x, y, n, [=](B v) { return xsimd::min(six, xsimd::max(zero, v)); });
+      return visit([=](B v) { return xsimd::min(six, xsimd::max(zero, v)); });
     }
     case UnaryOp::leaky_relu: {
       const B a(alpha);
-      return map_unary<A>(x, y, n, [=](B v) { return xsimd::select(v > zero, v, a * v); });
+      return visit([=](B v) { return xsimd::select(v > zero, v, a * v); });
     }
     case UnaryOp::elu: {
       const B a(alpha);
-      return map_unary<A>(x, y, n, [=](B v) { return xsimd::select(v > zero, v, a * xsimd::expm1(v)); });
+      return visit([=](B v) { return xsimd::select(v > zero, v, a * xsimd::expm1(v)); });
     }
     case UnaryOp::gelu: {
       const B inv_sqrt2(T(0.70710678118654752440));
-      return map_unary<A>(x, y, n, [=](B v) { return half * v * (one + xsimd::erf(v * inv_sqrt2)); });
+      return visit([=](B v) { return half * v * (one + xsimd::erf(v * inv_sqrt2)); });
     }
     case UnaryOp::gelu_tanh: {
       const B c(T(0.79788456080286535588)), k(T(0.044715));
-      return map_unary<A>(x, y, n,
-                          [=](B v) { return half * v * (one + xsimd::tanh(c * (v + k * v * v * v))); });
+      return visit([=](B v) { return half * v * (one + xsimd::tanh(c * (v + k * v * v * v))); });
     }
     case UnaryOp::softplus:
       // max(0, v) keeps a NaN v (max(v, 0) would give 0 and rely on the log1p term for the NaN).
-      return map_unary<A>(x, y, n, [=](B v) {
+      return visit([=](B v) {
         return xsimd::max(zero, v) + xsimd::log1p(xsimd::exp(-xsimd::abs(v)));
       });
-    case UnaryOp::silu: return map_unary<A>(x, y, n, [=](B v) { return v / (one + xsimd::exp(-v)); });
-    case UnaryOp::erf: return map_unary<A>(x, y, n, [](B v) { return xsimd::erf(v); });
+    case UnaryOp::silu: return visit([=](B v) { return v / (one + xsimd::exp(-v)); });
+    case UnaryOp::erf: return visit([](B v) { return xsimd::erf(v); });
     case UnaryOp::floor: case UnaryOp::ceil: case UnaryOp::round: case UnaryOp::tan: case UnaryOp::asin:
     case UnaryOp::acos: case UnaryOp::atan: case UnaryOp::sinh: case UnaryOp::cosh: case UnaryOp::asinh:
     case UnaryOp::acosh: case UnaryOp::atanh: case UnaryOp::expm1: case UnaryOp::log2: case UnaryOp::log10:
     case UnaryOp::reciprocal: case UnaryOp::erfc: case UnaryOp::selu: case UnaryOp::softsign:
     case UnaryOp::hard_sigmoid: case UnaryOp::hard_swish: case UnaryOp::mish:
-      return unary_math<A>(op, x, y, n);
+      return with_unary_math<A, T>(op, visit);
   }
 }
 
 template <class A, class T>
-void binary(BinaryOp op, const T* a, std::int64_t sa, const T* b, std::int64_t sb, T* y,
-            std::int64_t n) {
+void unary(UnaryOp op, const T* x, T* y, std::int64_t n, T alpha) {
+  with_unary<A>(op, alpha, [&](auto f) { map_unary<A>(x, y, n, f); });
+}
+
+// Calls visit(f) with f the batch function of op (two batches to a batch), as with_unary.
+template <class A, class T, class Visit>
+[[gnu::always_inline]] inline void with_binary(BinaryOp op, Visit&& visit) {
   using B = xsimd::batch<T, A>;
   switch (op) {
-    case BinaryOp::add: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return u + v; });
-    case BinaryOp::sub: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return u - v; });
-    case BinaryOp::mul: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return u * v; });
-    case BinaryOp::div: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return u / v; });
-    case BinaryOp::pow: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return pow_c99(u, v); });
+    case BinaryOp::add: return visit([](B u, B v) { return u + v; });
+    case BinaryOp::sub: return visit([](B u, B v) { return u - v; });
+    case BinaryOp::mul: return visit([](B u, B v) { return u * v; });
+    case BinaryOp::div: return visit([](B u, B v) { return u / v; });
+    case BinaryOp::pow: return visit([](B u, B v) { return pow_c99(u, v); });
     // NaN if either is NaN, like tf.maximum / tf.minimum; ties give u.
-    case BinaryOp::maximum: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return max_nan(u, v); });
-    case BinaryOp::minimum: return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return min_nan(u, v); });
+    case BinaryOp::maximum: return visit([](B u, B v) { return max_nan(u, v); });
+    case BinaryOp::minimum: return visit([](B u, B v) { return min_nan(u, v); });
     case BinaryOp::relu_grad:
-      return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) {
+      return visit([](B u, B v) {
         return u * xsimd::select(v > B(T(0)), B(T(1)), B(T(0)));
       });
     case BinaryOp::floor_mod: case BinaryOp::floor_div: case BinaryOp::atan2:
-      return binary_math<A>(op, a, sa, b, sb, y, n);
+      return with_binary_math<A, T>(op, visit);
   }
+}
+
+template <class A, class T>
+void binary(BinaryOp op, const T* a, std::int64_t sa, const T* b, std::int64_t sb, T* y, std::int64_t n) {
+  with_binary<A, T>(op, [&](auto f) { map_binary<A>(a, sa, b, sb, y, n, f); });
 }
 
 // Templates on the element type alone are the same symbol in every arch TU: always inlined, so
@@ -383,10 +396,15 @@ SimdKernels make_kernels(const char* isa) {
   k.isa = isa;
   k.f32 = {&unary<A, float>, &binary<A, float>, &reduce<A, float>, &accumulate<A, float>, &stream_copy<A, float>,
            &window_max<A, float>, &window_max_grad<A, float>, &window_max_gather<A, float>,
-           &window_mean<A, float>, &window_mean_grad<A, float>, &bias_unary<A, float>};
+           &window_mean<A, float>, &window_mean_grad<A, float>, &bias_unary<A, float>, nullptr};
   k.f64 = {&unary<A, double>, &binary<A, double>, &reduce<A, double>, &accumulate<A, double>, &stream_copy<A, double>,
            &window_max<A, double>, &window_max_grad<A, double>, &window_max_gather<A, double>,
-           &window_mean<A, double>, &window_mean_grad<A, double>, &bias_unary<A, double>};
+           &window_mean<A, double>, &window_mean_grad<A, double>, &bias_unary<A, double>, nullptr};
+  // Register blocks pay on AVX-512 alone (see program_impl.hpp).
+  if constexpr (kProgramBatches<xsimd::batch<float, A>> > 0) {
+    k.f32.program = &program<A, float>;
+    k.f64.program = &program<A, double>;
+  }
   k.optimizer_update = &optimizer_update<A>;
   return k;
 }

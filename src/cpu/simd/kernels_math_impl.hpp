@@ -14,11 +14,6 @@
 
 namespace keel::cpu::simd_impl {
 
-template <class A, class T, class F>
-inline void map_unary(const T* x, T* y, std::int64_t n, F f);
-template <class A, class T, class F>
-inline void map_binary(const T* a, std::int64_t sa, const T* b, std::int64_t sb, T* y, std::int64_t n, F f);
-
 // Keras 3's selu constants (keras.activations.selu).
 inline constexpr double kSeluAlpha = 1.67326324235437728481704299;
 inline constexpr double kSeluScale = 1.05070098735548049341933498;
@@ -70,8 +65,9 @@ inline B floor_fmod_batch(const B& u, const B& v) {
   return xsimd::select(t != zero && xsimd::copysign(one, t) != xsimd::copysign(one, v), t + v, t);
 }
 
-template <class A, class T>
-void unary_math(UnaryOp op, const T* x, T* y, std::int64_t n) {
+// visit(f) with f the batch function of op, for kernels_impl.hpp's with_unary.
+template <class A, class T, class Visit>
+[[gnu::always_inline]] inline void with_unary_math(UnaryOp op, Visit&& visit) {
   using B = xsimd::batch<T, A>;
   const B zero(T(0)), one(T(1)), three(T(3)), six(T(6));
   // relu6 as kernels_impl.hpp has it: maxps(0, v) keeps a NaN v.
@@ -80,39 +76,39 @@ void unary_math(UnaryOp op, const T* x, T* y, std::int64_t n) {
     // xsimd's SSE2 floor/ceil go through an integer conversion that loses the sign of a zero
     // result (floor(-0.0), ceil(-0.5) must be -0): the result always has the input's sign, so
     // copysign restores it (and leaves NaN NaN).
-    case UnaryOp::floor: return map_unary<A>(x, y, n, [](B v) { return xsimd::copysign(xsimd::floor(v), v); });
-    case UnaryOp::ceil: return map_unary<A>(x, y, n, [](B v) { return xsimd::copysign(xsimd::ceil(v), v); });
+    case UnaryOp::floor: return visit([](B v) { return xsimd::copysign(xsimd::floor(v), v); });
+    case UnaryOp::ceil: return visit([](B v) { return xsimd::copysign(xsimd::ceil(v), v); });
     // nearbyint rounds in the default mode, to nearest with ties to even: tf.math.round.
     case UnaryOp::round:
-      return map_unary<A>(x, y, n, [](B v) { return xsimd::copysign(xsimd::nearbyint(v), v); });
-    case UnaryOp::tan: return map_unary<A>(x, y, n, [](B v) { return xsimd::tan(v); });
-    case UnaryOp::asin: return map_unary<A>(x, y, n, [](B v) { return xsimd::asin(v); });
-    case UnaryOp::acos: return map_unary<A>(x, y, n, [](B v) { return xsimd::acos(v); });
-    case UnaryOp::atan: return map_unary<A>(x, y, n, [](B v) { return xsimd::atan(v); });
-    case UnaryOp::sinh: return map_unary<A>(x, y, n, [](B v) { return xsimd::sinh(v); });
-    case UnaryOp::cosh: return map_unary<A>(x, y, n, [](B v) { return xsimd::cosh(v); });
-    case UnaryOp::asinh: return map_unary<A>(x, y, n, [](B v) { return xsimd::asinh(v); });
-    case UnaryOp::acosh: return map_unary<A>(x, y, n, [](B v) { return xsimd::acosh(v); });
-    case UnaryOp::atanh: return map_unary<A>(x, y, n, [](B v) { return xsimd::atanh(v); });
-    case UnaryOp::expm1: return map_unary<A>(x, y, n, [](B v) { return xsimd::expm1(v); });
-    case UnaryOp::log2: return map_unary<A>(x, y, n, [](B v) { return xsimd::log2(v); });
-    case UnaryOp::log10: return map_unary<A>(x, y, n, [](B v) { return xsimd::log10(v); });
-    case UnaryOp::reciprocal: return map_unary<A>(x, y, n, [=](B v) { return one / v; });
-    case UnaryOp::erfc: return map_unary<A>(x, y, n, [](B v) { return xsimd::erfc(v); });
+      return visit([](B v) { return xsimd::copysign(xsimd::nearbyint(v), v); });
+    case UnaryOp::tan: return visit([](B v) { return xsimd::tan(v); });
+    case UnaryOp::asin: return visit([](B v) { return xsimd::asin(v); });
+    case UnaryOp::acos: return visit([](B v) { return xsimd::acos(v); });
+    case UnaryOp::atan: return visit([](B v) { return xsimd::atan(v); });
+    case UnaryOp::sinh: return visit([](B v) { return xsimd::sinh(v); });
+    case UnaryOp::cosh: return visit([](B v) { return xsimd::cosh(v); });
+    case UnaryOp::asinh: return visit([](B v) { return xsimd::asinh(v); });
+    case UnaryOp::acosh: return visit([](B v) { return xsimd::acosh(v); });
+    case UnaryOp::atanh: return visit([](B v) { return xsimd::atanh(v); });
+    case UnaryOp::expm1: return visit([](B v) { return xsimd::expm1(v); });
+    case UnaryOp::log2: return visit([](B v) { return xsimd::log2(v); });
+    case UnaryOp::log10: return visit([](B v) { return xsimd::log10(v); });
+    case UnaryOp::reciprocal: return visit([=](B v) { return one / v; });
+    case UnaryOp::erfc: return visit([](B v) { return xsimd::erfc(v); });
     case UnaryOp::selu: {
       const B scale(static_cast<T>(kSeluScale)), alpha(static_cast<T>(kSeluAlpha));
-      return map_unary<A>(x, y, n, [=](B v) { return scale * xsimd::select(v > zero, v, alpha * xsimd::expm1(v)); });
+      return visit([=](B v) { return scale * xsimd::select(v > zero, v, alpha * xsimd::expm1(v)); });
     }
     // x / (|x| + 1), as TensorFlow's Softsign computes it (so +-inf gives NaN there too).
-    case UnaryOp::softsign: return map_unary<A>(x, y, n, [=](B v) { return v / (xsimd::abs(v) + one); });
-    case UnaryOp::hard_sigmoid: return map_unary<A>(x, y, n, [=](B v) { return relu6(v + three) / six; });
-    case UnaryOp::hard_swish: return map_unary<A>(x, y, n, [=](B v) { return v * (relu6(v + three) / six); });
+    case UnaryOp::softsign: return visit([=](B v) { return v / (xsimd::abs(v) + one); });
+    case UnaryOp::hard_sigmoid: return visit([=](B v) { return relu6(v + three) / six; });
+    case UnaryOp::hard_swish: return visit([=](B v) { return v * (relu6(v + three) / six); });
     case UnaryOp::mish: {
       // tanh(log(1 + e^v)) = m / (m + 2) with m = e^v (e^v + 2): one exp instead of exp, log1p
       // and tanh, with no cancellation for negative v. Past v = 20, m / (m + 2) is 1 in double
       // and float (and m would overflow float past 44), so the result is v.
       const B two(T(2)), big(T(20));
-      return map_unary<A>(x, y, n, [=](B v) {
+      return visit([=](B v) {
         const B e = xsimd::exp(v), m = e * (e + two);
         return xsimd::select(v > big, v, v * (m / (m + two)));
       });
@@ -121,29 +117,34 @@ void unary_math(UnaryOp op, const T* x, T* y, std::int64_t n) {
   }
 }
 
-template <class A, class T>
-void binary_math(BinaryOp op, const T* a, std::int64_t sa, const T* b, std::int64_t sb, T* y, std::int64_t n) {
+// visit(f) with f the batch function of op, for kernels_impl.hpp's with_binary.
+template <class A, class T, class Visit>
+[[gnu::always_inline]] inline void with_binary_math(BinaryOp op, Visit&& visit) {
   using B = xsimd::batch<T, A>;
   switch (op) {
     case BinaryOp::floor_mod:
       if constexpr (kHasFma<B>) {
-        return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return floor_fmod_batch(u, v); });
+        return visit([](B u, B v) { return floor_fmod_batch(u, v); });
       } else {
-        // No exact u - q v without FMA: std::fmod element by element. y may alias a or b
-        // element for element, which a forward loop allows.
-        for (std::int64_t i = 0; i < n; ++i) y[i] = floor_fmod(a[i * sa], b[i * sb]);
-        return;
+        // No exact u - q v without FMA: std::fmod lane by lane.
+        return visit([](B u, B v) {
+          alignas(64) T ua[B::size], va[B::size];
+          u.store_aligned(ua);
+          v.store_aligned(va);
+          for (std::size_t k = 0; k < B::size; ++k) ua[k] = floor_fmod(ua[k], va[k]);
+          return B::load_aligned(ua);
+        });
       }
     // tf.math.floordiv of floats is floor(x / y) (Eigen's google_floor_div_real).
     case BinaryOp::floor_div:
-      return map_binary<A>(a, sa, b, sb, y, n, [](B u, B v) { return xsimd::copysign(xsimd::floor(u / v), u / v); });
+      return visit([](B u, B v) { return xsimd::copysign(xsimd::floor(u / v), u / v); });
     // xsimd::atan2(y, x) takes the numerator first, as std::atan2. It computes atan(|y / x|), so
     // y / x = 0 / 0 and inf / inf come out NaN: those get C99's values, angles of the signed
     // zeros (0 or pi) and of the diagonals (pi/4 or 3pi/4), with y's sign.
     case BinaryOp::atan2: {
       const B zero(T(0)), one(T(1)), pi(std::numbers::pi_v<T>), quarter(std::numbers::pi_v<T> / 4),
           three_quarters(3 * std::numbers::pi_v<T> / 4);
-      return map_binary<A>(a, sa, b, sb, y, n, [=](B u, B v) {
+      return visit([=](B u, B v) {
         const auto x_negative = xsimd::copysign(one, v) < zero;  // -0 included
         B r = xsimd::atan2(u, v);
         r = xsimd::select(u == zero && v == zero, xsimd::copysign(xsimd::select(x_negative, pi, zero), u), r);
