@@ -1,6 +1,5 @@
-// Fused elementwise programs: each thread takes whole tiles; on AVX-512 the SIMD table's program
-// kernel runs a tile's elements a register block at a time through every step, elsewhere each
-// step runs over the whole tile (kept in L1) before the next.
+// Fused elementwise programs: each thread takes whole tiles, and the SIMD table's program kernel
+// runs a tile's elements a register block at a time through every step (simd/program_impl.hpp).
 #include "cpu/elementwise_program.hpp"
 
 #include <unistd.h>
@@ -22,10 +21,10 @@ using kernel::ElementwiseProgram;
 using kernel::ProgramInput;
 using kernel::ProgramRef;
 
-// Elements per tile: a program's registers and output tiles stay in a core's L1 cache (32 KiB
-// on the cores measured). 4096 (16 KiB a float register) spilled to L2: the 5-op chain on 4M
-// floats ran 1.07-1.28 ms against 0.74-0.93 ms with 1024, alternately in three rounds (2048 and
-// 512 were in between).
+// Elements per tile: a tile's stored registers, row repetitions and streamed output tiles stay
+// in a core's L1 cache (32 KiB on the cores measured). When every step ran over the whole tile
+// before the next, 4096 (16 KiB a float register) spilled to L2: the 5-op chain on 4M floats
+// ran 1.07-1.28 ms against 0.74-0.93 ms with 1024, alternately in three rounds.
 constexpr std::int64_t kTile = 1024;
 // Below this many elements a program runs on the calling thread alone.
 constexpr std::int64_t kParallelMin = 1 << 16;
@@ -126,16 +125,11 @@ void lower(const ElementwiseProgram& p, bool in_registers, std::vector<TileStep>
   }
 }
 
-// How a run's tiles go through the program: as plain loops (tiny tiles of exact arithmetic),
-// through the SIMD table's program kernel (a level with one, whose registers hold a block of
-// several batches), or a step at a time over the whole tile through the contiguous kernels.
-enum class Mode { loops, registers, steps };
-
 template <class T>
 struct TileRun {
   const ElementwiseProgram& p;
-  const std::vector<TileStep>& lowered;  // lowered for registers in that mode
-  Mode mode;
+  const std::vector<TileStep>& lowered;  // for registers unless loops
+  bool loops;  // tiny tiles of exact arithmetic: plain loops (see kScalarTile)
   const void* const* inputs;
   void* const* outputs;
   std::int64_t tile;  // a multiple of row_length
@@ -178,24 +172,14 @@ struct TileRun {
         if (p.inputs[i] == ProgramInput::full) slots[i] = const_cast<T*>(static_cast<const T*>(inputs[i])) + begin;
       for (std::size_t j = 0; j < no; ++j)
         slots[ni + j] = stream ? shadow + j * tsize : static_cast<T*>(outputs[j]) + begin;
-      if (mode == Mode::registers) {
+      if (!loops) {
         kern.program(lowered.data(), lowered.size(), slots.data(), len);
       } else {
         for (const TileStep& s : lowered) {
           const T* a = slots[static_cast<std::size_t>(s.a)];
           const T* b = s.binary ? slots[static_cast<std::size_t>(s.b)] : nullptr;
           const std::int64_t sa = s.a_source == TileStep::scalar ? 0 : 1, sb = s.b_source == TileStep::scalar ? 0 : 1;
-          T* y = slots[static_cast<std::size_t>(s.out)];
-          if (mode == Mode::loops) {
-            scalar_step(s, a, sa, b, sb, y, len);
-          } else if (s.binary) {
-            kern.binary(s.binary_op, a, sa, b, sb, y, len);
-          } else if (sa == 0) {  // a unary step of a scalar: computed once, then spread
-            kern.unary(s.unary_op, a, y, 1, static_cast<T>(s.alpha));
-            std::fill(y + 1, y + len, y[0]);
-          } else {
-            kern.unary(s.unary_op, a, y, len, static_cast<T>(s.alpha));
-          }
+          scalar_step(s, a, sa, b, sb, slots[static_cast<std::size_t>(s.out)], len);
         }
       }
       if (stream)
@@ -228,12 +212,10 @@ void run_elementwise_program(const ElementwiseProgram& program, DType dtype, std
     // cannot keep for their next reader.
     const bool stream = static_cast<std::size_t>(n) * sizeof(T) >= program_stream_bytes();
     const bool exact = std::all_of(program.steps.begin(), program.steps.end(), exact_step);
-    const Mode mode = exact && tile <= kScalarTile          ? Mode::loops
-                      : typed_kernels<T>().program != nullptr ? Mode::registers
-                                                              : Mode::steps;
+    const bool loops = exact && tile <= kScalarTile;
     thread_local std::vector<TileStep> lowered;  // reused: no allocation per call of a small program
-    lower(program, mode == Mode::registers, lowered);
-    const TileRun<T> run{program, lowered, mode, inputs, outputs, tile, stream};
+    lower(program, /*in_registers=*/!loops, lowered);
+    const TileRun<T> run{program, lowered, loops, inputs, outputs, tile, stream};
     const bool parallel = n >= kParallelMin && tiles > 1;
     parallel_ranges(tiles, parallel ? 2 * std::max(1, config::num_threads()) : 1,
                     [&](std::int64_t first, std::int64_t last) { run(n, first, last); }, parallel);

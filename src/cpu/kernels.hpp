@@ -76,8 +76,7 @@ struct TypedKernels {
   // x read once, y written once (streaming stores for a large y whose rows are whole batches).
   bool (*bias_unary)(UnaryOp op, bool linear, const T* x, const T* bias, std::int64_t c, T* y, std::int64_t n);
   // Runs steps[0..count) on elements [0, n) of the slots, element by element in program order:
-  // each op gives the bits of its unary/binary kernel above. Null on levels without one
-  // (simd/program_impl.hpp says which): programs run a step at a time there.
+  // each op gives the bits of its unary/binary kernel above.
   void (*program)(const TileStep* steps, std::size_t count, T* const* slots, std::int64_t n);
 };
 

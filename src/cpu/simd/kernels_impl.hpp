@@ -396,15 +396,10 @@ SimdKernels make_kernels(const char* isa) {
   k.isa = isa;
   k.f32 = {&unary<A, float>, &binary<A, float>, &reduce<A, float>, &accumulate<A, float>, &stream_copy<A, float>,
            &window_max<A, float>, &window_max_grad<A, float>, &window_max_gather<A, float>,
-           &window_mean<A, float>, &window_mean_grad<A, float>, &bias_unary<A, float>, nullptr};
+           &window_mean<A, float>, &window_mean_grad<A, float>, &bias_unary<A, float>, &program<A, float>};
   k.f64 = {&unary<A, double>, &binary<A, double>, &reduce<A, double>, &accumulate<A, double>, &stream_copy<A, double>,
            &window_max<A, double>, &window_max_grad<A, double>, &window_max_gather<A, double>,
-           &window_mean<A, double>, &window_mean_grad<A, double>, &bias_unary<A, double>, nullptr};
-  // Register blocks pay on AVX-512 alone (see program_impl.hpp).
-  if constexpr (kProgramBatches<xsimd::batch<float, A>> > 0) {
-    k.f32.program = &program<A, float>;
-    k.f64.program = &program<A, double>;
-  }
+           &window_mean<A, double>, &window_mean_grad<A, double>, &bias_unary<A, double>, &program<A, double>};
   k.optimizer_update = &optimizer_update<A>;
   return k;
 }

@@ -21,14 +21,12 @@ template <class A, class T, class Visit>
 template <class A, class T, class Visit>
 [[gnu::always_inline]] inline void with_binary(BinaryOp op, Visit&& visit);
 
-// Batches per block: AVX-512's 32 vector registers hold 8 (the result, two operands, and the
-// temporaries of the op). 0: no program kernel at this level. AVX2's and SSE2's 16 registers hold
-// blocks of 2 or 4 batches, whose step dispatch cost more than the L1 round trips they save: the
-// 5-op chain on 4M floats ran 1.3-2.2 ms against 0.7-1.0 ms a step at a time over L1 tiles
-// (cpu/elementwise_program.cpp), and its sigmoid variant 2.6-4.6 against 1.6-2.0, where
-// AVX-512's blocks of 8 took it from 0.99-1.10 to 0.55-0.74 ms (alternately, three rounds).
-template <class B>
-inline constexpr int kProgramBatches = sizeof(B) == 64 ? 8 : 0;
+// Batches per block: 8 at every level. acc and o take 16 registers: half of AVX-512's, all of
+// AVX2's and SSE2's 16 (an op's temporaries spill there), and the step dispatch, paid per block,
+// is what blocks of 4 did not amortise. The 5-op chain on 4M floats, alternately against a step
+// at a time over 1024-element L1 tiles (three rounds): AVX-512 0.96-1.40 -> 0.68-0.82 ms, AVX2
+// 1.26-2.13 -> 0.88-1.21 ms (blocks of 4: 1.37-1.79), SSE2 1.93-2.84 -> 1.69-1.85 ms.
+inline constexpr int kProgramBatches = 8;
 
 // f(0), ..., f(N - 1) with the index a constant, so that arrays of batches indexed by it stay
 // in registers.
@@ -39,17 +37,20 @@ template <int N, class F>
 }
 
 // One block at element `at`: NB full batches, or (Padded) the m < NB batches' worth of elements
-// left at the end, read through a zero-padded copy and written back element by element.
+// left at the end, read through a zero-padded copy and written back element by element. The
+// block lives in two arrays of registers: acc, the result of the step before, and o, the other
+// operand of a binary step. A step reads its operand that is not the previous result into o
+// (or, when neither is, the first operand into acc): no third array, so that with the op's
+// temporaries the arrays stay in registers (three arrays of 4 batches spilled on AVX2).
 template <class A, class T, int NB, bool Padded>
-[[gnu::always_inline]] inline void program_block(const TileStep* steps, std::size_t count, T* const* slots, std::int64_t at,
-                          std::int64_t m) {
+[[gnu::always_inline]] inline void program_block(const TileStep* steps, std::size_t count, T* const* slots,
+                                                 std::int64_t at, std::int64_t m) {
   using B = xsimd::batch<T, A>;
   constexpr std::int64_t W = B::size;
-  B acc[NB] = {};
-  auto fetch = [&](TileStep::Source source, int slot, B(&v)[NB]) __attribute__((always_inline)) {
-    if (source == TileStep::previous) {
-      each_batch<NB>([&](auto j) __attribute__((always_inline)) { v[j] = acc[j]; });
-    } else if (source == TileStep::scalar) {
+  B acc[NB] = {}, o[NB];
+  // A memory or scalar operand into v.
+  auto load = [&](TileStep::Source source, int slot, B(&v)[NB]) __attribute__((always_inline)) {
+    if (source == TileStep::scalar) {
       const B s(slots[slot][0]);
       each_batch<NB>([&](auto j) __attribute__((always_inline)) { v[j] = s; });
     } else if constexpr (Padded) {
@@ -57,28 +58,42 @@ template <class A, class T, int NB, bool Padded>
       std::memcpy(buf, slots[slot] + at, sizeof(T) * static_cast<std::size_t>(m));
       each_batch<NB>([&](auto j) __attribute__((always_inline)) { v[j] = B::load_aligned(buf + j * W); });
     } else {
-      each_batch<NB>([&](auto j) __attribute__((always_inline)) { v[j] = B::load_unaligned(slots[slot] + at + j * W); });
+      const T* const x = slots[slot] + at;
+      each_batch<NB>([&](auto j) __attribute__((always_inline)) { v[j] = B::load_unaligned(x + j * W); });
     }
   };
   for (std::size_t k = 0; k < count; ++k) {
     const TileStep& s = steps[k];
-    B a[NB];
-    fetch(s.a_source, s.a, a);
     if (s.binary) {
-      B b[NB];
-      fetch(s.b_source, s.b, b);
-      with_binary<A, T>(s.binary_op, [&](auto f) __attribute__((always_inline)) { each_batch<NB>([&](auto j) __attribute__((always_inline)) { acc[j] = f(a[j], b[j]); }); });
+      bool swapped = false;  // acc holds b, o holds a
+      if (s.a_source == TileStep::previous) {
+        if (s.b_source == TileStep::previous) each_batch<NB>([&](auto j) __attribute__((always_inline)) { o[j] = acc[j]; });
+        else load(s.b_source, s.b, o);
+      } else if (s.b_source == TileStep::previous) {
+        load(s.a_source, s.a, o);
+        swapped = true;
+      } else {
+        load(s.a_source, s.a, acc);
+        load(s.b_source, s.b, o);
+      }
+      with_binary<A, T>(s.binary_op, [&](auto f) __attribute__((always_inline)) {
+        if (swapped) each_batch<NB>([&](auto j) __attribute__((always_inline)) { acc[j] = f(o[j], acc[j]); });
+        else each_batch<NB>([&](auto j) __attribute__((always_inline)) { acc[j] = f(acc[j], o[j]); });
+      });
     } else {
-      with_unary<A>(s.unary_op, static_cast<T>(s.alpha),
-                    [&](auto f) __attribute__((always_inline)) { each_batch<NB>([&](auto j) __attribute__((always_inline)) { acc[j] = f(a[j]); }); });
+      if (s.a_source != TileStep::previous) load(s.a_source, s.a, acc);
+      with_unary<A>(s.unary_op, static_cast<T>(s.alpha), [&](auto f) __attribute__((always_inline)) {
+        each_batch<NB>([&](auto j) __attribute__((always_inline)) { acc[j] = f(acc[j]); });
+      });
     }
     if (s.out < 0) continue;
+    T* const y = slots[s.out] + at;  // read once: the stores below may alias slots and steps
     if constexpr (Padded) {
       alignas(64) T buf[NB * W];
       each_batch<NB>([&](auto j) __attribute__((always_inline)) { acc[j].store_aligned(buf + j * W); });
-      std::memcpy(slots[s.out] + at, buf, sizeof(T) * static_cast<std::size_t>(m));
+      std::memcpy(y, buf, sizeof(T) * static_cast<std::size_t>(m));
     } else {
-      each_batch<NB>([&](auto j) __attribute__((always_inline)) { acc[j].store_unaligned(slots[s.out] + at + j * W); });
+      each_batch<NB>([&](auto j) __attribute__((always_inline)) { acc[j].store_unaligned(y + j * W); });
     }
   }
 }
@@ -86,7 +101,7 @@ template <class A, class T, int NB, bool Padded>
 template <class A, class T>
 void program(const TileStep* steps, std::size_t count, T* const* slots, std::int64_t n) {
   using B = xsimd::batch<T, A>;
-  constexpr int NB = kProgramBatches<B>;
+  constexpr int NB = kProgramBatches;
   constexpr std::int64_t block = NB * B::size;
   std::int64_t i = 0;
   for (; i + block <= n; i += block) program_block<A, T, NB, false>(steps, count, slots, i, block);
