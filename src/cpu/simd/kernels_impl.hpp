@@ -143,14 +143,16 @@ inline void map_binary(const T* a, std::int64_t sa, const T* b, std::int64_t sb,
 }
 
 // The activations bias_unary fuses, defined once for it and unary() (the same bits either way).
+// Always inlined: as templates on the batch alone they were exported symbols, called through the
+// PLT once per batch.
 // maxps(0, v) is `0 > v ? 0 : v`: one instruction that keeps a NaN v (tf.nn.relu(NaN) is NaN)
 // and, like TensorFlow's Eigen max, relu(-0) = -0.
 template <class B>
-inline B relu_batch(B v) {
+[[gnu::always_inline]] inline B relu_batch(B v) {
   return xsimd::max(B(typename B::value_type(0)), v);
 }
 template <class B>
-inline B sigmoid_batch(B v) {
+[[gnu::always_inline]] inline B sigmoid_batch(B v) {
   const B one(typename B::value_type(1));
   return one / (one + xsimd::exp(-v));
 }

@@ -7,9 +7,11 @@
 // that with_unary / with_binary give the contiguous kernels: the same bits.
 #include <xsimd/xsimd.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "cpu/kernels.hpp"
 
@@ -36,15 +38,13 @@ template <int N, class F>
       std::make_integer_sequence<int, N>{});
 }
 
-// One block at element `at`: NB full batches, or (Padded) the m < NB batches' worth of elements
-// left at the end, read through a zero-padded copy and written back element by element. The
-// block lives in two arrays of registers: acc, the result of the step before, and o, the other
+// One block of NB batches at element `at`. The block lives in two arrays of registers: acc, the result of the step before, and o, the other
 // operand of a binary step. A step reads its operand that is not the previous result into o
 // (or, when neither is, the first operand into acc): no third array, so that with the op's
 // temporaries the arrays stay in registers (three arrays of 4 batches spilled on AVX2).
-template <class A, class T, int NB, bool Padded>
+template <class A, class T, int NB>
 [[gnu::always_inline]] inline void program_block(const TileStep* steps, std::size_t count, T* const* slots,
-                                                 std::int64_t at, std::int64_t m) {
+                                                 std::int64_t at) {
   using B = xsimd::batch<T, A>;
   constexpr std::int64_t W = B::size;
   B acc[NB] = {}, o[NB];
@@ -53,10 +53,6 @@ template <class A, class T, int NB, bool Padded>
     if (source == TileStep::scalar) {
       const B s(slots[slot][0]);
       each_batch<NB>([&](auto j) __attribute__((always_inline)) { v[j] = s; });
-    } else if constexpr (Padded) {
-      alignas(64) T buf[NB * W] = {};
-      std::memcpy(buf, slots[slot] + at, sizeof(T) * static_cast<std::size_t>(m));
-      each_batch<NB>([&](auto j) __attribute__((always_inline)) { v[j] = B::load_aligned(buf + j * W); });
     } else {
       const T* const x = slots[slot] + at;
       each_batch<NB>([&](auto j) __attribute__((always_inline)) { v[j] = B::load_unaligned(x + j * W); });
@@ -88,13 +84,7 @@ template <class A, class T, int NB, bool Padded>
     }
     if (s.out < 0) continue;
     T* const y = slots[s.out] + at;  // read once: the stores below may alias slots and steps
-    if constexpr (Padded) {
-      alignas(64) T buf[NB * W];
-      each_batch<NB>([&](auto j) __attribute__((always_inline)) { acc[j].store_aligned(buf + j * W); });
-      std::memcpy(y, buf, sizeof(T) * static_cast<std::size_t>(m));
-    } else {
-      each_batch<NB>([&](auto j) __attribute__((always_inline)) { acc[j].store_unaligned(y + j * W); });
-    }
+    each_batch<NB>([&](auto j) __attribute__((always_inline)) { acc[j].store_unaligned(y + j * W); });
   }
 }
 
@@ -104,8 +94,38 @@ void program(const TileStep* steps, std::size_t count, T* const* slots, std::int
   constexpr int NB = kProgramBatches;
   constexpr std::int64_t block = NB * B::size;
   std::int64_t i = 0;
-  for (; i + block <= n; i += block) program_block<A, T, NB, false>(steps, count, slots, i, block);
-  if (i < n) program_block<A, T, NB, true>(steps, count, slots, i, n - i);
+  for (; i + block <= n; i += block) program_block<A, T, NB>(steps, count, slots, i);
+  if (i == n) return;
+  // The remainder: the same block over zero-padded copies of the slots' elements there, and the
+  // results copied back. One instantiation of the block serves both: its code (every op, 8 times
+  // over) is most of a SIMD table's.
+  const auto m = static_cast<std::size_t>(n - i);
+  std::size_t num_slots = 0;
+  for (std::size_t k = 0; k < count; ++k) {
+    const TileStep& s = steps[k];
+    num_slots = std::max({num_slots, static_cast<std::size_t>(s.a) + 1, static_cast<std::size_t>(s.out + 1),
+                          s.binary ? static_cast<std::size_t>(s.b) + 1 : std::size_t{0}});
+  }
+  thread_local std::vector<T> pad;
+  thread_local std::vector<T*> padded;
+  pad.assign(num_slots * static_cast<std::size_t>(block), T(0));
+  padded.assign(slots, slots + num_slots);
+  auto copy_in = [&](TileStep::Source source, int slot) {
+    const auto j = static_cast<std::size_t>(slot);
+    if (source != TileStep::memory || padded[j] != slots[j]) return;
+    padded[j] = pad.data() + j * static_cast<std::size_t>(block);
+    std::memcpy(padded[j], slots[j] + i, sizeof(T) * m);
+  };
+  for (std::size_t k = 0; k < count; ++k) {
+    const TileStep& s = steps[k];
+    copy_in(s.a_source, s.a);
+    if (s.binary) copy_in(s.b_source, s.b);
+    if (s.out >= 0 && padded[static_cast<std::size_t>(s.out)] == slots[s.out])  // written before it is read
+      padded[static_cast<std::size_t>(s.out)] = pad.data() + static_cast<std::size_t>(s.out) * static_cast<std::size_t>(block);
+  }
+  program_block<A, T, NB>(steps, count, padded.data(), 0);
+  for (std::size_t k = 0; k < count; ++k)
+    if (const int out = steps[k].out; out >= 0) std::memcpy(slots[out] + i, padded[static_cast<std::size_t>(out)], sizeof(T) * m);
 }
 
 }  // namespace keel::cpu::simd_impl
