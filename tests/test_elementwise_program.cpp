@@ -86,7 +86,8 @@ ElementwiseProgram binary_program(BinaryOp op) {
 
 // The program a step at a time over whole arrays through the active level's contiguous kernels.
 template <class T>
-std::vector<std::vector<T>> reference(const ElementwiseProgram& p, const std::vector<std::vector<T>>& inputs, std::int64_t n) {
+std::vector<std::vector<T>> reference(const ElementwiseProgram& p, const std::vector<std::vector<T>>& inputs,
+                                      std::int64_t n) {
   const auto& kern = cpu::typed_kernels<T>();
   const auto size = static_cast<std::size_t>(n);
   std::vector<std::vector<T>> outs(static_cast<std::size_t>(p.num_outputs), std::vector<T>(size));

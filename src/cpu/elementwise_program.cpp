@@ -183,7 +183,8 @@ struct TileRun {
         }
       }
       if (stream)
-        for (std::size_t j = 0; j < no; ++j) kern.stream_copy(shadow + j * tsize, static_cast<T*>(outputs[j]) + begin, len);
+        for (std::size_t j = 0; j < no; ++j)
+          kern.stream_copy(shadow + j * tsize, static_cast<T*>(outputs[j]) + begin, len);
     }
   }
 };

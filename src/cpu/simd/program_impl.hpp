@@ -34,14 +34,16 @@ inline constexpr int kProgramBatches = 8;
 // in registers.
 template <int N, class F>
 [[gnu::always_inline]] inline void each_batch(F&& f) {
-  [&]<int... J>(std::integer_sequence<int, J...>) __attribute__((always_inline)) { (f(std::integral_constant<int, J>{}), ...); }(
-      std::make_integer_sequence<int, N>{});
+  [&]<int... J>(std::integer_sequence<int, J...>) __attribute__((always_inline)) {
+    (f(std::integral_constant<int, J>{}), ...);
+  }(std::make_integer_sequence<int, N>{});
 }
 
-// One block of NB batches at element `at`. The block lives in two arrays of registers: acc, the result of the step before, and o, the other
-// operand of a binary step. A step reads its operand that is not the previous result into o
-// (or, when neither is, the first operand into acc): no third array, so that with the op's
-// temporaries the arrays stay in registers (three arrays of 4 batches spilled on AVX2).
+// One block of NB batches at element `at`. The block lives in two arrays of registers: acc, the
+// result of the step before, and o, the other operand of a binary step. A step reads its operand
+// that is not the previous result into o (or, when neither is, the first operand into acc): no
+// third array, so that with the op's temporaries the arrays stay in registers (three arrays of 4
+// batches spilled on AVX2).
 template <class A, class T, int NB>
 [[gnu::always_inline]] inline void program_block(const TileStep* steps, std::size_t count, T* const* slots,
                                                  std::int64_t at) {
@@ -63,8 +65,10 @@ template <class A, class T, int NB>
     if (s.binary) {
       bool swapped = false;  // acc holds b, o holds a
       if (s.a_source == TileStep::previous) {
-        if (s.b_source == TileStep::previous) each_batch<NB>([&](auto j) __attribute__((always_inline)) { o[j] = acc[j]; });
-        else load(s.b_source, s.b, o);
+        if (s.b_source == TileStep::previous)
+          each_batch<NB>([&](auto j) __attribute__((always_inline)) { o[j] = acc[j]; });
+        else
+          load(s.b_source, s.b, o);
       } else if (s.b_source == TileStep::previous) {
         load(s.a_source, s.a, o);
         swapped = true;
@@ -120,12 +124,14 @@ void program(const TileStep* steps, std::size_t count, T* const* slots, std::int
     const TileStep& s = steps[k];
     copy_in(s.a_source, s.a);
     if (s.binary) copy_in(s.b_source, s.b);
-    if (s.out >= 0 && padded[static_cast<std::size_t>(s.out)] == slots[s.out])  // written before it is read
-      padded[static_cast<std::size_t>(s.out)] = pad.data() + static_cast<std::size_t>(s.out) * static_cast<std::size_t>(block);
+    const auto y = static_cast<std::size_t>(s.out);
+    if (s.out >= 0 && padded[y] == slots[y])  // written before it is read
+      padded[y] = pad.data() + y * static_cast<std::size_t>(block);
   }
   program_block<A, T, NB>(steps, count, padded.data(), 0);
   for (std::size_t k = 0; k < count; ++k)
-    if (const int out = steps[k].out; out >= 0) std::memcpy(slots[out] + i, padded[static_cast<std::size_t>(out)], sizeof(T) * m);
+    if (const int y = steps[k].out; y >= 0)
+      std::memcpy(slots[y] + i, padded[static_cast<std::size_t>(y)], sizeof(T) * m);
 }
 
 }  // namespace keel::cpu::simd_impl
