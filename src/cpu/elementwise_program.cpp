@@ -44,8 +44,9 @@ std::size_t cache_stream_bytes() {
 
 std::atomic<std::size_t> stream_bytes_set{0};
 
-// Tiles this short whose steps are all correctly rounded IEEE arithmetic run as plain loops: a
-// SIMD kernel call per step costs more than the arithmetic there (a graph of scalar-sized math).
+// Tiles this short whose steps are all correctly rounded IEEE arithmetic run as plain loops: the
+// program kernel's padded block (a copy of every slot in and out) costs more than the arithmetic
+// there (a graph of scalar-sized math).
 // The results are the SIMD kernels' bit for bit (one rounding per operation either way; no
 // contraction into fused multiply-adds here).
 constexpr std::int64_t kScalarTile = 16;

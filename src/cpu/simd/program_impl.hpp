@@ -112,13 +112,16 @@ void program(const TileStep* steps, std::size_t count, T* const* slots, std::int
   }
   thread_local std::vector<T> pad;
   thread_local std::vector<T*> padded;
-  pad.assign(num_slots * static_cast<std::size_t>(block), T(0));
+  if (pad.size() < num_slots * static_cast<std::size_t>(block)) pad.resize(num_slots * static_cast<std::size_t>(block));
   padded.assign(slots, slots + num_slots);
+  // A slot read before it is written gets its elements and zeros after them; one written first
+  // needs no zeros (a block stores every lane).
   auto copy_in = [&](TileStep::Source source, int slot) {
     const auto j = static_cast<std::size_t>(slot);
     if (source != TileStep::memory || padded[j] != slots[j]) return;
     padded[j] = pad.data() + j * static_cast<std::size_t>(block);
     std::memcpy(padded[j], slots[j] + i, sizeof(T) * m);
+    std::fill(padded[j] + m, padded[j] + block, T(0));
   };
   for (std::size_t k = 0; k < count; ++k) {
     const TileStep& s = steps[k];
