@@ -4,10 +4,13 @@
 
 #include <keel/keel.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gradcheck.hpp"
@@ -389,6 +392,61 @@ TEST_CASE("a reduction over the leading axes with few columns splits its rows be
       for (std::int64_t r = 0; r < rows; ++r) expected += (r * cols + c) % 13;
       CHECK(is[static_cast<std::size_t>(c)] == expected);
     }
+  }
+  config::set_num_threads(saved);
+}
+
+TEST_CASE("leading-axis reductions of short rows count every row once, at every fold and split", "[reduce][threads]") {
+  // Rows shorter than 2048 elements are summed a block of rows per run into a wide accumulator
+  // whose rows are added at the end, then the leftover rows one at a time. Shapes below make no
+  // full block, one block, blocks and a remainder, rows of 1 column and of 1000; values are small
+  // integers (every float32 sum exact), so each result must equal the loop's exactly; a NaN in
+  // one column poisons that column's sum, max and min and no other; products of +-1 are exact.
+  const int saved = config::num_threads();
+  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {
+      {1, 16}, {3, 7}, {130, 16}, {1000, 3}, {4099, 16}, {777, 1000}, {50001, 16}, {20000, 1}};
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int threads : {1, 2}) {
+    config::set_num_threads(threads);
+    for (const auto& [rows, cols] : shapes)
+      for (DType dt : {DType::float32, DType::float64}) {
+        INFO("threads " << threads << ", [" << rows << ", " << cols << "] " << name(dt));
+        std::vector<double> v(static_cast<std::size_t>(rows * cols)), signs(v.size());
+        for (std::size_t i = 0; i < v.size(); ++i) {
+          v[i] = static_cast<double>(static_cast<int>((i * 7919) % 7) - 3);
+          signs[i] = (i * 31) % 3 == 0 ? -1.0 : 1.0;
+        }
+        const std::size_t poisoned = static_cast<std::size_t>(cols / 2);  // its column
+        v[static_cast<std::size_t>((rows / 2) * cols) + poisoned] = nan;
+        std::vector<double> sum(static_cast<std::size_t>(cols), 0.0), mx(sum.size(), -1e300), mn(sum.size(), 1e300),
+            prod(sum.size(), 1.0);
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::size_t c = 0; c < sum.size(); ++c) {
+            const std::size_t i = static_cast<std::size_t>(r * cols) + c;
+            sum[c] += v[i];
+            mx[c] = std::max(mx[c], v[i]);
+            mn[c] = std::min(mn[c], v[i]);
+            prod[c] *= signs[i];
+          }
+        const Tensor x = constant(v, {rows, cols}, dt);
+        const auto s = reduce_sum(x, {0}).to_vector<double>();
+        const auto hi = reduce_max(x, {0}).to_vector<double>();
+        const auto lo = reduce_min(x, {0}).to_vector<double>();
+        const auto p = reduce_prod(constant(signs, {rows, cols}, dt), {0}).to_vector<double>();
+        for (std::size_t c = 0; c < sum.size(); ++c) {
+          INFO("column " << c);
+          if (c == poisoned) {
+            CHECK(std::isnan(s[c]));
+            CHECK(std::isnan(hi[c]));
+            CHECK(std::isnan(lo[c]));
+          } else {
+            CHECK(s[c] == sum[c]);
+            CHECK(hi[c] == mx[c]);
+            CHECK(lo[c] == mn[c]);
+          }
+          CHECK(p[c] == prod[c]);
+        }
+      }
   }
   config::set_num_threads(saved);
 }
