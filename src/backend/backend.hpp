@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/kernel_kinds.hpp"
+#include "backend/recorder.hpp"
 #include "core/window.hpp"
 #include "keel/core/tensor.hpp"
 
@@ -89,6 +90,9 @@ void conv(ConvKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, c
 // max_forward, avg_forward: (x) -> y; max_backward, max_gather: (x, dy or dx) -> dx or out;
 // avg_backward: (dy) -> dx. `b` is undefined where the kernel takes one input.
 void pool(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, const Tensor& out);
+// What replays pool(k, g, ...) for a traced graph, from g as the graph keeps it (Node::ints):
+// graph passes that make a pooling node of their own use it.
+KernelReplay pool_replay(PoolKernel k, const std::vector<std::int64_t>& ints);
 
 // ---- indexing (indexing.cpp) -----------------------------------------------------------------------
 // The indices are checked by the kernel, on the device they live on; the first bad one comes

@@ -1,6 +1,9 @@
 // Sliding-window kernels: im2col + BLAS, depthwise and pooling loops on the CPU, cuDNN and the
 // direct kernels of cuda/ on a GPU.
 #include <array>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "backend/backend.hpp"
 #include "backend/device.hpp"
@@ -58,6 +61,9 @@ void pool_native(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tenso
       case PoolKernel::max_gather: return cuda::max_pool_gather(dt, g, pa, pb, po, d);
       case PoolKernel::avg_forward: return cuda::avg_pool_forward(dt, g, pa, po, d);
       case PoolKernel::avg_backward: return cuda::avg_pool_backward(dt, g, pa, po, d);
+      case PoolKernel::max_backward_relu:  // the two kernels, the second in place
+        cuda::max_pool_backward(dt, g, pa, pb, po, d);
+        return binary(BinaryOp::relu_grad, out, a, out);
     }
     return;
   }
@@ -67,6 +73,7 @@ void pool_native(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tenso
     case PoolKernel::max_gather: return cpu::max_pool_gather(dt, g, pa, pb, po);
     case PoolKernel::avg_forward: return cpu::avg_pool_forward(dt, g, pa, po);
     case PoolKernel::avg_backward: return cpu::avg_pool_backward(dt, g, pa, po);
+    case PoolKernel::max_backward_relu: return cpu::max_pool_backward_relu(dt, g, pa, pb, po);
   }
 }
 
@@ -94,11 +101,21 @@ void conv(ConvKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, c
   conv_native(k, g, a, b, out);
 }
 
+KernelReplay pool_replay(PoolKernel k, const std::vector<std::int64_t>& ints) {
+  WindowGeom g;
+  const std::array fields{&g.n, &g.h, &g.w, &g.c, &g.kh, &g.kw, &g.sh, &g.sw, &g.dh, &g.dw, &g.pad_top, &g.pad_left,
+                          &g.ho, &g.wo, &g.o};
+  if (ints.size() != fields.size())
+    throw ValueError(fmt::format("pool: a traced window geometry of {} integers, not {}", ints.size(), fields.size()));
+  for (std::size_t i = 0; i < ints.size(); ++i) *fields[i] = ints[i];
+  return [=](const Tensor* t) { pool(k, at_batch_of(g, t[2]), t[0], t[1], t[2]); };
+}
+
 void pool(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, const Tensor& out) {
   if (KernelRecorder* r = recorder()) {
     const auto ints = geometry_ints(g);
     return r->kernel({"pool", int(k), 0, ints.data(), ints.size()}, {&a, &b}, {&out},
-                     [=](const Tensor* t) { pool(k, at_batch_of(g, t[2]), t[0], t[1], t[2]); });
+                     pool_replay(k, {ints.begin(), ints.end()}));
   }
   KernelClock clock;
   if (!on_cuda(out) && is_half(out.dtype()))

@@ -46,6 +46,10 @@ enum class PoolKernel : std::uint8_t {
   max_gather,    // the adjoint of max_backward in dy: out[window] = dx[argmax of the window]
   avg_forward,   // the mean over each window's pixels inside the image
   avg_backward,
+  // max_backward then relu_grad(that, x) (the pool's input x being a ReLU's output): the
+  // gradient through ReLU and max pool in one pass over the images. Only graph fusion makes it
+  // (graph/fuse_patterns.cpp); the bits are those of the two kernels.
+  max_backward_relu,
 };
 
 // What keel::random's factories sample: uniform [a, b) and normal (mean a, stddev b; truncated

@@ -59,9 +59,10 @@ struct TypedKernels {
   void (*window_max)(const T* x, std::int64_t step, const std::int64_t* offset, int taps, T* y,
                      std::int64_t pixels, std::int64_t channels);
   // Its gradient into dx (x's layout): dy[q * channels + c] to the first maximum (the first NaN
-  // if any), 0 to the window's other taps; added to dx when accumulate, else stored.
+  // if any), 0 to the window's other taps; added to dx when accumulate, else stored. With relu
+  // (not with accumulate), the maximum's tap gets dy * (x > 0 ? 1 : 0): relu_grad's bits.
   void (*window_max_grad)(const T* x, std::int64_t step, const std::int64_t* offset, int taps, const T* dy,
-                          T* dx, std::int64_t pixels, std::int64_t channels, bool accumulate);
+                          T* dx, std::int64_t pixels, std::int64_t channels, bool accumulate, bool relu);
   // The adjoint of window_max_grad in dy: out[q * channels + c] = dx at the tap it chose.
   void (*window_max_gather)(const T* x, std::int64_t step, const std::int64_t* offset, int taps, const T* dx,
                             T* out, std::int64_t pixels, std::int64_t channels);

@@ -87,9 +87,10 @@ bool windows_cover(const WindowGeom& g) {
 
 // The gradients, a scatter into dx split by images: grad(n, oh, ow0, pixels, taps, offset,
 // accumulate) runs the kernel on one window run of image n, output row oh. dx is zeroed first
-// unless the windows own every pixel, and overlapping windows add up.
-template <class T, class Grad>
-void pool_backward_t(const WindowGeom& g, T* dx, Grad&& grad) {
+// unless the windows own every pixel, and overlapping windows add up. finish(n) runs when image
+// n's gradient is complete, while it is in cache.
+template <class T, class Grad, class Finish>
+void pool_backward_t(const WindowGeom& g, T* dx, Grad&& grad, Finish&& finish) {
   const i64 C = g.c, image = g.h * g.w * C;
   if (g.n * image == 0) return;
   const bool disjoint = disjoint_windows(g), covers = windows_cover(g);
@@ -103,17 +104,27 @@ void pool_backward_t(const WindowGeom& g, T* dx, Grad&& grad) {
         for_each_window_run(g, oh, offset, [&](i64 ow0, i64 pixels, int taps) {
           grad(n, oh, ow0, pixels, taps, offset, /*accumulate=*/!disjoint);
         });
+    for (i64 n = n0; n < n1; ++n) finish(n);
   });
 }
 
+// The max pool's gradient; with `relu`, masked as relu_grad(dx, x) (x a ReLU's output): in the
+// scatter itself where windows do not overlap, else image by image once each is complete.
 template <class T>
-void max_pool_backward_t(const WindowGeom& g, const T* x, const T* dy, T* dx) {
+void max_pool_backward_t(const WindowGeom& g, const T* x, const T* dy, T* dx, bool relu) {
   const i64 C = g.c, image = g.h * g.w * C;
-  const auto window_max_grad = typed_kernels<T>().window_max_grad;
-  pool_backward_t(g, dx, [&](i64 n, i64 oh, i64 ow0, i64 pixels, int taps, const i64* offset, bool accumulate) {
-    window_max_grad(x + n * image, g.sw * C, offset, taps, dy + ((n * g.ho + oh) * g.wo + ow0) * C, dx + n * image,
-                    pixels, C, accumulate);
-  });
+  const TypedKernels<T>& kern = typed_kernels<T>();
+  const bool in_scatter = relu && disjoint_windows(g);
+  pool_backward_t(
+      g, dx,
+      [&](i64 n, i64 oh, i64 ow0, i64 pixels, int taps, const i64* offset, bool accumulate) {
+        kern.window_max_grad(x + n * image, g.sw * C, offset, taps, dy + ((n * g.ho + oh) * g.wo + ow0) * C,
+                             dx + n * image, pixels, C, accumulate, in_scatter);
+      },
+      [&](i64 n) {
+        if (relu && !in_scatter)
+          kern.binary(BinaryOp::relu_grad, dx + n * image, 1, x + n * image, 1, dx + n * image, image);
+      });
 }
 
 template <class T>
@@ -128,10 +139,13 @@ template <class T>
 void avg_pool_backward_t(const WindowGeom& g, const T* dy, T* dx) {
   const i64 C = g.c, image = g.h * g.w * C;
   const auto window_mean_grad = typed_kernels<T>().window_mean_grad;
-  pool_backward_t(g, dx, [&](i64 n, i64 oh, i64 ow0, i64 pixels, int taps, const i64* offset, bool accumulate) {
-    window_mean_grad(dy + ((n * g.ho + oh) * g.wo + ow0) * C, g.sw * C, offset, taps, dx + n * image, pixels, C,
-                     accumulate);
-  });
+  pool_backward_t(
+      g, dx,
+      [&](i64 n, i64 oh, i64 ow0, i64 pixels, int taps, const i64* offset, bool accumulate) {
+        window_mean_grad(dy + ((n * g.ho + oh) * g.wo + ow0) * C, g.sw * C, offset, taps, dx + n * image, pixels, C,
+                         accumulate);
+      },
+      [](i64) {});
 }
 
 }  // namespace
@@ -144,7 +158,13 @@ void max_pool_forward(DType dtype, const WindowGeom& g, const void* x, void* y) 
 
 void max_pool_backward(DType dtype, const WindowGeom& g, const void* x, const void* dy, void* dx) {
   detail::dispatch_float(dtype, "max_pool2d_grad", [&]<class T>() {
-    max_pool_backward_t<T>(g, in<T>(x), in<T>(dy), out<T>(dx));
+    max_pool_backward_t<T>(g, in<T>(x), in<T>(dy), out<T>(dx), /*relu=*/false);
+  });
+}
+
+void max_pool_backward_relu(DType dtype, const WindowGeom& g, const void* x, const void* dy, void* dx) {
+  detail::dispatch_float(dtype, "max_pool2d_grad", [&]<class T>() {
+    max_pool_backward_t<T>(g, in<T>(x), in<T>(dy), out<T>(dx), /*relu=*/true);
   });
 }
 

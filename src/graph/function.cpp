@@ -197,7 +197,7 @@ void check_guards(const Plan& p, const std::string& who) {
 
 PassOptions passes_for(const FunctionOptions& o) {
   PassOptions p = default_pass_options();
-  if (!o.jit_compile) p = PassOptions{false, false, false, false};
+  if (!o.jit_compile) p = no_rewrites();
   return p;
 }
 
@@ -273,7 +273,7 @@ std::vector<Tensor> FunctionCore::call_differentiable(const std::vector<Tensor>&
       results = trace(st.options.name, args, f, *entry->plan, binding.get());
       check_guards(*entry->plan, who(st.options));
       // The generic plan's copy at this call's sizes has the trace's slots: the binding fits it.
-      const PassOptions none{false, false, false, false};
+      const PassOptions none = no_rewrites();
       if (!st.generalise_entry(*entry, st.differentiable, args, f, none)) finalise(*entry->plan, none);
       plan = entry->plan;
       ++st.traces;

@@ -54,7 +54,10 @@ std::string kernel_op_name(const backend::KernelType& type) {
     return pick(std::array{"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "DepthwiseConv2dNative",
                            "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter"},
                 k);
-  if (f == "pool") return pick(std::array{"MaxPool", "MaxPoolGrad", "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad"}, k);
+  if (f == "pool")
+    return pick(std::array{"MaxPool", "MaxPoolGrad", "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad",
+                           "MaxPoolGradReluGrad"},
+                k);
   if (f == "gather") return "GatherV2";
   if (f == "segment_sum") return "UnsortedSegmentSum";
   if (f == "one_hot") return "OneHot";

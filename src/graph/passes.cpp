@@ -318,6 +318,7 @@ void finalise(Plan& plan, const PassOptions& options) {
   if (options.eliminate_common_subexpressions) eliminate_common_subexpressions(plan);
   if (options.eliminate_dead_code) eliminate_dead_code(plan);
   plan.unplanned_bytes = intermediate_bytes(plan);
+  if (options.fuse_patterns) fuse_patterns(plan);
   if (options.fuse_elementwise) fuse_elementwise(plan);
   // A differentiable plan's calls each bind memory of their own (Binding): nothing to plan.
   if (!plan.differentiable) plan_memory(plan, options.plan_memory);

@@ -177,8 +177,17 @@ struct PassOptions {
   bool eliminate_common_subexpressions = true;
   bool eliminate_dead_code = true;
   bool fuse_elementwise = true;
+  bool fuse_patterns = true;  // graph/fuse_patterns.cpp
   bool plan_memory = true;
 };
+// Every rewrite off (jit_compile = false; the trace a differentiable plan's binding is made for):
+// the graph runs the calls as traced, in planned memory.
+inline PassOptions no_rewrites() {
+  PassOptions o;
+  o.fold_constants = o.eliminate_common_subexpressions = o.eliminate_dead_code = false;
+  o.fuse_elementwise = o.fuse_patterns = false;
+  return o;
+}
 // A TensorImpl for view v over `storage` (null: bound per call).
 std::shared_ptr<TensorImpl> view_impl(const View& v, std::shared_ptr<Storage> storage);
 

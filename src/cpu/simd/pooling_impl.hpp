@@ -43,13 +43,13 @@ inline B window_max_batch(const T* x, const std::int64_t* offset, int taps, std:
 }
 
 // picked(t, mask) for each tap t of channels [c, c + W), mask holding the lanes whose chosen tap
-// is t. With m the window's max, the chosen tap is the first where v == m; when m is NaN no tap
-// equals it, and the first NaN tap is chosen instead. `v == m || isnan(v)` says both at once,
-// since a NaN tap makes m NaN.
+// is t, given m, the window's max (window_max_batch). The chosen tap is the first where v == m;
+// when m is NaN no tap equals it, and the first NaN tap is chosen instead. `v == m || isnan(v)`
+// says both at once, since a NaN tap makes m NaN.
 template <class B, class T, class Picked>
-inline void for_each_picked_tap(const T* x, const std::int64_t* offset, int taps, std::int64_t c, Picked&& picked) {
+inline void for_each_picked_tap(const T* x, const std::int64_t* offset, int taps, std::int64_t c, const B& m,
+                                Picked&& picked) {
   using M = typename B::batch_bool_type;
-  const B m = window_max_batch<B>(x, offset, taps, c);
   M taken(false);
   for (int t = 0; t < taps; ++t) {
     const B v = B::load_unaligned(x + offset[t] + c);
@@ -57,6 +57,10 @@ inline void for_each_picked_tap(const T* x, const std::int64_t* offset, int taps
     picked(t, want & ~taken);
     taken = taken | want;
   }
+}
+template <class B, class T, class Picked>
+inline void for_each_picked_tap(const T* x, const std::int64_t* offset, int taps, std::int64_t c, Picked&& picked) {
+  for_each_picked_tap<B>(x, offset, taps, c, window_max_batch<B>(x, offset, taps, c), picked);
 }
 
 // y[q * channels + c] = max over t < taps of x[q * step + offset[t] + c], for q < pixels.
@@ -74,18 +78,23 @@ void window_max(const T* x, std::int64_t step, const std::int64_t* offset, int t
 
 // The gradient of window_max: dx[q * step + offset[t] + c] gets dy[q * channels + c] for the
 // chosen tap t, and 0 for the window's other taps (added to dx when accumulate, for overlapping
-// windows; stored otherwise). dx has x's layout.
+// windows; stored otherwise). dx has x's layout. With relu (x a ReLU's output, windows not
+// accumulating), the chosen tap gets relu_grad(dy, x) instead: dy * (x > 0 ? 1 : 0), the bits of
+// the binary kernel's relu_grad over the result (the other taps' 0 * mask is the same +0); the
+// chosen tap's x is the window's max, so one mask serves the window.
 template <class A, class T>
 void window_max_grad(const T* x, std::int64_t step, const std::int64_t* offset, int taps, const T* dy, T* dx,
-                     std::int64_t pixels, std::int64_t channels, bool accumulate) {
+                     std::int64_t pixels, std::int64_t channels, bool accumulate, bool relu) {
   using B = xsimd::batch<T, A>;
   constexpr std::int64_t W = B::size;
-  const B zero(T(0));
+  const B zero(T(0)), one(T(1));
   for (std::int64_t q = 0; q < pixels; ++q, x += step, dx += step, dy += channels) {
     std::int64_t c = 0;
     for (; c + W <= channels; c += W) {
-      const B g = B::load_unaligned(dy + c);
-      for_each_picked_tap<B>(x, offset, taps, c, [&](int t, const auto& hit) {
+      const B m = window_max_batch<B>(x, offset, taps, c);
+      B g = B::load_unaligned(dy + c);
+      if (relu) g = g * xsimd::select(m > zero, one, zero);
+      for_each_picked_tap<B>(x, offset, taps, c, m, [&](int t, const auto& hit) {
         const B part = xsimd::select(hit, g, zero);
         T* d = dx + offset[t] + c;
         (accumulate ? B::load_unaligned(d) + part : part).store_unaligned(d);
@@ -93,8 +102,9 @@ void window_max_grad(const T* x, std::int64_t step, const std::int64_t* offset, 
     }
     for (; c < channels; ++c) {
       const int arg = first_max_tap(x, offset, taps, c);
+      const T g = relu ? dy[c] * (x[offset[arg] + c] > T(0) ? T(1) : T(0)) : dy[c];
       for (int t = 0; t < taps; ++t) {
-        const T part = t == arg ? dy[c] : T(0);
+        const T part = t == arg ? g : T(0);
         T& d = dx[offset[t] + c];
         d = accumulate ? d + part : part;
       }
