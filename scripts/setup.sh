@@ -11,7 +11,7 @@ packages=(
   libpng-dev libjpeg62-turbo-dev
   xtensor-dev
   libprotobuf-dev protobuf-compiler python3-protobuf
-  ccache
+  ccache lld
   dataset-fashion-mnist
   clang libclang-rt-14-dev libomp-dev
   libhdf5-dev libopenmpi-dev openmpi-bin libcpp-httplib-dev
