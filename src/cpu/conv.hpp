@@ -33,8 +33,9 @@ void depthwise_backward_filter(DType dtype, const WindowGeom& g, const void* x, 
 void max_pool_forward(DType dtype, const WindowGeom& g, const void* x, void* y);
 // dx[argmax of each window] += dy (the first maximum in row-major window order, as TensorFlow).
 void max_pool_backward(DType dtype, const WindowGeom& g, const void* x, const void* dy, void* dx);
-// max_pool_backward, then dx = relu_grad(dx, x) (x a ReLU's output): image by image, each
-// image's gradient masked while it is still in cache.
+// max_pool_backward, then dx = relu_grad(dx, x) (x a ReLU's output), in one pass: the mask is
+// applied inside the scatter where windows do not overlap, else to each image once its
+// gradient is complete, while it is still in cache.
 void max_pool_backward_relu(DType dtype, const WindowGeom& g, const void* x, const void* dy, void* dx);
 // The adjoint of max_pool_backward in dy: out[window] = dx[argmax of the window] (shape of y).
 void max_pool_gather(DType dtype, const WindowGeom& g, const void* x, const void* dx, void* out);
