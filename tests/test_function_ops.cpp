@@ -4,9 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <array>
-#include <cstring>
 #include <functional>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -379,77 +377,4 @@ TEST_CASE("a traced function's traced backward and eager cond / while_loop pass 
                             },
                             {xs[0], constant(0.0, DType::float64)})[0];
   }, {a});
-}
-
-TEST_CASE("a max pool's gradient and the ReLU gradient after it run as one kernel with the same bits", "[function]") {
-  // Pattern fusion (graph/fuse_patterns.cpp): MaxPoolGrad(relu(x), dy) then ReluGrad(that,
-  // relu(x)) become MaxPoolGradReluGrad. It masks dy by the window's max > 0 inside the scatter
-  // where windows do not overlap, and each image after its scatter where they do. Against the
-  // eager gradient (the two kernels), bit for bit (NaNs and the signs of zeros included), at
-  // every SIMD level: pools that tile the image (2x2/2), leave pixels out (7x5 valid, a 2x2/3
-  // gap), pad ("same") and overlap (3x3/1); channels with and without a SIMD tail. Half of relu(x)
-  // is 0, so many windows' max is 0 and their mask 0; dy holds negatives (a masked -g is -0), a
-  // NaN and an infinity (NaN * 0 and inf * 0 stay NaN).
-  graph::detail::PassOptions& passes = graph::detail::default_pass_options();
-  const graph::detail::PassOptions saved = passes;
-  struct Case {
-    Shape x;
-    std::array<int, 2> pool, strides;
-    std::string padding;
-  };
-  const std::vector<Case> cases = {{{2, 8, 8, 0}, {2, 2}, {2, 2}, "valid"},
-                                   {{2, 7, 5, 0}, {2, 2}, {2, 2}, "valid"},
-                                   {{2, 7, 5, 0}, {2, 2}, {2, 2}, "same"},
-                                   {{1, 8, 7, 0}, {2, 2}, {3, 3}, "valid"},
-                                   {{1, 6, 5, 0}, {3, 3}, {1, 1}, "same"}};
-  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
-  const auto same_bits = [](const Tensor& a, const Tensor& b) {
-    return a.dtype() == b.dtype() && a.size() == b.size() &&
-           std::memcmp(a.contiguous().raw_data(), b.contiguous().raw_data(), a.size() * itemsize(a.dtype())) == 0;
-  };
-  auto body = [](const Case& c) {
-    return [c](const Tensor& x, const Tensor& w) {
-      GradientTape tape;
-      tape.watch(x);
-      const Tensor loss = reduce_sum(max_pool2d(relu(x), c.pool, c.strides, c.padding) * w);
-      return tape.gradient(loss, x);
-    };
-  };
-  testing::at_every_simd_level([&](const std::string& level) {
-    for (const DType dtype : {DType::float32, DType::float64})
-      for (const std::int64_t channels : {1, 5, 16, 19, 37})
-        for (Case c : cases) {
-          c.x[3] = channels;
-          INFO(level << " " << keel::name(dtype) << " x " << c.x.to_string() << " pool " << c.pool[0] << " stride "
-                     << c.strides[0] << " " << c.padding);
-          std::vector<double> xv(static_cast<std::size_t>(c.x.num_elements()));
-          for (std::size_t i = 0; i < xv.size(); ++i)
-            xv[i] = i % 11 == 7 ? nan : static_cast<double>(static_cast<int>((i * 7919) % 5) - 2);
-          const Tensor x = constant(xv, c.x, DType::float64).astype(dtype);
-          const Tensor y = max_pool2d(x, c.pool, c.strides, c.padding);
-          std::vector<double> wv(static_cast<std::size_t>(y.size()));
-          for (std::size_t i = 0; i < wv.size(); ++i)
-            wv[i] = i % 13 == 5 ? nan : i % 17 == 3 ? inf : static_cast<double>(static_cast<int>(i % 7) - 3);
-          const Tensor w = constant(wv, y.shape(), DType::float64).astype(dtype);
-          const Tensor want = body(c)(x, w);
-          passes.fuse_patterns = true;
-          auto fused = keel::function(body(c));
-          const graph::Graph& g = fused.concrete_graph(x, w);
-          passes.fuse_patterns = false;
-          auto plain = keel::function(body(c));
-          const graph::Graph& unfused = plain.concrete_graph(x, w);
-          passes = saved;
-          std::size_t fused_kernels = 0, pool_grads = 0, relu_grads = 0;
-          for (const auto& op : g.operations()) {
-            fused_kernels += op.type == "MaxPoolGradReluGrad";
-            pool_grads += op.type == "MaxPoolGrad";
-            relu_grads += op.type == "ReluGrad";
-          }
-          CHECK(fused_kernels == 1);
-          CHECK(pool_grads + relu_grads == 0);
-          for (const auto& op : unfused.operations()) CHECK(op.type != "MaxPoolGradReluGrad");
-          CHECK(same_bits(fused(x, w), want));  // a replay of the fused graph
-          CHECK(same_bits(plain(x, w), want));
-        }
-  });
 }

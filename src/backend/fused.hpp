@@ -9,7 +9,9 @@
 // contiguous and written in full; nothing is allocated but scratch inside the kernels.
 #include <cstdint>
 
+#include "backend/recorder.hpp"
 #include "core/elementwise_program.hpp"
+#include "core/window.hpp"
 #include "keel/core/device.hpp"
 #include "keel/core/tensor.hpp"
 
@@ -105,6 +107,15 @@ void sigmoid_cross_entropy(const Tensor& labels, const Tensor& logits, const Ten
 // contiguous, y like x. The activation is the unary kernel `op` (relu, sigmoid, tanh or exp), or
 // none when `linear`: x is read once and y written once.
 void bias_activation(const Tensor& x, const Tensor& bias, bool linear, kernel::UnaryOp op, const Tensor& y);
+
+// y = activation(conv2d(x, kernel) + bias), bias [o] contiguous, activation as bias_activation's:
+// graph mode's fused Conv2D + BiasAdd + activation (graph/fuse_patterns.cpp), on a device where
+// has_fused(bias_activation). Each block of output rows gets its bias and activation while in
+// cache, by the kernel bias_activation runs: the bits of the convolution, then bias_activation.
+void conv2d_bias_activation(const kernel::WindowGeom& g, const Tensor& x, const Tensor& kernel, const Tensor& bias,
+                            bool linear, kernel::UnaryOp op, const Tensor& y);
+// What replays it for a traced graph, from the geometry the graph keeps (Node::ints).
+KernelReplay conv2d_bias_activation_replay(const std::vector<std::int64_t>& ints, bool linear, kernel::UnaryOp op);
 
 // ---- fused elementwise programs (graph mode's fusion) ---------------------------------------------
 

@@ -7,6 +7,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/device.hpp"
+#include "backend/fused.hpp"
 #include "backend/kernel_clock.hpp"
 #include "backend/recorder.hpp"
 #include "cpu/conv.hpp"
@@ -16,9 +17,29 @@ namespace keel::backend {
 
 namespace {
 
-// A window's geometry as a traced graph keeps it (the field order of WindowGeom).
+// A window's geometry as a traced graph keeps it: these fields, in this order.
+template <class G>
+auto geometry_fields(G& g) {
+  return std::array{&g.n, &g.h, &g.w, &g.c, &g.kh, &g.kw, &g.sh, &g.sw, &g.dh, &g.dw, &g.pad_top, &g.pad_left,
+                    &g.ho, &g.wo, &g.o};
+}
+
 std::array<std::int64_t, 15> geometry_ints(const WindowGeom& g) {
-  return {g.n, g.h, g.w, g.c, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pad_top, g.pad_left, g.ho, g.wo, g.o};
+  std::array<std::int64_t, 15> ints{};
+  const auto fields = geometry_fields(g);
+  static_assert(fields.size() == ints.size());
+  for (std::size_t i = 0; i < ints.size(); ++i) ints[i] = *fields[i];
+  return ints;
+}
+
+WindowGeom geometry_of(const std::vector<std::int64_t>& ints, const char* op) {
+  WindowGeom g;
+  const auto fields = geometry_fields(g);
+  if (ints.size() != fields.size())
+    throw ValueError(
+        fmt::format("{}: a traced window geometry of {} integers, not {}", op, ints.size(), fields.size()));
+  for (std::size_t i = 0; i < ints.size(); ++i) *fields[i] = ints[i];
+  return g;
 }
 
 const void* input_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
@@ -102,12 +123,7 @@ void conv(ConvKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, c
 }
 
 KernelReplay pool_replay(PoolKernel k, const std::vector<std::int64_t>& ints) {
-  WindowGeom g;
-  const std::array fields{&g.n, &g.h, &g.w, &g.c, &g.kh, &g.kw, &g.sh, &g.sw, &g.dh, &g.dw, &g.pad_top, &g.pad_left,
-                          &g.ho, &g.wo, &g.o};
-  if (ints.size() != fields.size())
-    throw ValueError(fmt::format("pool: a traced window geometry of {} integers, not {}", ints.size(), fields.size()));
-  for (std::size_t i = 0; i < ints.size(); ++i) *fields[i] = ints[i];
+  const WindowGeom g = geometry_of(ints, "pool");
   return [=](const Tensor* t) { pool(k, at_batch_of(g, t[2]), t[0], t[1], t[2]); };
 }
 
@@ -121,6 +137,27 @@ void pool(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, c
   if (!on_cuda(out) && is_half(out.dtype()))
     return via_float32({&a, &b}, out, [&](const std::vector<Tensor>& w, const Tensor& o) { pool_native(k, g, w[0], w[1], o); });
   pool_native(k, g, a, b, out);
+}
+
+// ---- the fused convolution + bias + activation ---------------------------------------------------
+
+KernelReplay conv2d_bias_activation_replay(const std::vector<std::int64_t>& ints, bool linear, UnaryOp op) {
+  const WindowGeom g = geometry_of(ints, "conv2d");
+  return [=](const Tensor* t) { conv2d_bias_activation(at_batch_of(g, t[3]), t[0], t[1], t[2], linear, op, t[3]); };
+}
+
+void conv2d_bias_activation(const WindowGeom& g, const Tensor& x, const Tensor& kernel, const Tensor& bias, bool linear,
+                            UnaryOp op, const Tensor& y) {
+  if (KernelRecorder* r = recorder()) {
+    const auto ints = geometry_ints(g);
+    return r->kernel({"conv_bias_activation", linear ? -1 : static_cast<int>(op), 0, ints.data(), ints.size()},
+                     {&x, &kernel, &bias}, {&y}, conv2d_bias_activation_replay({ints.begin(), ints.end()}, linear, op));
+  }
+  KernelClock clock;
+  // Graph fusion makes this call only where bias_activation has a kernel: the CPU.
+  if (!has_fused(Fused::bias_activation, y.device()))
+    throw DeviceError(fmt::format("conv2d with bias_add: no fused kernel on {}", y.device().to_string()));
+  cpu::conv2d_forward(y.dtype(), g, x.raw_data(), kernel.raw_data(), y.raw_data(), {bias.raw_data(), linear, op});
 }
 
 }  // namespace keel::backend

@@ -23,9 +23,12 @@
 #include <type_traits>
 #include <vector>
 
+#include <fmt/core.h>
+
 #include "core/dispatch.hpp"
 #include "cpu/window_kernels.hpp"
 #include "cpu/conv_direct.hpp"
+#include "keel/core/error.hpp"
 
 namespace keel::cpu {
 
@@ -153,17 +156,23 @@ void col2im_add(const WindowGeom& g, const T* col, i64 r0, i64 r1, T* x) {
 // ---- conv2d --------------------------------------------------------------------------------------
 
 template <class T>
-void conv_forward_t(const WindowGeom& g, const T* x, const T* k, T* y) {
+void conv_forward_t(const WindowGeom& g, const T* x, const T* k, T* y, const ConvEpilogue& ep) {
   const i64 M = g.n * g.ho * g.wo, K = g.kh * g.kw * g.c, O = g.o;
   if (M == 0 || O == 0) return;
+  // An empty call asks the kernel whether it fuses this activation, before any part runs.
+  const auto* bias = static_cast<const T*>(ep.bias);
+  if (bias != nullptr && !typed_kernels<T>().bias_unary(ep.op, ep.linear, y, bias, O, y, 0))
+    throw ValueError(fmt::format("conv2d: unary kernel {} is not one it fuses (relu, sigmoid, tanh, exp)",
+                                 static_cast<int>(ep.op)));
   if (K == 0) {
     std::fill(y, y + M * O, T(0));
+    finish_rows(ep, y, M, O);
     return;
   }
 #ifdef KEEL_CONV_DIRECT_AVX2
   if constexpr (std::is_same_v<T, float>) {
     if (!pointwise(g) && direct::direct_fits(g)) {
-      direct::direct_forward(g, x, k, y);
+      direct::direct_forward(g, x, k, y, ep);
       return;
     }
   }
@@ -178,6 +187,7 @@ void conv_forward_t(const WindowGeom& g, const T* x, const T* k, T* y) {
     for (i64 b = begin; b < end; b += block) {
       const i64 e = std::min(b + block, end);
       gemm_rm(false, false, e - b, O, K, im2col_rows(g, x, b, e, direct, col), K, k, O, T(0), y + b * O, O);
+      finish_rows(ep, y + b * O, e - b, O);
     }
   });
 }
@@ -249,9 +259,10 @@ void conv_backward_filter_t(const WindowGeom& g, const T* x, const T* dy, T* dk)
 
 }  // namespace
 
-void conv2d_forward(DType dtype, const WindowGeom& g, const void* x, const void* kernel, void* y) {
+void conv2d_forward(DType dtype, const WindowGeom& g, const void* x, const void* kernel, void* y,
+                    const ConvEpilogue& epilogue) {
   detail::dispatch_float(dtype, "conv2d", [&]<class T>() {
-    conv_forward_t<T>(g, in<T>(x), in<T>(kernel), out<T>(y));
+    conv_forward_t<T>(g, in<T>(x), in<T>(kernel), out<T>(y), epilogue);
   });
 }
 

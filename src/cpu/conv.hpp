@@ -6,6 +6,7 @@
 // in src/ops/; these functions trust the geometry they are given.
 #include <cstdint>
 
+#include "core/kernel_kinds.hpp"
 #include "core/window.hpp"
 #include "keel/core/dtype.hpp"
 
@@ -14,7 +15,18 @@ namespace keel::cpu {
 using kernel::WindowGeom;
 
 // ---- conv2d: x [n,h,w,c], kernel [kh,kw,c,o], y [n,ho,wo,o] --------------------------------------
-void conv2d_forward(DType dtype, const WindowGeom& g, const void* x, const void* kernel, void* y);
+// What conv2d_forward does to each block of output rows while the block is still in cache:
+// y = activation(y + bias) with bias [o] of y's dtype, the bias_unary kernel of `op` (relu,
+// sigmoid, tanh or exp) or none when `linear`, so the bits are those of the convolution followed
+// by that kernel (graph mode's fused Conv2D + BiasAdd + activation, graph/fuse_patterns.cpp).
+// Nothing when bias is null.
+struct ConvEpilogue {
+  const void* bias = nullptr;
+  bool linear = true;
+  kernel::UnaryOp op = kernel::UnaryOp::relu;
+};
+void conv2d_forward(DType dtype, const WindowGeom& g, const void* x, const void* kernel, void* y,
+                    const ConvEpilogue& epilogue = {});
 // dx = the adjoint of conv2d in x applied to dy (col2im of dy @ kernel^T).
 void conv2d_backward_input(DType dtype, const WindowGeom& g, const void* dy, const void* kernel,
                            void* dx);

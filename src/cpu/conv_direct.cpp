@@ -102,7 +102,7 @@ struct PaddedImage {
   }
 };
 
-void direct_forward(const WindowGeom& g, const float* x, const float* k, float* y) {
+void direct_forward(const WindowGeom& g, const float* x, const float* k, float* y, const ConvEpilogue& epilogue) {
   const PaddedImage pad(g);
   const DirectSteps st = pad.steps(g);
   const i64 C = g.c, O = g.o, rows = g.n * g.ho;
@@ -122,6 +122,7 @@ void direct_forward(const WindowGeom& g, const float* x, const float* k, float* 
         else
           direct_row<1>(st, src, g.wo, k + ob, out + ob);
       }
+      finish_rows(epilogue, out, g.wo, O);
     }
   });
 }

@@ -18,7 +18,8 @@ namespace keel::cpu::direct {
 // Whether the direct kernel takes this convolution: output channels a multiple of 8, K <= 64,
 // and a CPU with AVX2 and FMA.
 bool direct_fits(const WindowGeom& g);
-void direct_forward(const WindowGeom& g, const float* x, const float* k, float* y);
+// Each output row gets the epilogue (cpu/conv.hpp) as soon as it is written.
+void direct_forward(const WindowGeom& g, const float* x, const float* k, float* y, const ConvEpilogue& epilogue);
 void direct_backward_filter(const WindowGeom& g, const float* x, const float* dy, float* dk);
 
 }  // namespace keel::cpu::direct

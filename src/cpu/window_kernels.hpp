@@ -8,6 +8,7 @@
 
 #include "cpu/blas.hpp"
 #include "cpu/conv.hpp"
+#include "cpu/kernels.hpp"
 #include "cpu/thread_pool.hpp"
 #include "keel/core/config.hpp"
 
@@ -25,6 +26,15 @@ inline void gemm_rm(bool ta, bool tb, i64 m, i64 n, i64 k, const float* a, i64 l
 inline void gemm_rm(bool ta, bool tb, i64 m, i64 n, i64 k, const double* a, i64 lda, const double* b,
                     i64 ldb, double beta, double* c, i64 ldc) {
   blas::gemm(ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+}
+
+// ---- a forward convolution's epilogue (cpu/conv.hpp) -------------------------------------------
+
+// rows x o contiguous elements of y = activation(y + bias), in place.
+template <class T>
+inline void finish_rows(const ConvEpilogue& ep, T* y, i64 rows, i64 o) {
+  if (ep.bias != nullptr && rows > 0)
+    typed_kernels<T>().bias_unary(ep.op, ep.linear, y, static_cast<const T*>(ep.bias), o, y, rows * o);
 }
 
 // ---- threading ---------------------------------------------------------------------------------

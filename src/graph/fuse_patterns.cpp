@@ -6,10 +6,18 @@
 //   becomes MaxPoolGradReluGrad(x, dy) -> dz, which masks each image's gradient while it is in
 //   cache instead of writing g and reading it back. The pool's input is the ReLU's output, so the
 //   same view is both kernels' x.
+//
+//   Conv2D(x, k) -> y; Add(y, bias) -> t; [Relu|Sigmoid|Tanh|Exp](t) -> z
+//                                                      (a Conv2D layer's forward: bias_add is an
+//                                                      add and an activation under a trace)
+//   becomes Conv2DBiasAdd<Act>(x, k, bias) -> z, which adds the bias and applies the activation
+//   to each block of output rows right after its GEMM, while the block is in cache, instead of a
+//   pass over y and t in memory. The activation joins only when t is read by nothing else.
 #include <algorithm>
 #include <string_view>
 
 #include "backend/backend.hpp"
+#include "backend/fused.hpp"
 #include "graph/fusion.hpp"
 
 namespace keel::graph::detail {
@@ -37,6 +45,11 @@ class PatternFuser {
       if (i + 1 < p_.nodes.size() && pool_then_relu_grad(p_.nodes[i], p_.nodes[i + 1])) {
         out.push_back(fused_pool_relu_grad(p_.nodes[i], p_.nodes[i + 1]));
         ++i;
+        continue;
+      }
+      if (const std::size_t taken = conv_bias_activation(i)) {
+        out.push_back(fused_conv_bias_activation(i, taken));
+        i += taken - 1;
         continue;
       }
       out.push_back(std::move(p_.nodes[i]));
@@ -74,6 +87,66 @@ class PatternFuser {
     fused.type.kind = int(kernel::PoolKernel::max_backward_relu);
     fused.operands[2] = relu.operands[2];
     fused.kernel = backend::pool_replay(kernel::PoolKernel::max_backward_relu, fused.ints);
+    return fused;
+  }
+
+  // A value that lives only between two calls: written by one, read by the other.
+  bool passed_on(int v) const {
+    const std::size_t s = slot_of(v);
+    return p_.slots[s].kind == SlotKind::intermediate && !result_[s] && uses_[s] == 2;
+  }
+
+  // How many nodes from i make Conv2D -> Add(bias) [-> activation]: 3, 2, or 0 for no match.
+  std::size_t conv_bias_activation(std::size_t i) const {
+    using kernel::BinaryOp;
+    using kernel::UnaryOp;
+    if (i + 1 >= p_.nodes.size()) return 0;
+    const Node &conv = p_.nodes[i], &add = p_.nodes[i + 1];
+    if (!is_kernel(conv, "conv", int(kernel::ConvKernel::conv2d_forward)) ||
+        !is_kernel(add, "binary", int(BinaryOp::add)))
+      return 0;
+    if (conv.num_inputs != 2 || conv.operands.size() != 3 || add.num_inputs != 2 || add.operands.size() != 3) return 0;
+    for (int v : {conv.operands[0], conv.operands[1], conv.operands[2], add.operands[1], add.operands[2]})
+      if (v < 0 || !contiguous_view(view(v))) return 0;
+    const View &y = view(conv.operands[2]), &bias = view(add.operands[1]), &t = view(add.operands[2]);
+    if (y.dtype != DType::float32 && y.dtype != DType::float64) return 0;
+    if (!backend::has_fused(backend::Fused::bias_activation, p_.slots[slot_of(conv.operands[2])].device)) return 0;
+    if (!passed_on(conv.operands[2]) || !same_view(view(add.operands[0]), y)) return 0;
+    // The bias: a row of y's last axis (leading axes of 1), y's dtype.
+    const std::int64_t o = y.shape.dims().empty() ? 0 : y.shape.dims().back();
+    if (bias.dtype != y.dtype || bias.shape.num_elements() != o || bias.shape.dims().empty() ||
+        bias.shape.dims().back() != o)
+      return 0;
+    if (t.shape != y.shape || t.dtype != y.dtype) return 0;
+    std::size_t taken = 2;
+    if (i + 2 < p_.nodes.size()) {
+      const Node& act = p_.nodes[i + 2];
+      const bool fusable = act.kind == NodeKind::kernel && std::string_view(act.type.family) == "unary" &&
+                           act.type.alpha == 0 && act.num_inputs == 1 && act.operands.size() == 2 &&
+                           (act.type.kind == int(UnaryOp::relu) || act.type.kind == int(UnaryOp::sigmoid) ||
+                            act.type.kind == int(UnaryOp::tanh) || act.type.kind == int(UnaryOp::exp));
+      if (fusable && act.operands[1] >= 0 && contiguous_view(view(act.operands[1])) && passed_on(add.operands[2]) &&
+          same_view(view(act.operands[0]), t) && view(act.operands[1]).shape == t.shape &&
+          view(act.operands[1]).dtype == t.dtype)
+        taken = 3;
+    }
+    // The result is written block by block while x, the kernel and the bias are still read.
+    const std::size_t z = slot_of(p_.nodes[i + taken - 1].operands.back());
+    for (int v : {conv.operands[0], conv.operands[1], add.operands[1]})
+      if (slot_of(v) == z) return 0;
+    return taken;
+  }
+
+  Node fused_conv_bias_activation(std::size_t i, std::size_t taken) {
+    Node fused = std::move(p_.nodes[i]);
+    const Node& add = p_.nodes[i + 1];
+    const bool linear = taken == 2;
+    const auto op = linear ? kernel::UnaryOp::relu : static_cast<kernel::UnaryOp>(p_.nodes[i + 2].type.kind);
+    fused.type.family = "conv_bias_activation";
+    fused.type.kind = linear ? -1 : static_cast<int>(op);
+    fused.operands = {fused.operands[0], fused.operands[1], add.operands[1], p_.nodes[i + taken - 1].operands.back()};
+    fused.num_inputs = 3;
+    fused.kernel = backend::conv2d_bias_activation_replay(fused.ints, linear, op);
     return fused;
   }
 

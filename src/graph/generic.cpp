@@ -380,7 +380,10 @@ bool captured_sizes_fixed(Plan& raw, const std::vector<std::shared_ptr<Plan>>& p
       const std::string_view family = n.type.family;
       // The kept integer arguments: a window's all but the batch, gather's all, others' none.
       const auto from = static_cast<std::ptrdiff_t>(
-          std::min(family == "conv" || family == "pool" ? 1 : family == "gather" ? 0 : n.ints.size(), n.ints.size()));
+          std::min(family == "conv" || family == "pool" || family == "conv_bias_activation" ? 1
+                   : family == "gather"                                                     ? 0
+                                                                                            : n.ints.size(),
+                   n.ints.size()));
       bool fixed = std::equal(n.ints.begin() + from, n.ints.end(), other[i]->ints.begin() + from);
       if (family == "int8_conv2d" || family == "int8_depthwise2d")
         for (int v : n.operands) {

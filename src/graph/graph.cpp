@@ -88,6 +88,9 @@ std::string kernel_op_name(const backend::KernelType& type) {
   // bias_add with its activation: "BiasAdd", "BiasAddRelu", "BiasAddSigmoid", ...
   if (f == "bias_activation")
     return k < 0 ? std::string("BiasAdd") : fmt::format("BiasAdd{}", kernel_op_name({"unary", k}));
+  // graph/fuse_patterns.cpp's Conv2D with its bias and activation: "Conv2DBiasAdd", "Conv2DBiasAddRelu", ...
+  if (f == "conv_bias_activation")
+    return k < 0 ? std::string("Conv2DBiasAdd") : fmt::format("Conv2DBiasAdd{}", kernel_op_name({"unary", k}));
   if (f == "scan") return pick(std::array{"Cumsum", "Cumprod"}, k);
   if (f == "sort") return "Sort";
   if (f == "top_k") return "TopKV2";

@@ -350,7 +350,7 @@ std::vector<Value> convert_traced(GraphBuilder& g, layers::Layer& layer, const s
       throw ValueError(fmt::format("export_onnx: {} has no ONNX converter of its own and its call cannot be traced: {}",
                                    who(layer), e.what()));
     }
-    graph::detail::finalise(plans[t], {.fuse_elementwise = false, .plan_memory = false});
+    graph::detail::finalise(plans[t], {.fuse_elementwise = false, .fuse_patterns = false, .plan_memory = false});
   }
   const Plan& a = plans[0];
   const Plan& b = plans[1];

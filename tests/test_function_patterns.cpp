@@ -1,0 +1,219 @@
+// Pattern fusion in graph mode (graph/fuse_patterns.cpp): kernel sequences that one fused kernel
+// of the backend runs in one pass. Each fused graph must give the bits of the kernels it
+// replaces, so every test compares with memcmp (NaNs and the signs of zeros included), at every
+// SIMD level, and checks that the graph shows the fused kernel (and, with the pass off, not).
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <keel/keel.hpp>
+
+#include "backend/fused.hpp"
+#include "graph/plan.hpp"
+#include "simd_levels.hpp"
+
+using namespace keel;
+
+namespace {
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.contiguous().raw_data(), b.contiguous().raw_data(), a.size() * itemsize(a.dtype())) == 0;
+}
+
+std::size_t count_ops(const graph::Graph& g, const std::string& type) {
+  std::size_t n = 0;
+  for (const auto& op : g.operations()) n += op.type == type;
+  return n;
+}
+
+// Integers in [-2, 2]; with `special`, element 7 is a NaN and element 40 minus infinity (few, so
+// that most results stay finite and a wrong bias or activation shows).
+Tensor pattern(const Shape& shape, DType dtype, int seed, bool special = true) {
+  std::vector<double> v(static_cast<std::size_t>(shape.num_elements()));
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<double>(static_cast<int>((i * 7919 + static_cast<std::size_t>(seed)) % 5) - 2);
+  if (special && v.size() > 40) {
+    v[7] = std::numeric_limits<double>::quiet_NaN();
+    v[40] = -std::numeric_limits<double>::infinity();
+  }
+  return constant(v, shape, DType::float64).astype(dtype);
+}
+
+}  // namespace
+
+TEST_CASE("a max pool's gradient and the ReLU gradient after it run as one kernel with the same bits", "[function]") {
+  // Pattern fusion (graph/fuse_patterns.cpp): MaxPoolGrad(relu(x), dy) then ReluGrad(that,
+  // relu(x)) become MaxPoolGradReluGrad. It masks dy by the window's max > 0 inside the scatter
+  // where windows do not overlap, and each image after its scatter where they do. Against the
+  // eager gradient (the two kernels), bit for bit (NaNs and the signs of zeros included), at
+  // every SIMD level: pools that tile the image (2x2/2), leave pixels out (7x5 valid, a 2x2/3
+  // gap), pad ("same") and overlap (3x3/1); channels with and without a SIMD tail. Half of relu(x)
+  // is 0, so many windows' max is 0 and their mask 0; dy holds negatives (a masked -g is -0), a
+  // NaN and an infinity (NaN * 0 and inf * 0 stay NaN).
+  graph::detail::PassOptions& passes = graph::detail::default_pass_options();
+  const graph::detail::PassOptions saved = passes;
+  struct Case {
+    Shape x;
+    std::array<int, 2> pool, strides;
+    std::string padding;
+  };
+  const std::vector<Case> cases = {{{2, 8, 8, 0}, {2, 2}, {2, 2}, "valid"},
+                                   {{2, 7, 5, 0}, {2, 2}, {2, 2}, "valid"},
+                                   {{2, 7, 5, 0}, {2, 2}, {2, 2}, "same"},
+                                   {{1, 8, 7, 0}, {2, 2}, {3, 3}, "valid"},
+                                   {{1, 6, 5, 0}, {3, 3}, {1, 1}, "same"}};
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  auto body = [](const Case& c) {
+    return [c](const Tensor& x, const Tensor& w) {
+      GradientTape tape;
+      tape.watch(x);
+      const Tensor loss = reduce_sum(max_pool2d(relu(x), c.pool, c.strides, c.padding) * w);
+      return tape.gradient(loss, x);
+    };
+  };
+  testing::at_every_simd_level([&](const std::string& level) {
+    for (const DType dtype : {DType::float32, DType::float64})
+      for (const std::int64_t channels : {1, 5, 16, 19, 37})
+        for (Case c : cases) {
+          c.x[3] = channels;
+          INFO(level << " " << keel::name(dtype) << " x " << c.x.to_string() << " pool " << c.pool[0] << " stride "
+                     << c.strides[0] << " " << c.padding);
+          std::vector<double> xv(static_cast<std::size_t>(c.x.num_elements()));
+          for (std::size_t i = 0; i < xv.size(); ++i)
+            xv[i] = i % 11 == 7 ? nan : static_cast<double>(static_cast<int>((i * 7919) % 5) - 2);
+          const Tensor x = constant(xv, c.x, DType::float64).astype(dtype);
+          const Tensor y = max_pool2d(x, c.pool, c.strides, c.padding);
+          std::vector<double> wv(static_cast<std::size_t>(y.size()));
+          for (std::size_t i = 0; i < wv.size(); ++i)
+            wv[i] = i % 13 == 5 ? nan : i % 17 == 3 ? inf : static_cast<double>(static_cast<int>(i % 7) - 3);
+          const Tensor w = constant(wv, y.shape(), DType::float64).astype(dtype);
+          const Tensor want = body(c)(x, w);
+          passes.fuse_patterns = true;
+          auto fused = keel::function(body(c));
+          const graph::Graph& g = fused.concrete_graph(x, w);
+          passes.fuse_patterns = false;
+          auto plain = keel::function(body(c));
+          const graph::Graph& unfused = plain.concrete_graph(x, w);
+          passes = saved;
+          CHECK(count_ops(g, "MaxPoolGradReluGrad") == 1);
+          CHECK(count_ops(g, "MaxPoolGrad") + count_ops(g, "ReluGrad") == 0);
+          CHECK(count_ops(unfused, "MaxPoolGradReluGrad") == 0);
+          CHECK(same_bits(fused(x, w), want));  // a replay of the fused graph
+          CHECK(same_bits(plain(x, w), want));
+        }
+  });
+}
+
+TEST_CASE("a convolution with its bias and activation runs as one kernel with the same bits", "[function]") {
+  // Conv2D(x, k) -> y; Add(y, b) -> t; Relu|Sigmoid|Tanh|Exp(t) -> z (bias_add under a trace)
+  // become Conv2DBiasAdd<Act>(x, k, b) -> z, which adds the bias and applies the activation to
+  // each block of output rows right after its GEMM (each output row of the direct kernel). The
+  // eager forward is conv2d, then bias_add's one-pass kernel: the same kernel on the same values.
+  // Geometries: the direct kernel (3 channels, 3x3, 16 outputs; float32 with AVX2), im2col (5 and
+  // 19 outputs, not multiples of 8; 16 channels), pointwise 1x1, strides with "valid" padding, and
+  // 1024 output rows (8 im2col blocks, split over the threads). x holds a NaN and an infinity; the
+  // gradients of x, k and b through the fused output are compared too.
+  graph::detail::PassOptions& passes = graph::detail::default_pass_options();
+  const graph::detail::PassOptions saved = passes;
+  struct Case {
+    Shape x;
+    std::int64_t kernel, outputs;
+    std::array<int, 2> strides;
+    std::string padding;
+  };
+  const std::vector<Case> cases = {{{2, 7, 6, 3}, 3, 16, {1, 1}, "same"},  {{2, 7, 6, 3}, 3, 5, {1, 1}, "same"},
+                                   {{1, 6, 5, 16}, 3, 19, {2, 1}, "valid"}, {{2, 4, 5, 7}, 1, 16, {1, 1}, "valid"},
+                                   {{4, 16, 16, 16}, 3, 24, {1, 1}, "same"}};
+  const std::vector<std::pair<std::string, std::string>> activations = {
+      {"linear", "Conv2DBiasAdd"}, {"relu", "Conv2DBiasAddRelu"}, {"sigmoid", "Conv2DBiasAddSigmoid"},
+      {"tanh", "Conv2DBiasAddTanh"}, {"exponential", "Conv2DBiasAddExp"}};
+  auto body = [](const Case& c, const std::string& activation) {
+    return [c, activation](const Tensor& x, const Tensor& k, const Tensor& b) {
+      GradientTape tape;
+      tape.watch(x);
+      tape.watch(k);
+      tape.watch(b);
+      const Tensor z = bias_add(conv2d(x, k, c.strides, c.padding), b, activation);
+      std::vector<Tensor> out = tape.gradient(reduce_sum(z * z.shape()[3] * 0.25), {x, k, b});
+      out.insert(out.begin(), z);
+      return out;
+    };
+  };
+  testing::at_every_simd_level([&](const std::string& level) {
+    for (const DType dtype : {DType::float32, DType::float64})
+      for (const Case& c : cases)
+        for (const auto& [activation, fused_name] : activations) {
+          INFO(level << " " << keel::name(dtype) << " x " << c.x.to_string() << " kernel " << c.kernel << " outputs "
+                     << c.outputs << " " << c.padding << " " << activation);
+          const Tensor x = pattern(c.x, dtype, 1);
+          const Tensor k = pattern(Shape{c.kernel, c.kernel, c.x[3], c.outputs}, dtype, 2, false) * 0.25;
+          const Tensor b = pattern(Shape{c.outputs}, dtype, 3, false);
+          const std::vector<Tensor> want = body(c, activation)(x, k, b);
+          passes.fuse_patterns = true;
+          auto fused = keel::function(body(c, activation));
+          const graph::Graph& g = fused.concrete_graph(x, k, b);
+          passes.fuse_patterns = false;
+          auto plain = keel::function(body(c, activation));
+          const graph::Graph& unfused = plain.concrete_graph(x, k, b);
+          passes = saved;
+          CHECK(count_ops(g, fused_name) == 1);
+          CHECK(count_ops(g, "Conv2D") == 0);
+          CHECK(count_ops(unfused, fused_name) == 0);
+          const std::vector<Tensor> got = fused(x, k, b), got_plain = plain(x, k, b);  // replays
+          REQUIRE(got.size() == want.size());
+          REQUIRE(got_plain.size() == want.size());
+          for (std::size_t i = 0; i < got.size(); ++i) {
+            CHECK(same_bits(got[i], want[i]));
+            CHECK(same_bits(got_plain[i], want[i]));
+          }
+        }
+  });
+}
+
+TEST_CASE("a convolution whose output or sum is read elsewhere keeps those values", "[function]") {
+  // Fusion must not drop a value something else reads: when the convolution's output y is also a
+  // result, nothing fuses; when the biased t is (and the activation after it), the bias joins the
+  // convolution and the activation stays a kernel of its own.
+  const Tensor x = pattern(Shape{2, 6, 6, 3}, DType::float32, 1, false);
+  const Tensor k = pattern(Shape{3, 3, 3, 16}, DType::float32, 2, false);
+  const Tensor b = pattern(Shape{16}, DType::float32, 3, false);
+  auto keeps_y = [](const Tensor& x, const Tensor& k, const Tensor& b) {
+    const Tensor y = conv2d(x, k, {1, 1}, "same");
+    return std::vector<Tensor>{y, bias_add(y, b, "relu")};
+  };
+  auto keeps_t = [](const Tensor& x, const Tensor& k, const Tensor& b) {
+    const Tensor t = bias_add(conv2d(x, k, {1, 1}, "same"), b);
+    return std::vector<Tensor>{t, relu(t)};
+  };
+  auto f = keel::function(keeps_y);
+  CHECK(count_ops(f.concrete_graph(x, k, b), "Conv2D") == 1);
+  CHECK(count_ops(f.concrete_graph(x, k, b), "Conv2DBiasAddRelu") == 0);
+  const std::vector<Tensor> got_y = f(x, k, b), want_y = keeps_y(x, k, b);
+  for (std::size_t i = 0; i < 2; ++i) CHECK(same_bits(got_y[i], want_y[i]));
+  auto h = keel::function(keeps_t);
+  CHECK(count_ops(h.concrete_graph(x, k, b), "Conv2DBiasAdd") == 1);
+  CHECK(count_ops(h.concrete_graph(x, k, b), "Relu") == 1);
+  const std::vector<Tensor> got_t = h(x, k, b), want_t = keeps_t(x, k, b);
+  for (std::size_t i = 0; i < 2; ++i) CHECK(same_bits(got_t[i], want_t[i]));
+}
+
+TEST_CASE("the fused convolution kernel with no input channels gives the activated bias", "[function]") {
+  // K = 0 (a convolution over 0 channels): y is all zeros, so z = activation(bias) everywhere.
+  // A trace does not fuse there (an empty view has no layout to match), so the kernel is called
+  // directly: 1 image of 5x5, a 3x3 window, "same" padding, 8 outputs.
+  kernel::WindowGeom g;
+  g.n = 1, g.h = g.w = 5, g.c = 0, g.kh = g.kw = 3, g.sh = g.sw = g.dh = g.dw = 1, g.pad_top = g.pad_left = 1;
+  g.ho = g.wo = 5, g.o = 8;
+  for (const DType dtype : {DType::float32, DType::float64}) {
+    const Tensor x = zeros({1, 5, 5, 0}, dtype), k = zeros({3, 3, 0, 8}, dtype);
+    const Tensor b = pattern(Shape{8}, dtype, 3, false);
+    const Tensor z = zeros({1, 5, 5, 8}, dtype);
+    backend::conv2d_bias_activation(g, x, k, b, false, kernel::UnaryOp::sigmoid, z);
+    CHECK(same_bits(z, bias_add(zeros({1, 5, 5, 8}, dtype), b, "sigmoid")));
+  }
+}
