@@ -259,30 +259,56 @@ TEST_CASE("a traced function trains in an eager loop as the eager function does"
 
 TEST_CASE("a persistent tape may ask a traced function's gradient twice; nested tapes take its second order",
           "[function][autograd]") {
+  // runs counts executions of f's C++ body: traces only. A gradient recorded by another tape (a
+  // gradient of the gradient) is a traced function of its own, traced once and then replayed, and
+  // so is the gradient of that (third order).
   int runs = 0;
   auto f = keel::function([&](const Tensor& x) {
     ++runs;
     return x * x * x;
   });
   const Tensor x = constant(2.0, DType::float64);
-  GradientTape tape(true);
-  tape.watch(x);
-  const Tensor y = f(x);
-  CHECK(tape.gradient(y, x).item<double>() == 12.0);  // 3 x^2
-  CHECK(tape.gradient(y, x).item<double>() == 12.0);
-  CHECK(runs == 1);  // the trace; the gradients replay it
-  GradientTape outer;
-  outer.watch(x);
-  Tensor g;
   {
-    GradientTape inner;
-    inner.watch(x);
-    const Tensor z = f(x);
-    g = inner.gradient(z, x);  // recorded by `outer`: f runs again, eagerly
+    GradientTape tape(true);
+    tape.watch(x);
+    const Tensor y = f(x);
+    CHECK(tape.gradient(y, x).item<double>() == 12.0);  // 3 x^2
+    CHECK(tape.gradient(y, x).item<double>() == 12.0);
+    CHECK(runs == 1);  // the trace; the gradients replay it
   }
-  CHECK(g.item<double>() == 12.0);
-  CHECK(outer.gradient(g, x).item<double>() == 12.0);  // 6 x
-  CHECK(runs == 2);
+  for (int call = 0; call < 3; ++call) {
+    GradientTape outer;
+    outer.watch(x);
+    Tensor g;
+    {
+      GradientTape inner;
+      inner.watch(x);
+      const Tensor z = f(x);
+      g = inner.gradient(z, x);  // recorded by `outer`: the traced gradient function
+    }
+    CHECK(g.item<double>() == 12.0);
+    CHECK(outer.gradient(g, x).item<double>() == 12.0);  // 6 x
+    CHECK(runs == 2);  // the gradient function's trace, on the first call only
+  }
+  for (int call = 0; call < 3; ++call) {
+    GradientTape third;
+    third.watch(x);
+    Tensor g2;
+    {
+      GradientTape outer;
+      outer.watch(x);
+      Tensor g;
+      {
+        GradientTape inner;
+        inner.watch(x);
+        g = inner.gradient(f(x), x);
+      }
+      g2 = outer.gradient(g, x);  // recorded by `third`: the gradient function's gradient function
+    }
+    CHECK(g2.item<double>() == 12.0);
+    CHECK(third.gradient(g2, x).item<double>() == 6.0);
+    CHECK(runs == 3);
+  }
 }
 
 TEST_CASE("second-order gradients through a traced function match eager ones and finite differences",
@@ -308,13 +334,33 @@ TEST_CASE("second-order gradients through a traced function match eager ones and
     out.insert(out.begin(), ga);
     return out;
   };
-  const auto t = penalty([&](const Tensor& v) { return traced(v); });
-  const auto e = penalty(body);
-  for (std::size_t i = 0; i < e.size(); ++i) {
-    INFO("result " << i);
-    const auto tv = t[i].to_vector<double>(), ev = e[i].to_vector<double>();
-    REQUIRE(tv.size() == ev.size());
-    for (std::size_t j = 0; j < tv.size(); ++j) CHECK(tv[j] == Approx(ev[j]).margin(1e-12));
+  // The inner tape asking for the weights' gradient too: another traced gradient function (one
+  // per set of inputs that need a gradient), d/da and d/dw of sum(grad_a^2) + sum(grad_w^2).
+  const auto both = [&](const std::function<Tensor(const Tensor&)>& fn) {
+    GradientTape outer;
+    outer.watch(a);
+    std::vector<Tensor> g;
+    {
+      GradientTape inner;
+      inner.watch(a);
+      g = inner.gradient(reduce_sum(fn(a)), std::vector<Tensor>{a, w.value()});
+    }
+    const Tensor p = reduce_sum(square(g[0])) + reduce_sum(square(g[1]));
+    std::vector<Tensor> out = outer.gradient(p, std::vector<Tensor>{a, w.value()});
+    out.insert(out.end(), g.begin(), g.end());
+    return out;
+  };
+  using Way = std::function<std::vector<Tensor>(const std::function<Tensor(const Tensor&)>&)>;
+  for (const Way& way : {Way(penalty), Way(both)}) {
+    const auto t = way([&](const Tensor& v) { return traced(v); });
+    const auto e = way(body);
+    REQUIRE(t.size() == e.size());
+    for (std::size_t i = 0; i < e.size(); ++i) {
+      INFO("result " << i);
+      const auto tv = t[i].to_vector<double>(), ev = e[i].to_vector<double>();
+      REQUIRE(tv.size() == ev.size());
+      for (std::size_t j = 0; j < tv.size(); ++j) CHECK(tv[j] == Approx(ev[j]).margin(1e-12));
+    }
   }
   // The gradient of the traced gradient, against finite differences of it (float64).
   check_gradients([&](const std::vector<Tensor>& xs) {

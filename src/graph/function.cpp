@@ -290,10 +290,11 @@ std::vector<Tensor> FunctionCore::call_differentiable(const std::vector<Tensor>&
   for (std::size_t k = 0; k < num_args; ++k) floating_arg[k] = is_floating(args[k].dtype());
   const std::string name = who(st.options);
   autograd::record("function", inputs, results,
-                   [plan, binding, num_args, floating_arg, name, f, call = call_inputs(*plan, args)](
-                       const autograd::Grads& g, const autograd::Needs&) {
-                     // A tape records this backward (a gradient of the gradient): with ops it sees.
-                     if (autograd::recording()) return recorded_backward(*plan, f, call, g, name);
+                   [plan, binding, num_args, floating_arg, name, f, call = call_inputs(*plan, args),
+                    fn_name = st.options.name](const autograd::Grads& g, const autograd::Needs& needs) {
+                     // A tape records this backward (a gradient of the gradient): a traced
+                     // function of its own, which that tape sees as one node.
+                     if (autograd::recording()) return recorded_backward(*plan, f, call, g, needs, name, fn_name);
                      std::vector<Tensor> dys;
                      for (std::size_t r : plan->dy_for_result) dys.push_back(g[r]);
                      const std::vector<Tensor> grads = backward_replay(*plan, *binding, dys);

@@ -159,9 +159,15 @@ struct PlanData {
   std::size_t planned_bytes = 0, unplanned_bytes = 0;
 };
 
+struct VjpFunctions;  // graph/recorded_backward.cpp
+
 struct Plan : PlanData {
   Executor exec;
   std::mutex run_mutex;  // one replay at a time: the planned buffers are shared
+  // A differentiable plan's vector-Jacobian product as traced functions, made the first time a
+  // tape records its gradient (a gradient of the gradient).
+  mutable std::mutex vjp_mutex;
+  mutable std::shared_ptr<VjpFunctions> vjp;
 };
 
 // Runs f on args while recording; returns f's results (the first call's answer) and fills

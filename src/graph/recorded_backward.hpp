@@ -1,11 +1,13 @@
 #pragma once
 // The gradient of a traced call while a tape records it (a tape around the one asking: a gradient
 // of the gradient, a gradient penalty). The traced backward replays kernels, which no tape sees,
-// so here f runs again, eagerly, on the call's own arguments under a tape of its own, and the
-// vector-Jacobian product is taken with ops: the recording tape sees all of it, as it would for
-// an eager f. Refused (a ValueError naming the function) when a second run could not give the
-// call's values: f draws random numbers, writes variables, or an argument or variable it read
-// was written since the call. The C++ code in f runs once more, as during a trace.
+// so here the vector-Jacobian product runs as a traced function of its own, as TensorFlow traces
+// a function's gradient function: f on the call's arguments under a tape of its own, and the
+// product sum(result * dy) differentiated with ops, traced once per plan (and per set of results
+// that have a gradient) and replayed after. Called under the recording tape, it records one node
+// whose backward is traced too, and so on to any order. Refused (a ValueError naming the
+// function) when running f again could not give the call's values: f draws random numbers,
+// writes variables, or an argument or variable it read was written since the call.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,9 +23,11 @@ struct CallInputs {
 };
 CallInputs call_inputs(const Plan& plan, const std::vector<Tensor>& args);
 
-// The gradients the call's tape node returns (the floating arguments', then var_sources'), from
-// the upstream gradients g of its results.
+// The gradients the call's tape node returns (the arguments', then var_sources'; undefined where
+// `needs` says no or an argument is not floating), from the upstream gradients g of its results.
+// `who` names the function in errors; the traced product is named after `name`
+// (FunctionOptions::name).
 autograd::Grads recorded_backward(const Plan& plan, const TraceFn& f, const CallInputs& call, const autograd::Grads& g,
-                                  const std::string& who);
+                                  const autograd::Needs& needs, const std::string& who, const std::string& name);
 
 }  // namespace keel::graph::detail
