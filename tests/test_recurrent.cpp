@@ -480,6 +480,78 @@ TEST_CASE("lstm sequence gradients equal those of its steps as separate cells (T
   }
 }
 
+TEST_CASE("gru sequence gradients equal those of its steps as separate cells (T = 6)") {
+  // One node over the whole sequence (the recurrent kernel's and bias's gradients one product and
+  // one column sum over all steps) against a chain of gru_cell nodes, for the subsets of watched
+  // inputs that matter, both directions, with and without a bias.
+  const std::int64_t n = 3, t = 6, m = 2, u = 4;
+  const Tensor x = wavy64({n, t, m}, 2.3), h0 = wavy64({n, u}, 1.2, 0.5);
+  const Tensor k = wavy64({m, 3 * u}, 2.0, 0.6), r = wavy64({u, 3 * u}, 2.7, 0.5);
+  const Tensor b = wavy64({2, 3 * u}, 3.4, 0.3);
+  const auto loss = [](const Tensor& outputs, const Tensor& h) {
+    return reduce_sum(outputs * outputs) + reduce_sum(h * h * h);
+  };
+  for (const bool with_bias : {true, false})
+    for (const std::vector<int>& watched : std::vector<std::vector<int>>{{0, 1, 2, 3, 4}, {2, 3, 4}, {0, 1}, {3}}) {
+      for (bool backwards : {false, true}) {
+        INFO("go_backwards = " << backwards << ", " << watched.size() << " watched, bias " << with_bias);
+        const Tensor bias = with_bias ? b : Tensor();
+        const std::vector<Tensor> in{x, h0, k, r, b};
+        std::vector<Tensor> sources;
+        for (int i : watched)
+          if (i != 4 || with_bias) sources.push_back(in[static_cast<std::size_t>(i)]);
+        std::vector<Tensor> fused, cells;
+        {
+          GradientTape tape;
+          for (const Tensor& s : sources) tape.watch(s);
+          const GRUSequence s = gru(x, h0, k, r, bias, backwards);
+          fused = tape.gradient(loss(s.outputs, s.h), sources);
+        }
+        {
+          GradientTape tape;
+          for (const Tensor& s : sources) tape.watch(s);
+          Tensor h = h0;
+          std::vector<Tensor> hs;
+          for (std::int64_t j = 0; j < t; ++j) {
+            h = gru_cell(step_of(x, backwards ? t - 1 - j : j), h, k, r, bias);
+            hs.push_back(h);
+          }
+          cells = tape.gradient(loss(stack(hs, 1), h), sources);
+        }
+        REQUIRE(fused.size() == cells.size());
+        for (std::size_t i = 0; i < sources.size(); ++i) {
+          INFO("source " << i);
+          REQUIRE(fused[i].defined());
+          check_close(fused[i], cells[i], 1e-12);
+        }
+      }
+    }
+  // Only the final state, without a bias: every gradient comes back through all the steps.
+  check_gradients([](const std::vector<Tensor>& in) { return gru(in[0], in[1], in[2], in[3], Tensor()).h; },
+                  {wavy64({2, 3, 2}, 0.6), wavy64({2, 2}, 1.2, 0.5), wavy64({2, 6}, 2.0, 0.6),
+                   wavy64({2, 6}, 2.7, 0.5)});
+}
+
+TEST_CASE("gru sequence second-order gradients match finite differences of the first-order ones") {
+  // Under a recording outer tape the sequence node's backward recomputes the states and gates
+  // with ops, which the outer tape differentiates again.
+  const std::int64_t n = 2, t = 3, m = 2, u = 2;
+  check_gradients(
+      [](const std::vector<Tensor>& in) {
+        GradientTape inner;
+        inner.watch(in[0]);
+        inner.watch(in[3]);
+        inner.watch(in[4]);
+        const GRUSequence s = gru(in[0], in[1], in[2], in[3], in[4]);
+        const auto g = inner.gradient(reduce_sum(s.outputs * s.outputs) + reduce_sum(s.h),
+                                      std::vector<Tensor>{in[0], in[3], in[4]});
+        return concat({reshape(g[0], Shape{-1}), reshape(g[1], Shape{-1}), reshape(g[2], Shape{-1})}, 0);
+      },
+      {wavy64({n, t, m}, 0.7), wavy64({n, u}, 1.0, 0.5), wavy64({m, 3 * u}, 1.5, 0.6), wavy64({u, 3 * u}, 2.5, 0.5),
+       wavy64({2, 3 * u}, 3.5, 0.3)},
+      1e-5, 1e-6);
+}
+
 TEST_CASE("gru_cell second-order gradients match finite differences of the first-order ones") {
   const std::int64_t n = 2, m = 2, u = 2;
   check_gradients(

@@ -17,8 +17,8 @@
 // The sequence ops project the whole input once ([batch*time, features] @ kernel, + bias) and
 // then run a "step" per time step that only does the recurrent product and the gates: the
 // per-step cost is what dominates small recurrent models (the LSTM benchmark). With the fused
-// cell, the LSTM's whole recurrence is one tape node (lstm_sequence_node below); GRU, and the
-// LSTM elsewhere, record a node per step.
+// cells, the LSTM's and the GRU's whole recurrence is one tape node (ops/recurrent_sequence.cpp);
+// elsewhere they record a node per step.
 #include "keel/ops/nn.hpp"
 
 #include <algorithm>
@@ -40,6 +40,7 @@
 #include "keel/ops/linalg.hpp"
 #include "keel/ops/reduce.hpp"
 #include "keel/ops/shape.hpp"
+#include "ops/recurrent_internal.hpp"
 
 namespace keel {
 
@@ -111,6 +112,10 @@ std::int64_t check_cell_args(const char* op, int gates, std::int64_t batch, std:
   }
   return units;
 }
+
+}  // namespace
+
+namespace rnn {
 
 // ---- small helpers -----------------------------------------------------------------------------
 
@@ -270,6 +275,23 @@ LSTMState lstm_dispatch(const char* op, const Tensor& x, const Tensor& h, const 
 //   dh_prev = d * z + dI R^T,  dx = dX K^T,  dK = x^T dX,  dR = h^T dI,
 //   db_in = sum_rows dX,  db_rec = sum_rows dI.
 
+GRUGateGrads gru_gate_grads_with_ops(const Tensor& x, const Tensor& h, const Tensor& kernel,
+                                     const Tensor& recurrent_kernel, const Tensor& b_in, const Tensor& b_rec,
+                                     const Tensor& d) {
+  Tensor X = kernel.defined() ? matmul(x, kernel) : x;
+  if (b_in.defined()) X = add(X, b_in);
+  Tensor I = matmul(h, recurrent_kernel);
+  if (b_rec.defined()) I = add(I, b_rec);
+  const std::vector<Tensor> xs = split(X, 3, 1), is = split(I, 3, 1);
+  const Tensor z = sigmoid(add(xs[0], is[0])), r = sigmoid(add(xs[1], is[1]));
+  const Tensor c = tanh(add(xs[2], mul(r, is[2])));
+  const Tensor one = one_like(c);
+  const Tensor dz_pre = mul(mul(d, sub(h, c)), mul(z, sub(one, z)));
+  const Tensor dh_pre = mul(mul(d, sub(one, z)), sub(one, square(c)));
+  const Tensor dr_pre = mul(mul(dh_pre, is[2]), mul(r, sub(one, r)));
+  return {concat({dz_pre, dr_pre, dh_pre}, 1), concat({dz_pre, dr_pre, mul(dh_pre, r)}, 1), mul(d, z)};
+}
+
 // Node inputs: {x, h, kernel, recurrent_kernel, b_in, b_rec}; a sequence step passes the
 // precomputed x @ kernel + b_in as x with kernel and b_in undefined.
 Tensor gru_node(const char* op, const Tensor& x, const Tensor& h, const Tensor& kernel,
@@ -300,21 +322,11 @@ Tensor gru_node(const char* op, const Tensor& x, const Tensor& h, const Tensor& 
             dh_direct = empty_like_shape(cand, Shape{batch, u});
             backend::gru_cell_backward(zr, rec_h, cand, row_major(h), row_major(d), dX, dI, dh_direct);
           } else {
-            // Recorded by an outer tape: recompute the gates with differentiable ops.
-            Tensor X = kernel.defined() ? matmul(x, kernel) : x;
-            if (b_in.defined()) X = add(X, b_in);
-            Tensor I = matmul(h, recurrent_kernel);
-            if (b_rec.defined()) I = add(I, b_rec);
-            const std::vector<Tensor> xs = split(X, 3, 1), is = split(I, 3, 1);
-            const Tensor z = sigmoid(add(xs[0], is[0])), r = sigmoid(add(xs[1], is[1]));
-            const Tensor c = tanh(add(xs[2], mul(r, is[2])));
-            const Tensor one = one_like(c);
-            const Tensor dz_pre = mul(mul(d, sub(h, c)), mul(z, sub(one, z)));
-            const Tensor dh_pre = mul(mul(d, sub(one, z)), sub(one, square(c)));
-            const Tensor dr_pre = mul(mul(dh_pre, is[2]), mul(r, sub(one, r)));
-            dX = concat({dz_pre, dr_pre, dh_pre}, 1);
-            dI = concat({dz_pre, dr_pre, mul(dh_pre, r)}, 1);
-            dh_direct = mul(d, z);
+            // Recorded by an outer tape: the gates recomputed with differentiable ops.
+            GRUGateGrads gg = gru_gate_grads_with_ops(x, h, kernel, recurrent_kernel, b_in, b_rec, d);
+            dX = std::move(gg.dX);
+            dI = std::move(gg.dI);
+            dh_direct = std::move(gg.dh_direct);
           }
           ProjectionGrads p = projection_grads(dX, dI, x, h, kernel, recurrent_kernel, need[0],
                                                need[1], need[2], need[3], need[4], need[5]);
@@ -369,113 +381,12 @@ std::vector<Tensor> project_steps(const Tensor& x, const Tensor& kernel, const T
   return unstack(reshape(xz, Shape{batch, time, width}), 1);
 }
 
-// ---- the LSTM sequence as one node ------------------------------------------------------------
-//
-// Where the device has the fused cell, lstm() records the whole recurrence as ONE node over the
-// time-major projection xz ([time * batch, 4u], step s in rows [s * batch, (s + 1) * batch)): the
-// forward runs the cells step by step into buffers of all steps (h and c with the initial state at
-// index 0, the activated gates, tanh(c)); the backward runs the cells' backward in reverse, each
-// step's dz into one [time * batch, 4u] buffer, so that the recurrent kernel's gradient is ONE
-// product H^T dZ over all steps (a node per step made T small products and T accumulations) and
-// dZ is already the projection's gradient. Under a recording outer tape the backward recomputes
-// the states and gates with ops instead, so that tape sees how the gradients depend on the inputs.
-// The per-step views of a buffer read as `steps` ([steps, ...]; no tape sees the reshape or the
-// views: the node is the one record).
-std::vector<Tensor> steps_of(const Tensor& buffer, const Shape& steps) {
-  autograd::NoRecordScope quiet;
-  return unstack(reshape(buffer, steps), 0);
-}
 
-LSTMSequence lstm_sequence_node(const Tensor& xz, const Tensor& h0, const Tensor& c0, const Tensor& recurrent_kernel,
-                                std::int64_t time) {
-  const std::int64_t batch = h0.shape()[0], u = h0.shape()[1];
-  // Every step's state (the initial one at index 0), activated gates and tanh(c), kept for the
-  // backward as these views.
-  const Shape states{time + 1, batch, u}, gates{time, batch, 4 * u}, per_step{time, batch, u};
-  const Tensor h_all = empty_like_shape(h0, states);
-  const std::vector<Tensor> h = steps_of(h_all, states), c = steps_of(empty_like_shape(h0, states), states);
-  const std::vector<Tensor> act = steps_of(empty_like_shape(h0, gates), gates);
-  const std::vector<Tensor> tanh_c = steps_of(empty_like_shape(h0, per_step), per_step);
-  const Tensor rk = recurrent_kernel.contiguous(), g_buf = empty_like_shape(h0, Shape{batch, u});
-  const std::vector<Tensor> xs = steps_of(xz, gates);
-  backend::copy(h0, h[0], "lstm");
-  backend::copy(c0, c[0], "lstm");
-  for (std::int64_t s = 0; s < time; ++s) {
-    const auto i = static_cast<std::size_t>(s);
-    backend::lstm_cell(xs[i], h[i], c[i], Tensor(), rk, Tensor(), act[i], c[i + 1], tanh_c[i], h[i + 1], Tensor(),
-                       g_buf);
-  }
-  Tensor outputs;
-  {
-    autograd::NoRecordScope quiet;
-    outputs = transpose(slice(h_all, {1, 0, 0}, {time, batch, u}), {1, 0, 2}).contiguous();
-  }
-  const Tensor h_t = h.back(), c_t = c.back();
-  if (autograd::recording())
-    autograd::record(
-        "lstm", {xz, h0, c0, recurrent_kernel}, {outputs, h_t, c_t},
-        [xz, h0, c0, recurrent_kernel, h_all, c, act, tanh_c, time](const Grads& g, const Needs& need) {
-          const std::int64_t batch = h0.shape()[0], u = h0.shape()[1];
-          Tensor dh = g[1], dc = g[2], dr;
-          if (!autograd::recording()) {
-            // dL/dh of each step's output, time-major in a buffer of the node's own (a strided
-            // operand made each step's add copy it); each step's dh from the step after is added
-            // into it in place, and the cells' backward reads the sum.
-            const Tensor d_all = empty_like_shape(h0, Shape{time, batch, u});
-            backend::copy(transpose(g[0], {1, 0, 2}), d_all, "lstm");
-            const std::vector<Tensor> d_out = steps_of(d_all, d_all.shape());
-            const auto last = static_cast<std::size_t>(time - 1);
-            backend::binary(kernel::BinaryOp::add, d_out[last], dh, d_out[last]);
-            const Tensor dz_all = empty_like_shape(h0, Shape{time * batch, 4 * u});
-            const std::vector<Tensor> dz = steps_of(dz_all, Shape{time, batch, 4 * u});
-            // R^T laid out once: the float GEMM took twice as long for dz R^T with a transposed
-            // operand (8.4 against 4.8 us for [32, 200] x [200, 50]).
-            const Tensor rk_t = transpose(recurrent_kernel).contiguous();
-            const Tensor dh_step = empty_like_shape(h0, Shape{batch, u});
-            const Tensor dc_bufs[2] = {empty_like_shape(h0, Shape{batch, u}), empty_like_shape(h0, Shape{batch, u})};
-            for (std::int64_t s = time - 1; s >= 0; --s) {
-              const auto i = static_cast<std::size_t>(s);
-              const Tensor& dc_prev = dc_bufs[s % 2];  // the other buffer holds dc, read now
-              backend::lstm_cell_backward(act[i], tanh_c[i], d_out[i], row_major(dc), c[i], dz[i], dc_prev);
-              if (s > 0) {
-                backend::matmul(dz[i], false, rk_t, false, dh_step);
-                backend::binary(kernel::BinaryOp::add, d_out[i - 1], dh_step, d_out[i - 1]);
-              } else if (need[1]) {
-                dh = matmul(dz[i], rk_t);
-              }
-              dc = dc_prev;
-            }
-            if (need[3]) {  // H^T dZ: the states each step read, against its gate gradients
-              const Tensor h_prev = reshape(slice(h_all, {0, 0, 0}, {time, batch, u}), Shape{time * batch, u});
-              dr = matmul(h_prev, dz_all, true, false);
-            }
-            return Grads{need[0] ? dz_all : Tensor(), need[1] ? dh : Tensor(), need[2] ? dc : Tensor(), dr};
-          }
-          // Recorded by an outer tape: the states again from the node's inputs, with ops.
-          const std::vector<Tensor> d_out = unstack(g[0], 1);
-          std::vector<Tensor> dzs(static_cast<std::size_t>(time));
-          const std::vector<Tensor> xs = unstack(reshape(xz, Shape{time, batch, 4 * u}), 0);
-          std::vector<Tensor> hs{h0}, cs{c0};
-          for (std::int64_t s = 0; s < time; ++s) {
-            const LSTMState next = lstm_composite(xs[static_cast<std::size_t>(s)], hs.back(), cs.back(), Tensor(),
-                                                  recurrent_kernel, Tensor());
-            hs.push_back(next.h);
-            cs.push_back(next.c);
-          }
-          for (std::int64_t s = time - 1; s >= 0; --s) {
-            const auto i = static_cast<std::size_t>(s);
-            auto [dz, dc_prev] = lstm_gate_grads_with_ops(xs[i], hs[i], cs[i], Tensor(), recurrent_kernel, Tensor(),
-                                                          add(dh, d_out[i]), dc);
-            dh = matmul(dz, recurrent_kernel, false, true);
-            if (need[3]) dr = dr.defined() ? add(dr, matmul(hs[i], dz, true, false)) : matmul(hs[i], dz, true, false);
-            dzs[i] = std::move(dz);
-            dc = std::move(dc_prev);
-          }
-          return Grads{need[0] ? concat(dzs, 0) : Tensor(), need[1] ? dh : Tensor(), need[2] ? dc : Tensor(), dr};
-        },
-        {xz, h0, c0, recurrent_kernel});
-  return {outputs, h_t, c_t};
-}
+}  // namespace rnn
+
+namespace {
+
+using namespace rnn;
 
 // GRU's [2, 3u] bias as its input and recurrent rows (both undefined without a bias). The
 // unstack is recorded, so their gradients stack back to [2, 3u].
@@ -607,6 +518,13 @@ GRUSequence gru(const Tensor& x, const Tensor& h0, const Tensor& kernel, const T
     return {zeros(Shape{batch, 0, units}, x.dtype()), h0};
   }
   const auto [b_in, b_rec] = split_gru_bias(bias);
+  if (backend::has_fused(backend::Fused::gru_cell, x.device()) &&
+      backend::has_fused(backend::Fused::recurrent_input_projection, x.device())) {
+    // Time-major steps (in the order they run), projected at once: the sequence node's rows.
+    const Tensor steps_first = transpose(go_backwards ? reverse(x, {1}) : x, {1, 0, 2});
+    const Tensor xt = reshape(steps_first, Shape{time * batch, x.shape()[2]});
+    return gru_sequence_node(projection_node(xt, kernel, b_in), h0, recurrent_kernel, b_rec, time);
+  }
   const std::vector<Tensor> steps = project_steps(x, kernel, b_in);
   std::vector<Tensor> outputs;
   outputs.reserve(steps.size());
