@@ -381,7 +381,6 @@ std::vector<Tensor> project_steps(const Tensor& x, const Tensor& kernel, const T
   return unstack(reshape(xz, Shape{batch, time, width}), 1);
 }
 
-
 }  // namespace rnn
 
 namespace {
