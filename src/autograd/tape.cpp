@@ -15,6 +15,61 @@ namespace keel {
 
 namespace detail {
 
+void backward_node(const Node& node, GradMap& grads, const std::unordered_set<std::uint64_t>& reach,
+                   const std::unordered_set<std::uint64_t>& keep) {
+  bool any_grad = false;
+  for (auto o : node.outputs) any_grad |= grads.count(o) != 0;
+  if (!any_grad) return;
+  for (const auto& [storage, version] : node.saved_versions) {
+    if (storage->version() != version)
+      throw ValueError(fmt::format(
+          "GradientTape.gradient: a tensor saved by '{}' for the backward pass was modified in "
+          "place (Variable::assign*) after the op ran (version {} -> {}); compute gradients "
+          "before updating the variables it read",
+          node.op, version, storage->version()));
+  }
+  autograd::Grads gout;
+  gout.reserve(node.outputs.size());
+  for (std::size_t j = 0; j < node.outputs.size(); ++j) {
+    auto it = grads.find(node.outputs[j]);
+    if (it != grads.end()) {
+      gout.push_back(it->second);
+      if (!keep.count(node.outputs[j])) grads.erase(it);
+    } else if (is_floating(node.output_dtypes[j]) && !node.sparse_grads) {
+      DeviceScope scope(node.output_devices[j]);
+      gout.push_back(zeros(node.output_shapes[j], node.output_dtypes[j]));
+    } else {
+      gout.emplace_back();
+    }
+  }
+  autograd::Needs needs(node.inputs.size());
+  for (std::size_t i = 0; i < node.inputs.size(); ++i)
+    needs[i] = node.input_watched[i] && reach.count(node.inputs[i]) != 0;
+  autograd::Grads gin = node.backward(gout, needs);
+  for (std::size_t i = 0; i < node.inputs.size() && i < gin.size(); ++i) {
+    if (!needs[i] || !gin[i].defined()) continue;
+    auto [it, inserted] = grads.try_emplace(node.inputs[i], gin[i]);
+    if (!inserted) it->second = add(it->second, gin[i]);
+  }
+}
+
+GradMap backprop(const std::vector<Node>& nodes, GradMap seeds, const std::vector<std::uint64_t>& sources) {
+  std::unordered_set<std::uint64_t> reach(sources.begin(), sources.end());
+  const std::unordered_set<std::uint64_t> keep = reach;
+  std::vector<char> on_path(nodes.size(), 0);
+  for (std::size_t k = 0; k < nodes.size(); ++k) {
+    for (std::size_t i = 0; i < nodes[k].inputs.size() && !on_path[k]; ++i)
+      on_path[k] = nodes[k].input_watched[i] && reach.count(nodes[k].inputs[i]);
+    if (on_path[k]) reach.insert(nodes[k].outputs.begin(), nodes[k].outputs.end());
+  }
+  for (std::size_t k = nodes.size(); k-- > 0;)
+    if (on_path[k]) backward_node(nodes[k], seeds, reach, keep);
+  GradMap out;
+  for (std::uint64_t s : sources)
+    if (auto it = seeds.find(s); it != seeds.end()) out.emplace(s, it->second);
+  return out;
+}
+
 namespace {
 thread_local GradientObserver* current_observer = nullptr;
 }  // namespace
@@ -176,49 +231,10 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
     }
   }
 
-  // The backward of node k: its inputs' gradients added to what they had.
-  const auto process_node = [&](std::size_t k) {
-    const auto& node = st.nodes[k];
-    bool any_grad = false;
-    for (auto o : node.outputs) any_grad |= grads.count(o) != 0;
-    if (!any_grad) return;
-    for (const auto& [storage, version] : node.saved_versions) {
-      if (storage->version() != version)
-        throw ValueError(fmt::format(
-            "GradientTape.gradient: a tensor saved by '{}' for the backward pass was modified in "
-            "place (Variable::assign*) after the op ran (version {} -> {}); compute gradients "
-            "before updating the variables it read",
-            node.op, version, storage->version()));
-    }
-    autograd::Grads gout;
-    gout.reserve(node.outputs.size());
-    for (std::size_t j = 0; j < node.outputs.size(); ++j) {
-      auto it = grads.find(node.outputs[j]);
-      if (it != grads.end()) {
-        gout.push_back(it->second);
-        if (!source_ids.count(node.outputs[j])) grads.erase(it);
-      } else if (is_floating(node.output_dtypes[j])) {
-        DeviceScope scope(node.output_devices[j]);
-        gout.push_back(zeros(node.output_shapes[j], node.output_dtypes[j]));
-      } else {
-        gout.emplace_back();
-      }
-    }
-    autograd::Needs needs(node.inputs.size());
-    for (std::size_t i = 0; i < node.inputs.size(); ++i)
-      needs[i] = node.input_watched[i] && reach.count(node.inputs[i]) != 0;
-    autograd::Grads gin = node.backward(gout, needs);
-    for (std::size_t i = 0; i < node.inputs.size() && i < gin.size(); ++i) {
-      if (!needs[i] || !gin[i].defined()) continue;
-      auto [it, inserted] = grads.try_emplace(node.inputs[i], gin[i]);
-      if (!inserted) it->second = add(it->second, gin[i]);
-    }
-  };
-
   for (std::size_t k = st.nodes.size(); k-- > 0;) {
     if (!node_on_path[k]) continue;
     if (observer) observer->before_node();
-    process_node(k);
+    detail::backward_node(st.nodes[k], grads, reach, source_ids);
     if (!observer) continue;
     if (auto it = final_after.find(k); it != final_after.end()) {
       for (std::size_t i : it->second) {

@@ -1,6 +1,7 @@
 #pragma once
 // What a GradientTape holds: the watched tensor ids and the recorded nodes, in order.
 #include <memory>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -19,7 +20,22 @@ struct Node {
   std::vector<Device> output_devices;
   autograd::BackwardFn backward;
   std::vector<std::pair<std::shared_ptr<Storage>, std::uint64_t>> saved_versions;
+  // An output with no gradient gets an undefined one, not zeros (keel::cond's node, whose
+  // outputs include every tensor its branches made: zeros for each would be work for nothing).
+  bool sparse_grads = false;
 };
+
+using GradMap = std::unordered_map<std::uint64_t, Tensor>;
+
+// The backward of one node: its outputs' gradients taken from `grads`, its inputs' gradients
+// added into it. `reach`: the ids whose gradients are wanted somewhere; `keep`: ids whose
+// gradients stay in `grads` once read (the sources).
+void backward_node(const Node& node, GradMap& grads, const std::unordered_set<std::uint64_t>& reach,
+                   const std::unordered_set<std::uint64_t>& keep);
+
+// The gradients of `sources` (ids) from `seeds`, back through `nodes` (in recording order);
+// a source no seed reaches has none.
+GradMap backprop(const std::vector<Node>& nodes, GradMap seeds, const std::vector<std::uint64_t>& sources);
 
 struct TapeState {
   bool persistent = false;

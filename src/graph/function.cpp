@@ -185,8 +185,8 @@ void check_guards(const Plan& p, const std::string& who) {
   for (const Node& n : p.nodes) {
     if (n.kind == NodeKind::host && std::string_view(n.host_name) == "Guard" && wrote)
       throw ValueError(fmt::format(
-          "{}: a variable is written before keel::cond / while_loop under a recording GradientTape; a call taking "
-          "another path would write it twice (move the write after the control flow)", who));
+          "{}: a variable is written before keel::while_loop under a recording GradientTape; a call with another "
+          "trip count would write it twice (move the write after the loop)", who));
     for (std::size_t j = n.num_inputs; j < n.operands.size(); ++j) {
       if (n.operands[j] < 0) continue;
       const SlotKind k = p.slots[static_cast<std::size_t>(p.views[static_cast<std::size_t>(n.operands[j])].slot)].kind;

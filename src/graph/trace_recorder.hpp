@@ -16,6 +16,12 @@ class TraceRecorder final : public backend::KernelRecorder, public backend::Rang
  public:
   // keel::cond and keel::while_loop while tracing (control_flow.cpp).
   Tensor cond(const Tensor& pred, const std::function<Tensor()>& then_fn, const std::function<Tensor()>& else_fn);
+  // cond of branches with several results, where a result one branch leaves undefined is zeros
+  // there (undefined in both: undefined). Under recording tapes, the branches become one tape
+  // node whose gradient is such a cond of the branches' gradients.
+  using Branch = std::function<std::vector<Tensor>()>;
+  std::vector<Tensor> cond_branches(const Tensor& pred, const Branch& then_fn, const Branch& else_fn,
+                                    const char* op);
   std::vector<Tensor> while_loop(const std::function<Tensor(const std::vector<Tensor>&)>& cond_fn,
                                  const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& body_fn,
                                  const std::vector<Tensor>& loop_vars, int maximum_iterations);
