@@ -19,6 +19,9 @@
 //                          or run eagerly (2).
 //   cnn_fit/mode:M         model.fit of the seed CNN over 8 batches of 64, compiled with
 //                          run_eagerly = true (0) or traced, the default (1).
+//   while_step/mode:M      a GradientTape training step through a keel::while_loop of n steps
+//                          h <- tanh(h W) (h 16x32, W 32x32), n an argument cycling 1..20: eager
+//                          (0) or traced (1: one graph with the loop's gradient for every n).
 //
 // Read medians: --benchmark_repetitions=5 --benchmark_report_aggregates_only=true.
 #include <benchmark/benchmark.h>
@@ -141,6 +144,32 @@ void BM_cnn_fit(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 8 * kCnnBatch);
 }
 
+// The loop's training step, eagerly (M=0) or traced (M=1), over trip counts 1..20 in turn.
+void BM_while_step(benchmark::State& state) {
+  Variable w(random::normal({32, 32}, 0, 0.2), "w");
+  const auto step = [&w](const Tensor& h0, const Tensor& n) {
+    GradientTape tape;
+    const Tensor h = keel::while_loop([&n](const std::vector<Tensor>& s) { return s[1] < n; },
+                                      [&w](const std::vector<Tensor>& s) {
+                                        return std::vector<Tensor>{tanh(matmul(s[0], w.value())), s[1] + 1.0};
+                                      },
+                                      {h0, constant(0.0)})[0];
+    const Tensor loss = reduce_mean(square(h));
+    w.assign_sub(tape.gradient(loss, w) * 0.01);
+    return loss;
+  };
+  auto traced = keel::function(step);
+  const Tensor h0 = random::normal({16, 32});
+  std::vector<Tensor> counts;
+  for (int k = 1; k <= 20; ++k) counts.push_back(constant(static_cast<double>(k)));
+  std::size_t next = 0;
+  for (auto _ : state) {
+    const Tensor& n = counts[next++ % counts.size()];
+    benchmark::DoNotOptimize(state.range(0) == 0 ? step(h0, n) : traced(h0, n));
+  }
+  if (state.range(0) == 1 && traced.trace_count() != 1) state.SkipWithError("the loop traced again");
+}
+
 }  // namespace
 
 BENCHMARK(BM_add_chain)->Name("add_chain")->ArgName("mode")->Arg(0)->Arg(1)->Arg(2);
@@ -150,5 +179,6 @@ BENCHMARK(BM_lstm_step)->Name("lstm_step")->ArgName("mode")->Arg(0)->Arg(1)->Uni
 BENCHMARK(BM_cnn_step)->Name("cnn_step")->ArgName("mode")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_cnn_new_batch)->Name("cnn_new_batch")->ArgName("mode")->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_cnn_fit)->Name("cnn_fit")->ArgName("mode")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_while_step)->Name("while_step")->ArgName("mode")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

@@ -1,6 +1,10 @@
 // keel::cond and keel::while_loop: eagerly, traced (both branches in one graph), and under a
-// tape (a traced cond is one graph with a cond of its branches' gradients; a loop under a tape
-// traces a plan per trip count).
+// tape (one graph: a cond of the branches' gradients; a loop taking each iteration's backward
+// over the values the forward kept; unrolled per trip count under nested tapes).
+#include <cmath>
+#include <functional>
+#include <utility>
+
 #include <catch2/catch.hpp>
 
 #include <keel/keel.hpp>
@@ -8,6 +12,23 @@
 #include "gradcheck.hpp"
 
 using namespace keel;
+
+namespace {
+
+// d sum(f(x)) / dx under an inner tape, and the gradient of its sum under an outer one.
+std::pair<Tensor, Tensor> first_and_second(const std::function<Tensor(const Tensor&)>& f, const Tensor& x) {
+  GradientTape outer;
+  outer.watch(x);
+  Tensor g;
+  {
+    GradientTape inner;
+    inner.watch(x);
+    g = inner.gradient(reduce_sum(f(x)), x);
+  }
+  return {g, outer.gradient(reduce_sum(g), x)};
+}
+
+}  // namespace
 
 TEST_CASE("cond: eagerly one branch runs; traced, each call picks its branch", "[function][control_flow]") {
   auto branchy = [](const Tensor& x) {
@@ -93,7 +114,7 @@ TEST_CASE("eager cond and while_loop carry gradients through the path taken", "[
   CHECK(tape2.gradient(out[0], x).item<double>() == 8.0);
 }
 
-TEST_CASE("traced cond and while_loop under a tape give eager's gradients; the loop traces a plan per trip count",
+TEST_CASE("traced cond and while_loop under a tape are one graph with eager's gradients at every trip count",
           "[function][control_flow]") {
   int traces_run = 0;
   // cond on the sign of sum(x); a loop doubling x until its sum passes 10.
@@ -122,14 +143,13 @@ TEST_CASE("traced cond and while_loop under a tape give eager's gradients; the l
     CHECK(ty.to_vector<double>() == ey.to_vector<double>());
     CHECK(tg.to_vector<double>() == eg.to_vector<double>());
   }
-  // One trace per trip count of the loop (3 doublings, 8, 1), the cond's two branches in each;
-  // calls with a known trip count replay.
-  CHECK(f.trace_count() == 3);
-  CHECK(traces_run == 3);
-  // Without a tape the plan holds both paths as before (one more trace, for the plain call).
+  // One trace for both branches and every trip count (3 doublings, 8, 1).
+  CHECK(f.trace_count() == 1);
+  CHECK(traces_run == 1);
+  // Without a tape another plan holds both paths (one more trace, for the plain call).
   CHECK(f(neg).to_vector<double>() == eager(neg).to_vector<double>());
   CHECK(f(pos).to_vector<double>() == eager(pos).to_vector<double>());
-  CHECK(f.trace_count() == 4);
+  CHECK(f.trace_count() == 2);
 }
 
 TEST_CASE("a whole training step with a cond traces once and takes each call's branch", "[function][control_flow]") {
@@ -163,32 +183,67 @@ TEST_CASE("a whole training step with a cond traces once and takes each call's b
   CHECK(step.trace_count() == 1);
 }
 
-TEST_CASE("a variable written before a loop under a tape is refused by name; before a cond it is kept",
+TEST_CASE("variable writes around and inside traced control flow under a tape happen once per call",
           "[function][control_flow]") {
+  // The body counts its iterations in a variable its gradient does not read.
+  Variable steps(zeros(Shape{}, DType::float64), "steps");
   Variable v(zeros(Shape{}, DType::float64), "v");
-  auto looped = keel::function([&](const Tensor& x) {
+  auto counted = keel::function([&](const Tensor& x) {
     v.assign_add(ones(Shape{}, DType::float64));
+    const Tensor z = keel::cond(reduce_sum(x) > 0.0, [&] { return x * 2.0; }, [&] { return -x; });
     return keel::while_loop([](const std::vector<Tensor>& s) { return reduce_sum(s[0]) < 10.0; },
-                            [](const std::vector<Tensor>& s) { return std::vector<Tensor>{s[0] * 2.0}; }, {x})[0];
+                            [&](const std::vector<Tensor>& s) {
+                              steps.assign_add(ones(Shape{}, DType::float64));
+                              return std::vector<Tensor>{s[0] * 3.0};
+                            }, {z})[0];
   });
-  auto branchy = keel::function([&](const Tensor& x) {
-    v.assign_add(ones(Shape{}, DType::float64));
-    return keel::cond(reduce_sum(x) > 0.0, [&] { return x * 2.0; }, [&] { return -x; });
+  // x = 1: z = 2, 6, 18 (two iterations); x = -4: z = 4, 12 (one); x = 0.25: z = 0.5 ... 13.5 (three).
+  for (const auto& [a, n] : std::vector<std::pair<double, int>>{{1.0, 2}, {-4.0, 1}, {0.25, 3}, {1.0, 2}}) {
+    const Tensor x = constant<double>({a}, Shape{1});
+    GradientTape tape;
+    tape.watch(x);
+    const double s0 = steps.value().item<double>(), v0 = v.value().item<double>();
+    const Tensor y = counted(x);
+    CHECK(steps.value().item<double>() == s0 + n);
+    CHECK(v.value().item<double>() == v0 + 1);
+    // dy/dx = (a > 0 ? 2 : -1) * 3^n
+    CHECK(tape.gradient(reduce_sum(y), x).item<double>() == (a > 0 ? 2.0 : -1.0) * std::pow(3.0, n));
+  }
+  CHECK(counted.trace_count() == 1);
+  // A body whose gradient reads a variable it writes is refused: each iteration's backward would
+  // read the last value.
+  Variable w(ones(Shape{1}, DType::float64), "w");
+  auto rewrites = keel::function([&](const Tensor& x) {
+    return keel::while_loop([](const std::vector<Tensor>& s) { return reduce_sum(s[0]) < 10.0; },
+                            [&](const std::vector<Tensor>& s) {
+                              const Tensor next = s[0] * w.value();
+                              w.assign(w.value() + 1.0);
+                              return std::vector<Tensor>{next};
+                            }, {x})[0];
   });
-  GradientTape tape;
   const Tensor x = constant<double>({1.0}, Shape{1});
-  tape.watch(x);
-  CHECK_THROWS_WITH(looped(x), Catch::Contains("written before keel::while_loop"));
-  // A cond is one graph under a tape: each call writes the variable once, whichever branch.
-  v.assign(zeros(Shape{}, DType::float64));
-  const Tensor y1 = branchy(x), y2 = branchy(-x);
-  CHECK(y1.to_vector<double>() == std::vector<double>{2.0});
-  CHECK(y2.to_vector<double>() == std::vector<double>{1.0});
-  CHECK(v.value().item<double>() == 2.0);
-  CHECK(branchy.trace_count() == 1);
+  {
+    GradientTape tape;
+    tape.watch(x);
+    CHECK_THROWS_WITH(rewrites(x), Catch::Contains("while_loop") && Catch::Contains("writes a variable"));
+  }
+  // Under nested tapes inside f the loop is unrolled, a guard per test: a variable written
+  // before it is refused by name (a call with another trip count would write it twice).
+  auto nested = keel::function([&](const Tensor& y) {
+    GradientTape outer, inner;
+    outer.watch(y);
+    inner.watch(y);
+    v.assign_add(ones(Shape{}, DType::float64));
+    const Tensor z = keel::while_loop([](const std::vector<Tensor>& s) { return reduce_sum(s[0]) < 10.0; },
+                                      [](const std::vector<Tensor>& s) { return std::vector<Tensor>{s[0] * 3.0}; },
+                                      {y})[0];
+    return inner.gradient(reduce_sum(z), y);
+  });
+  CHECK_THROWS_WITH(nested(x), Catch::Contains("written before keel::while_loop"));
 }
 
-TEST_CASE("a traced cond under a tape is one graph whose gradient takes each call's branch", "[function][control_flow]") {
+TEST_CASE("a traced cond under a tape is one graph whose gradient takes each call's branch",
+          "[function][control_flow]") {
   int traces_run = 0;
   Variable w(constant<double>({0.5, -2.0, 1.5}, Shape{3}), "w");
   // The then branch saves a tensor it made (sin x) for its backward and reads w; the else
@@ -203,7 +258,8 @@ TEST_CASE("a traced cond under a tape is one graph whose gradient takes each cal
     ++traces_run;
     return body(x);
   });
-  const Tensor pos = constant<double>({1.0, 0.5, -0.25}, Shape{3}), neg = constant<double>({-1.0, 0.5, -0.75}, Shape{3});
+  const Tensor pos = constant<double>({1.0, 0.5, -0.25}, Shape{3});
+  const Tensor neg = constant<double>({-1.0, 0.5, -0.75}, Shape{3});
   for (const Tensor& x : {pos, neg, pos, neg}) {
     std::vector<Tensor> got, want;
     for (bool traced : {true, false}) {
@@ -253,15 +309,7 @@ TEST_CASE("second-order gradients through a traced cond take each call's branch"
   });
   const Tensor pos = constant<double>({1.0, 0.5}, Shape{2}), neg = constant<double>({-1.0, 0.25}, Shape{2});
   for (const Tensor& x : {pos, neg, pos, neg}) {
-    GradientTape outer;
-    outer.watch(x);
-    Tensor g;
-    {
-      GradientTape inner;
-      inner.watch(x);
-      g = inner.gradient(reduce_sum(f(x)), x);
-    }
-    const Tensor h = outer.gradient(reduce_sum(g), x);
+    const auto [g, h] = first_and_second([&](const Tensor& v) { return f(v); }, x);
     const std::vector<double> xs = x.to_vector<double>(), gs = g.to_vector<double>(), hs = h.to_vector<double>();
     const bool then = reduce_sum(x).item<double>() > 0;
     for (std::size_t i = 0; i < xs.size(); ++i) {
@@ -270,4 +318,132 @@ TEST_CASE("second-order gradients through a traced cond take each call's branch"
     }
   }
   CHECK(f.trace_count() == 1);
+}
+
+TEST_CASE("a traced while_loop under a tape is one graph whose gradient runs each iteration's backward",
+          "[function][control_flow]") {
+  // State (a, b, i): a <- sin(a) * b + W a (its backward reads the iteration's sin a, a and b),
+  // b <- a (the old a: the gradients cross between variables), i <- i + 1, while i < n and
+  // sum(a) < 50; W a variable, c a captured tensor returned as it is when i reaches 2.
+  Variable w(constant<double>({0.5, -0.25, 0.75, 1.0}, Shape{2, 2}), "w");
+  const Tensor c = constant<double>({0.5, 2.0}, Shape{2});
+  const auto body = [&](const std::vector<Tensor>& s) {
+    const Tensor a = sin(s[0]) * s[1] + reshape(matmul(reshape(s[0], {1, 2}), w.value()), {2});
+    return std::vector<Tensor>{a, s[0], s[2] + 1.0, keel::cond(s[2] >= 2.0, [&] { return c; }, [&] { return s[3]; })};
+  };
+  const auto loop = [&](const Tensor& x, const Tensor& n, int cap) {
+    const std::vector<Tensor> out = keel::while_loop(
+        [&](const std::vector<Tensor>& s) { return logical_and(s[2] < n, reduce_sum(s[0]) < 50.0); }, body,
+        {x, x * 0.5, constant(0.0, DType::float64), x * 3.0}, cap);
+    return out[0] * out[3] + out[1];
+  };
+  auto f = keel::function([&](const Tensor& x, const Tensor& n) { return loop(x, n, 6); });
+  int checked = 0;
+  for (double trips : {3.0, 0.0, 1.0, 5.0, 2.0, 9.0}) {
+    const Tensor x = constant<double>({0.75, -0.5}, Shape{2}), n = constant(trips, DType::float64);
+    std::vector<Tensor> got, want;
+    for (bool traced : {true, false}) {
+      GradientTape tape;
+      tape.watch(x);
+      const Tensor y = traced ? f(x, n) : loop(x, n, 6);
+      std::vector<Tensor> g = tape.gradient(reduce_sum(y), std::vector<Tensor>{x, w.value()});
+      g.insert(g.begin(), y);
+      (traced ? got : want) = g;
+    }
+    for (std::size_t k = 0; k < 3; ++k) {
+      if (want[k].defined()) {
+        CHECK(got[k].to_vector<double>() == want[k].to_vector<double>());
+        ++checked;
+      } else {  // w with no iteration run: eagerly no gradient, in the graph zeros (as TensorFlow's)
+        CHECK(got[k].to_vector<double>() == std::vector<double>(4, 0.0));
+      }
+    }
+  }
+  CHECK(checked == 17);
+  CHECK(f.trace_count() == 1);
+  // Finite differences of the traced function, at 0, 2 and 6 (the cap) iterations.
+  for (double trips : {0.0, 2.0, 9.0})
+    keel_test::check_gradients([&](const std::vector<Tensor>& xs) { return f(xs[0], constant(trips, DType::float64)); },
+                               {constant<double>({0.75, -0.5}, Shape{2})});
+}
+
+TEST_CASE("a training step traced with a data-dependent loop trains as the eager step does",
+          "[function][control_flow]") {
+  // h <- tanh(h W) for n steps (n an argument): loss sum(h^2); W -= 0.1 dW.
+  const auto make_step = [](Variable& w) {
+    return [&w](const Tensor& h0, const Tensor& n) {
+      GradientTape tape;
+      const Tensor h = keel::while_loop([&](const std::vector<Tensor>& s) { return s[1] < n; },
+                                        [&](const std::vector<Tensor>& s) {
+                                          return std::vector<Tensor>{tanh(matmul(s[0], w.value())), s[1] + 1.0};
+                                        },
+                                        {h0, constant(0.0, DType::float64)})[0];
+      const Tensor loss = reduce_sum(square(h));
+      const Tensor g = tape.gradient(loss, w);
+      if (g.defined()) w.assign_sub(g * 0.1);  // eagerly none with no step run; traced, zeros
+      return loss;
+    };
+  };
+  const Tensor w0 = random::normal({3, 3}, 0, 0.5, DType::float64);
+  Variable wt(w0, "wt"), we(w0, "we");
+  auto traced = keel::function(make_step(wt));
+  auto eager = make_step(we);
+  const Tensor h0 = random::normal({2, 3}, 0, 1, DType::float64);
+  for (double n : {3.0, 1.0, 0.0, 4.0, 3.0}) {
+    const Tensor nt = constant(n, DType::float64);
+    CHECK(traced(h0, nt).item<double>() == eager(h0, nt).item<double>());
+    CHECK(wt.value().to_vector<double>() == we.value().to_vector<double>());
+  }
+  CHECK(traced.trace_count() == 1);
+}
+
+TEST_CASE("second-order gradients through a traced while_loop match eager ones", "[function][control_flow]") {
+  // x <- x * x twice: y = x^4, y' = 4x^3, y'' = 12x^2 (the gradient's own gradient runs the
+  // loop unrolled under both tapes).
+  auto f = keel::function([](const Tensor& x) {
+    return keel::while_loop([](const std::vector<Tensor>& s) { return s[1] < 2.0; },
+                            [](const std::vector<Tensor>& s) { return std::vector<Tensor>{s[0] * s[0], s[1] + 1.0}; },
+                            {x, constant(0.0, DType::float64)})[0];
+  });
+  for (double a : {1.5, -0.5, 1.5}) {
+    const auto [g, h] = first_and_second([&](const Tensor& v) { return f(v); }, constant<double>({a}, Shape{1}));
+    CHECK(g.item<double>() == Approx(4 * a * a * a).epsilon(1e-12));
+    CHECK(h.item<double>() == Approx(12 * a * a).epsilon(1e-12));
+  }
+  CHECK(f.trace_count() == 1);
+}
+
+TEST_CASE("a traced loop under a tape gives each of two loop variables holding one tensor its gradient",
+          "[function][control_flow]") {
+  // (a, b) <- (a * b, b + 1) from (x, x), twice: a = x * x * (x + 1), da/dx = 3x^2 + 2x.
+  auto f = keel::function([](const Tensor& x) {
+    return keel::while_loop([](const std::vector<Tensor>& s) { return s[2] < 2.0; },
+                            [](const std::vector<Tensor>& s) {
+                              return std::vector<Tensor>{s[0] * s[1], s[1] + 1.0, s[2] + 1.0};
+                            },
+                            {x, x, constant(0.0, DType::float64)})[0];
+  });
+  for (double a : {0.5, 2.0}) {
+    const Tensor x = constant<double>({a}, Shape{1});
+    GradientTape tape;
+    tape.watch(x);
+    CHECK(tape.gradient(reduce_sum(f(x)), x).item<double>() == Approx(3 * a * a + 2 * a).epsilon(1e-12));
+  }
+  // A loop over what no tape watches (a constant made in f) carries no gradient: y = x * 2^k
+  // with k doublings of 1.5 until past 10 (three: 12), dy/dx = 12.
+  auto g = keel::function([](const Tensor& x) {
+    const Tensor k = keel::while_loop([](const std::vector<Tensor>& s) { return reduce_sum(s[0]) < 10.0; },
+                                      [](const std::vector<Tensor>& s) { return std::vector<Tensor>{s[0] * 2.0}; },
+                                      {full(Shape{1}, 1.5, DType::float64)})[0];
+    return x * k;
+  });
+  for (double a : {1.0, -3.0}) {
+    const Tensor x = constant<double>({a}, Shape{1});
+    GradientTape tape;
+    tape.watch(x);
+    const Tensor y = g(x);
+    CHECK(y.item<double>() == 12.0 * a);
+    CHECK(tape.gradient(reduce_sum(y), x).item<double>() == 12.0);
+  }
+  CHECK(g.trace_count() == 1);
 }

@@ -13,6 +13,7 @@
 #include "autograd/tape_state.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "core/tensor_util.hpp"
+#include "graph/control_flow_internal.hpp"
 #include "graph/trace_recorder.hpp"
 
 namespace keel {
@@ -20,8 +21,6 @@ namespace keel {
 namespace graph::detail {
 
 bool truth(const Tensor& pred) { return pred.item<double>() != 0; }
-
-namespace {
 
 void check_pred(const Tensor& pred, const char* op) {
   keel::detail::check_defined(pred, op, "pred");
@@ -34,6 +33,8 @@ bool traced_truth(const Tensor& pred) {
   return truth(pred);
 }
 
+namespace {
+
 void check_same(const Tensor& a, const Tensor& b, const char* op, const std::string& what) {
   if (a.shape() != b.shape() || a.dtype() != b.dtype())
     throw ValueError(fmt::format("{}: {} has shape {} and dtype {}, but {} and {} are expected", op, what,
@@ -41,7 +42,8 @@ void check_same(const Tensor& a, const Tensor& b, const char* op, const std::str
                                  keel::name(a.dtype())));
 }
 
-// body_fn's results, checked against the loop variables they replace.
+}  // namespace
+
 void check_next(const std::vector<Tensor>& vars, const std::vector<Tensor>& next) {
   if (next.size() != vars.size())
     throw ValueError(fmt::format("while_loop: body_fn returned {} tensors for {} loop variables", next.size(),
@@ -52,8 +54,6 @@ void check_next(const std::vector<Tensor>& vars, const std::vector<Tensor>& next
   }
 }
 
-// Copies the body's results into the loop state; a result that is (a view of) a state
-// variable is copied first, so that writing one variable cannot change another's new value.
 void update_state(const std::vector<Tensor>& state, std::vector<Tensor> next) {
   check_next(state, next);
   for (std::size_t k = 0; k < next.size(); ++k) {
@@ -62,8 +62,6 @@ void update_state(const std::vector<Tensor>& state, std::vector<Tensor> next) {
   }
   for (std::size_t k = 0; k < next.size(); ++k) backend::copy(next[k], state[k], "while_loop");
 }
-
-}  // namespace
 
 bool TraceRecorder::guard(const Tensor& pred, const char* op) {
   check_pred(pred, op);
@@ -74,21 +72,14 @@ bool TraceRecorder::guard(const Tensor& pred, const char* op) {
   return p;
 }
 
-namespace {
-
-// The nodes a recording tape took while a cond's branches were traced: [begin, middle) from the
-// branch taken, [middle, end) from the one run dry.
-struct TapeStretch {
-  std::shared_ptr<keel::detail::TapeState> tape;
-  std::size_t begin = 0, middle = 0;
-};
-
 std::vector<TapeStretch> recording_tapes() {
   std::vector<TapeStretch> tapes;
   for (const auto& t : keel::detail::tape_stack())
     if (t->recording()) tapes.push_back({t, t->nodes.size(), 0});
   return tapes;
 }
+
+namespace {
 
 // A cond's branches as one tape's node sees them: by branch (0 then, 1 else), their nodes and
 // the ids of their results; the node's inputs (what the branches read from before the cond) and
@@ -270,9 +261,12 @@ Tensor TraceRecorder::cond(const Tensor& pred, const std::function<Tensor()>& th
 std::vector<Tensor> TraceRecorder::while_loop(const std::function<Tensor(const std::vector<Tensor>&)>& cond_fn,
                                               const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& body_fn,
                                               const std::vector<Tensor>& loop_vars, int maximum_iterations) {
-  // Under a recording tape the graph must hold the gradient of the iterations run: the loop is
-  // unrolled behind a guard per test (another trip count traces a plan of its own).
+  // Under one recording tape: one loop node and its gradient (while_gradient.cpp). Under nested
+  // tapes the loop is unrolled behind a guard per test (another trip count traces a plan of its
+  // own), so that the outer tapes see every iteration.
   if (autograd::recording()) {
+    std::vector<Tensor> results;
+    if (while_under_tape(cond_fn, body_fn, loop_vars, maximum_iterations, results)) return results;
     std::vector<Tensor> vars = loop_vars;
     for (std::int64_t it = 0; maximum_iterations < 0 || it < maximum_iterations; ++it) {
       if (!guard(cond_fn(vars), "while_loop")) break;

@@ -23,10 +23,10 @@ struct UntraceableError : ValueError {
   using ValueError::ValueError;
 };
 
-// keel::cond / while_loop traced while a tape records (the graph must hold the gradient of the
-// path taken) become guards: host steps that check the predicate took the traced value. A replay
-// whose guard sees another value throws this, and the call traces (or finds) the plan of its
-// own path. Not an Error: it never leaves keel::function.
+// keel::while_loop traced while nested tapes record (each must see every iteration) is unrolled
+// behind guards: host steps that check each test took the traced value. A replay whose guard
+// sees another value throws this, and the call traces (or finds) the plan of its own trip
+// count. Not an Error: it never leaves keel::function.
 struct GuardFailed {};
 
 enum class SlotKind : std::uint8_t {

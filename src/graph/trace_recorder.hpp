@@ -12,6 +12,8 @@
 
 namespace keel::graph::detail {
 
+struct LoopTape;  // while_gradient.cpp
+
 class TraceRecorder final : public backend::KernelRecorder, public backend::RangeListener {
  public:
   // keel::cond and keel::while_loop while tracing (control_flow.cpp).
@@ -25,6 +27,17 @@ class TraceRecorder final : public backend::KernelRecorder, public backend::Rang
   std::vector<Tensor> while_loop(const std::function<Tensor(const std::vector<Tensor>&)>& cond_fn,
                                  const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& body_fn,
                                  const std::vector<Tensor>& loop_vars, int maximum_iterations);
+
+  // keel::while_loop traced while one tape records, as one graph with the loop's gradient
+  // (while_gradient.cpp); false, having changed nothing, where nested tapes record (the loop is
+  // then unrolled).
+  bool while_under_tape(const std::function<Tensor(const std::vector<Tensor>&)>& cond_fn,
+                        const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& body_fn,
+                        const std::vector<Tensor>& loop_vars, int maximum_iterations, std::vector<Tensor>& results);
+  // The gradient of such a loop, recorded as a loop running its body's backward (the tape node's
+  // backward while the trace records the gradient).
+  std::vector<Tensor> while_gradient(const LoopTape& loop, const std::vector<Tensor>& g,
+                                     const std::vector<bool>& needs);
 
   TraceRecorder(Plan& plan, std::uint64_t first_serial) : plan_(plan), first_serial_(first_serial) {}
 
@@ -264,6 +277,11 @@ class TraceRecorder final : public backend::KernelRecorder, public backend::Rang
     } restore{*this, into, saved, dry, saved_serial};
     return fn();
   }
+  // Runs recorded nodes now, on the memory their slots have in this trace, as a replay would
+  // (a loop traced under a tape runs its iterations so: while_gradient.cpp).
+  void run_now(std::vector<Node>& nodes);
+  void run_loop_now(Node& loop);
+
   int output_view(const Tensor& t) { return write(t); }
   int input_view(const Tensor& t) { return read(t); }
 
