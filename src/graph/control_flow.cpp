@@ -96,15 +96,16 @@ struct SplicedCond {
 std::vector<Tensor> branch_gradient(const SplicedCond& c, int b, const autograd::Grads& g,
                                     const autograd::Needs& needs) {
   keel::detail::GradMap seeds;
-  for (std::size_t j = 0; j < c.result_of_output.size(); ++j) {
-    const std::uint64_t id = c.results[static_cast<std::size_t>(b)][c.result_of_output[j]];
-    if (id == 0 || !g[j].defined()) continue;
-    auto [it, fresh] = seeds.try_emplace(id, g[j]);
-    if (!fresh) it->second = add(it->second, g[j]);
-  }
+  const auto seed = [&](std::uint64_t id, const Tensor& gj) {
+    if (id == 0 || !gj.defined()) return;
+    auto [it, fresh] = seeds.try_emplace(id, gj);
+    if (!fresh) it->second = add(it->second, gj);
+  };
+  const std::size_t num_results = c.result_of_output.size();
+  const std::vector<std::uint64_t>& results = c.results[static_cast<std::size_t>(b)];
+  for (std::size_t j = 0; j < num_results; ++j) seed(results[c.result_of_output[j]], g[j]);
   // The tensors the branches made, which later nodes (a gradient's own gradient) may have read.
-  for (std::size_t j = c.result_of_output.size(); j < g.size(); ++j)
-    if (g[j].defined()) seeds.emplace(c.made[j - c.result_of_output.size()], g[j]);
+  for (std::size_t j = num_results; j < g.size(); ++j) seed(c.made[j - num_results], g[j]);
   std::vector<std::uint64_t> wanted;
   for (std::size_t i = 0; i < c.inputs.size(); ++i)
     if (needs[i]) wanted.push_back(c.inputs[i]);

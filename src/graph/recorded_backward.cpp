@@ -42,7 +42,6 @@ struct VjpFunctions {
     std::unique_ptr<FunctionCore> core;
     TraceFn fn;
   };
-  std::mutex mutex;
   std::map<std::vector<bool>, Entry> by_key;  // which dys are defined, then which inputs are wanted
 };
 
@@ -107,18 +106,13 @@ autograd::Grads recorded_backward(const Plan& plan, const TraceFn& f, const Call
     if (has_dy.back()) inputs.push_back(g[r]);
   }
   if (inputs.size() == num_args) return out;  // no result has a gradient
-  std::shared_ptr<VjpFunctions> cache;
+  VjpFunctions::Entry* vjp = nullptr;
   {
     const std::lock_guard<std::mutex> lock(plan.vjp_mutex);
     if (!plan.vjp) plan.vjp = std::make_shared<VjpFunctions>();
-    cache = plan.vjp;
-  }
-  VjpFunctions::Entry* vjp = nullptr;
-  {
-    const std::lock_guard<std::mutex> lock(cache->mutex);
     std::vector<bool> key = has_dy;
     key.insert(key.end(), wanted.begin(), wanted.end());
-    VjpFunctions::Entry& e = cache->by_key[key];
+    VjpFunctions::Entry& e = plan.vjp->by_key[key];
     if (!e.core) {
       e.core = std::make_unique<FunctionCore>(FunctionOptions{.name = name.empty() ? "gradient" : name + " gradient"});
       e.fn = vjp_of(plan, f, num_args, has_dy, wanted);
