@@ -53,15 +53,20 @@ void backward_node(const Node& node, GradMap& grads, const std::unordered_set<st
   }
 }
 
-GradMap backprop(const std::vector<Node>& nodes, GradMap seeds, const std::vector<std::uint64_t>& sources) {
-  std::unordered_set<std::uint64_t> reach(sources.begin(), sources.end());
-  const std::unordered_set<std::uint64_t> keep = reach;
+std::vector<char> nodes_on_path(const std::vector<Node>& nodes, std::unordered_set<std::uint64_t>& reach) {
   std::vector<char> on_path(nodes.size(), 0);
   for (std::size_t k = 0; k < nodes.size(); ++k) {
     for (std::size_t i = 0; i < nodes[k].inputs.size() && !on_path[k]; ++i)
       on_path[k] = nodes[k].input_watched[i] && reach.count(nodes[k].inputs[i]);
     if (on_path[k]) reach.insert(nodes[k].outputs.begin(), nodes[k].outputs.end());
   }
+  return on_path;
+}
+
+GradMap backprop(const std::vector<Node>& nodes, GradMap seeds, const std::vector<std::uint64_t>& sources) {
+  std::unordered_set<std::uint64_t> reach(sources.begin(), sources.end());
+  const std::unordered_set<std::uint64_t> keep = reach;
+  const std::vector<char> on_path = nodes_on_path(nodes, reach);
   for (std::size_t k = nodes.size(); k-- > 0;)
     if (on_path[k]) backward_node(nodes[k], seeds, reach, keep);
   GradMap out;
@@ -174,18 +179,7 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
   std::unordered_set<std::uint64_t> reach;
   for (const auto& s : sources)
     if (st.watched.count(s.id())) reach.insert(s.id());
-  std::vector<char> node_on_path(st.nodes.size(), 0);
-  for (std::size_t k = 0; k < st.nodes.size(); ++k) {
-    const auto& node = st.nodes[k];
-    for (std::size_t i = 0; i < node.inputs.size(); ++i) {
-      if (node.input_watched[i] && reach.count(node.inputs[i])) {
-        node_on_path[k] = 1;
-        break;
-      }
-    }
-    if (node_on_path[k])
-      for (auto o : node.outputs) reach.insert(o);
-  }
+  const std::vector<char> node_on_path = detail::nodes_on_path(st.nodes, reach);
 
   std::unordered_set<std::uint64_t> source_ids;
   for (const auto& s : sources) source_ids.insert(s.id());

@@ -33,6 +33,10 @@ using GradMap = std::unordered_map<std::uint64_t, Tensor>;
 void backward_node(const Node& node, GradMap& grads, const std::unordered_set<std::uint64_t>& reach,
                    const std::unordered_set<std::uint64_t>& keep);
 
+// Which nodes (in recording order) read, through watched inputs, an id in `reach` or one made
+// from it; `reach` grows by their outputs.
+std::vector<char> nodes_on_path(const std::vector<Node>& nodes, std::unordered_set<std::uint64_t>& reach);
+
 // The gradients of `sources` (ids) from `seeds`, back through `nodes` (in recording order);
 // a source no seed reaches has none.
 GradMap backprop(const std::vector<Node>& nodes, GradMap seeds, const std::vector<std::uint64_t>& sources);

@@ -297,19 +297,21 @@ bool TraceRecorder::while_under_tape(const std::function<Tensor(const std::vecto
 
 std::vector<Tensor> TraceRecorder::while_gradient(const LoopTape& loop, const std::vector<Tensor>& g,
                                                   const std::vector<bool>& needs) {
-  // ds: the gradient of each floating state variable, taken back an iteration at a time.
-  std::vector<Tensor> ds;
-  std::vector<std::uint64_t> state_ids;
-  for (const Tensor& s : loop.state) {
-    if (!is_floating(s.dtype())) continue;
-    const Tensor& gk = g[ds.size()];
-    ds.push_back(keel::detail::empty_tensor(s.shape(), s.dtype(), s.device(), "while_loop gradient"));
-    if (gk.defined()) {
-      backend::copy(gk, ds.back(), "while_loop gradient");
+  // ds[k]: the gradient of state variable k (a floating one), taken back an iteration at a time;
+  // g holds one per floating variable, in order.
+  std::vector<std::size_t> floating;
+  for (std::size_t k = 0; k < loop.state.size(); ++k)
+    if (is_floating(loop.state[k].dtype())) floating.push_back(k);
+  std::vector<Tensor> ds(loop.state.size());
+  for (std::size_t j = 0; j < floating.size(); ++j) {
+    const Tensor& s = loop.state[floating[j]];
+    Tensor& d = ds[floating[j]];
+    d = keel::detail::empty_tensor(s.shape(), s.dtype(), s.device(), "while_loop gradient");
+    if (g[j].defined()) {
+      backend::copy(g[j], d, "while_loop gradient");
     } else {
-      backend::fill(ds.back(), 0.0);
+      backend::fill(d, 0.0);
     }
-    state_ids.push_back(s.id());
   }
   const Tensor at = backend::clone(loop.counter);  // the iterations left to take back
   const Tensor more = keel::detail::empty_tensor(Shape{}, DType::bool_, Device::cpu(), "while_loop gradient");
@@ -326,13 +328,12 @@ std::vector<Tensor> TraceRecorder::while_gradient(const LoopTape& loop, const st
   });
   record_nested(node.sub[1], true, [&] {
     keel::detail::GradMap seeds;
-    for (std::size_t j = 0, k = 0; k < loop.state.size(); ++k) {
-      if (!is_floating(loop.state[k].dtype())) continue;
-      auto [it, fresh] = seeds.try_emplace(loop.next[k], ds[j]);
-      if (!fresh) it->second = it->second + ds[j];
-      ++j;
+    std::vector<std::uint64_t> wanted;
+    for (std::size_t k : floating) {
+      auto [it, fresh] = seeds.try_emplace(loop.next[k], ds[k]);
+      if (!fresh) it->second = it->second + ds[k];
+      wanted.push_back(loop.state[k].id());
     }
-    std::vector<std::uint64_t> wanted = state_ids;
     for (std::size_t e = 0; e < loop.externals.size(); ++e)
       if (needs[num_vars + e]) wanted.push_back(loop.externals[e]);
     const keel::detail::GradMap got = keel::detail::backprop(loop.body, std::move(seeds), wanted);
@@ -346,29 +347,26 @@ std::vector<Tensor> TraceRecorder::while_gradient(const LoopTape& loop, const st
       }
       backend::copy(acc[e] + it->second, acc[e], "while_loop gradient");
     }
-    std::vector<Tensor> earlier;
-    for (std::size_t j = 0; j < ds.size(); ++j) {
-      auto it = got.find(state_ids[j]);
-      earlier.push_back(it != got.end() ? it->second : zeros_like(ds[j]));
+    std::vector<Tensor> into, earlier;
+    for (std::size_t k : floating) {
+      auto it = got.find(loop.state[k].id());
+      into.push_back(ds[k]);
+      earlier.push_back(it != got.end() ? it->second : zeros_like(ds[k]));
     }
-    update_state(ds, earlier);
+    update_state(into, earlier);
   });
   for (const Tensor& a : acc)
     if (a.defined()) backend::fill(a, 0.0);
   node.num_inputs = 1;
   node.operands = {input_view(more), output_view(at)};
-  for (const Tensor& d : ds) node.operands.push_back(output_view(d));
+  for (std::size_t k : floating) node.operands.push_back(output_view(ds[k]));
   for (const Tensor& a : acc)
     if (a.defined()) node.operands.push_back(output_view(a));
   push(std::move(node));
   if (dry_ == 0) run_loop_now(plan_.nodes.back());
   std::vector<Tensor> out(num_vars + loop.externals.size());
-  for (std::size_t i = 0; i < num_vars; ++i) {
-    if (!needs[i]) continue;
-    std::size_t j = 0;  // the position of loop variable var_inputs[i] among the floating ones
-    for (std::size_t k = 0; k < loop.var_inputs[i]; ++k) j += is_floating(loop.state[k].dtype()) ? 1 : 0;
-    out[i] = ds[j];
-  }
+  for (std::size_t i = 0; i < num_vars; ++i)
+    if (needs[i]) out[i] = ds[loop.var_inputs[i]];
   for (std::size_t e = 0; e < loop.externals.size(); ++e) out[num_vars + e] = acc[e];
   return out;
 }
