@@ -13,8 +13,9 @@
 // the same pixel; the kernel gradient sums over rows, so each thread sums its rows into its own
 // copy and the copies are added at the end.
 //
-// float32 convolutions with few taps (kh*kw*c <= 64, e.g. a first layer on RGB images) skip
-// im2col and BLAS on CPUs with AVX2: see cpu/conv_direct.hpp.
+// float32 convolutions whose channels fill whole vector registers skip im2col and BLAS on CPUs
+// with AVX2 or AVX-512, up to a size of kernel (forward, kernel gradient, and the input gradient
+// at stride 1): see cpu/conv_direct.hpp.
 #include "cpu/conv.hpp"
 
 #include <algorithm>
@@ -169,9 +170,9 @@ void conv_forward_t(const WindowGeom& g, const T* x, const T* k, T* y, const Con
     finish_rows(ep, y, M, O);
     return;
   }
-#ifdef KEEL_CONV_DIRECT_AVX2
+#ifdef KEEL_CONV_DIRECT
   if constexpr (std::is_same_v<T, float>) {
-    if (!pointwise(g) && direct::direct_fits(g)) {
+    if (!pointwise(g) && direct::direct_fits(g, direct::Pass::forward)) {
       direct::direct_forward(g, x, k, y, ep);
       return;
     }
@@ -201,6 +202,14 @@ void conv_backward_input_t(const WindowGeom& g, const T* dy, const T* k, T* dx) 
     std::fill(dx, dx + g.n * image, T(0));
     return;
   }
+#ifdef KEEL_CONV_DIRECT
+  if constexpr (std::is_same_v<T, float>) {
+    if (!pointwise(g) && direct::direct_fits(g, direct::Pass::input)) {
+      direct::direct_backward_input(g, dy, k, dx);
+      return;
+    }
+  }
+#endif
   if (pointwise(g)) {  // dx [n*h*w, c] = dy [n*h*w, o] @ kernel[c, o]^T
     const int parts = plan_parts(M, static_cast<double>(K * O));
     run_parts(parts, M, [&](int, i64 begin, i64 end) {
@@ -230,9 +239,9 @@ void conv_backward_filter_t(const WindowGeom& g, const T* x, const T* dy, T* dk)
   const i64 M = g.n * g.ho * g.wo, K = g.kh * g.kw * g.c, O = g.o;
   std::fill(dk, dk + K * O, T(0));
   if (M == 0 || K == 0 || O == 0) return;
-#ifdef KEEL_CONV_DIRECT_AVX2
+#ifdef KEEL_CONV_DIRECT
   if constexpr (std::is_same_v<T, float>) {
-    if (!pointwise(g) && direct::direct_fits(g)) {
+    if (!pointwise(g) && direct::direct_fits(g, direct::Pass::filter)) {
       direct::direct_backward_filter(g, x, dy, dk);
       return;
     }

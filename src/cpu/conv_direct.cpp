@@ -1,87 +1,45 @@
-// The direct float32 convolution for few taps (AVX2 + FMA), for conv.cpp.
+// The direct float32 convolution (cpu/conv_direct.hpp): the drivers over rows of a zero-padded
+// image; the register tiles are in cpu/conv_direct/, one table per instruction set.
 #include "cpu/conv_direct.hpp"
 
-#include <immintrin.h>
-
-#ifdef KEEL_CONV_DIRECT_AVX2
+#ifdef KEEL_CONV_DIRECT
 
 #include <algorithm>
 #include <string_view>
 #include <vector>
 
+#include "cpu/conv_direct/direct_kernels.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/window_kernels.hpp"
 
 namespace keel::cpu::direct {
 
 using namespace window;
-// Above this K the im2col + BLAS path is as fast (measured: K = 27 direct 2x faster; K = 144 tied).
-constexpr i64 kDirectMaxK = 64;
 
-// The AVX2 kernels run when the active SIMD level (cpu/kernels.hpp, which KEEL_SIMD caps) has
-// AVX2: capped at SSE2, convolutions take the im2col path, so that tests cover both.
-bool avx2_allowed() { return std::string_view(simd().isa) != "sse2"; }
+namespace {
 
-// Steps through the padded image, in floats.
-struct DirectSteps {
-  i64 c, o, kh, kw;
-  i64 pixel;  // sw * c: from one output pixel's window to the next
-  i64 row;    // dh * padded width * c: between tap rows
-  i64 tap;    // dw * c: between taps of a row
-};
+// The largest K = kh*kw*c the direct kernels take, per instruction set and pass, measured
+// against im2col + GEMM (oneDNN) at one thread, 3x3 "same" convolutions:
+// - AVX2 (12 accumulators): K = 27 ran 2x faster, K = 144 tied.
+// - AVX-512 (24 accumulators, twice the width), on the seed CNN's layers (K = 27-576) and
+//   128-512 channels at 28x28-7x7 (K = 1152-4608): the forward and the input gradient 1.1-1.5x
+//   faster up to K = 1152, 0.9x at 2304 and 0.4-0.7x at 4608, where a tile's weights no longer
+//   stay in L2; the kernel gradient, whose tiles keep their sums in registers over all pixels,
+//   1.1-1.5x faster at every K measured.
+constexpr i64 kAvx2MaxK = 64;
+constexpr i64 kAvx512MaxK = 1152;
+constexpr i64 kAvx512FilterMaxK = 4608;
 
-// out[r, 0:8*NB] = sum over taps (i, j) and channels ch of
-//   src[r*pixel + i*row + j*tap + ch] * w[((i*kw + j)*c + ch)*o + 0:8*NB]   for r < R.
-template <int R, int NB>
-__attribute__((target("avx2,fma"))) void direct_tile(const DirectSteps& st, const float* src,
-                                                     const float* w, float* out) {
-  __m256 acc[R][NB];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
-    for (int b = 0; b < NB; ++b) acc[r][b] = _mm256_setzero_ps();
-  const float* wk = w;
-  for (i64 i = 0; i < st.kh; ++i)
-    for (i64 j = 0; j < st.kw; ++j) {
-      const float* s = src + i * st.row + j * st.tap;
-      for (i64 ch = 0; ch < st.c; ++ch, wk += st.o) {
-        __m256 wv[NB];
-#pragma GCC unroll 2
-        for (int b = 0; b < NB; ++b) wv[b] = _mm256_loadu_ps(wk + 8 * b);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-          const __m256 xv = _mm256_broadcast_ss(s + r * st.pixel + ch);
-#pragma GCC unroll 2
-          for (int b = 0; b < NB; ++b) acc[r][b] = _mm256_fmadd_ps(xv, wv[b], acc[r][b]);
-        }
-      }
-    }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
-    for (int b = 0; b < NB; ++b) _mm256_storeu_ps(out + r * st.o + 8 * b, acc[r][b]);
-}
-
-// One output row: wo pixels, output channels [0, 8*NB) of w and out.
-template <int NB>
-void direct_row(const DirectSteps& st, const float* src, i64 wo, const float* w, float* out) {
-  constexpr int R = 6;
-  i64 ow = 0;
-  for (; ow + R <= wo; ow += R) direct_tile<R, NB>(st, src + ow * st.pixel, w, out + ow * st.o);
-  src += ow * st.pixel;
-  out += ow * st.o;
-  switch (wo - ow) {
-    case 5: direct_tile<5, NB>(st, src, w, out); break;
-    case 4: direct_tile<4, NB>(st, src, w, out); break;
-    case 3: direct_tile<3, NB>(st, src, w, out); break;
-    case 2: direct_tile<2, NB>(st, src, w, out); break;
-    case 1: direct_tile<1, NB>(st, src, w, out); break;
-    default: break;
-  }
-}
-
-bool direct_fits(const WindowGeom& g) {
-  return g.o % 8 == 0 && g.kh * g.kw * g.c <= kDirectMaxK && avx2_allowed();
+// The tiles for this pass of a convolution at the active SIMD level (cpu/kernels.hpp, which
+// KEEL_SIMD caps), or none: capped at SSE2, convolutions take the im2col path, so that tests
+// cover both. g is the geometry the tiles run: for the input gradient, its own forward's.
+const DirectKernels* pick(const WindowGeom& g, Pass pass) {
+  const std::string_view isa = simd().isa;
+  const i64 K = g.kh * g.kw * g.c;
+  const i64 avx512_max = pass == Pass::filter ? kAvx512FilterMaxK : kAvx512MaxK;
+  if (isa.rfind("avx512", 0) == 0 && g.o % 16 == 0 && K <= avx512_max) return &direct_avx512();
+  if (isa != "sse2" && g.o % 8 == 0 && K <= kAvx2MaxK) return &direct_avx2();
+  return nullptr;
 }
 
 // A zero-padded copy of one image spanning every row and column that some window touches.
@@ -102,7 +60,58 @@ struct PaddedImage {
   }
 };
 
+// fn(n, p0, p1) for each image n that output rows [r0, r1) (rows n*ho + oh) touch, with its
+// pixels p = oh*wo + ow among them.
+template <class F>
+void for_each_image(const WindowGeom& g, i64 r0, i64 r1, F&& fn) {
+  for (i64 r = r0; r < r1;) {
+    const i64 n = r / g.ho, end = std::min(r1, (n + 1) * g.ho);
+    fn(n, (r - n * g.ho) * g.wo, (end - n * g.ho) * g.wo);
+    r = end;
+  }
+}
+
+// The input gradient of a stride-1 convolution is itself a stride-1 convolution (a correlation)
+// of dy with the kernel turned by 180 degrees and its channel axes swapped:
+//   dx[h, w, c] = sum_{i,j,o} dy[h - pt' + i*dh, w - pl' + j*dw, o] * k[kh-1-i, kw-1-j, c, o],
+// pt' = (kh-1)*dh - pad_top (pl' likewise), whose windows cover exactly dx's h x w pixels.
+WindowGeom input_gradient_geom(const WindowGeom& g) {
+  WindowGeom a = g;
+  a.h = g.ho;
+  a.w = g.wo;
+  a.c = g.o;
+  a.ho = g.h;
+  a.wo = g.w;
+  a.o = g.c;
+  a.pad_top = (g.kh - 1) * g.dh - g.pad_top;
+  a.pad_left = (g.kw - 1) * g.dw - g.pad_left;
+  return a;
+}
+
+}  // namespace
+
+bool direct_fits(const WindowGeom& g, Pass pass) {
+  if (pass != Pass::input) return pick(g, pass) != nullptr;
+  return g.sh == 1 && g.sw == 1 && g.pad_top <= (g.kh - 1) * g.dh && g.pad_left <= (g.kw - 1) * g.dw &&
+         pick(input_gradient_geom(g), pass) != nullptr;
+}
+
+void direct_backward_input(const WindowGeom& g, const float* dy, const float* k, float* dx) {
+  const WindowGeom a = input_gradient_geom(g);
+  const i64 C = g.c, O = g.o;
+  std::vector<float> turned(static_cast<std::size_t>(g.kh * g.kw * C * O));
+  for (i64 i = 0; i < g.kh; ++i)
+    for (i64 j = 0; j < g.kw; ++j) {
+      const float* src = k + ((g.kh - 1 - i) * g.kw + (g.kw - 1 - j)) * C * O;  // [c, o]
+      float* dst = turned.data() + (i * g.kw + j) * O * C;                     // [o, c]
+      for (i64 c = 0; c < C; ++c)
+        for (i64 o = 0; o < O; ++o) dst[o * C + c] = src[c * O + o];
+    }
+  direct_forward(a, dy, turned.data(), dx, ConvEpilogue{});
+}
+
 void direct_forward(const WindowGeom& g, const float* x, const float* k, float* y, const ConvEpilogue& epilogue) {
+  const DirectKernels& tiles = *pick(g, Pass::forward);
   const PaddedImage pad(g);
   const DirectSteps st = pad.steps(g);
   const i64 C = g.c, O = g.o, rows = g.n * g.ho;
@@ -110,74 +119,20 @@ void direct_forward(const WindowGeom& g, const float* x, const float* k, float* 
   std::vector<float> padded(static_cast<std::size_t>(parts * pad.size));
   run_parts(parts, rows, [&](int p, i64 r0, i64 r1) {
     float* xp = padded.data() + p * pad.size;
-    i64 loaded = -1;  // the image now in xp
-    for (i64 r = r0; r < r1; ++r) {
-      const i64 n = r / g.ho, oh = r % g.ho;
-      if (n != loaded) pad.load(g, x, loaded = n, xp);
-      const float* src = xp + oh * g.sh * pad.wp * C;
-      float* out = y + r * g.wo * O;
-      for (i64 ob = 0; ob < O; ob += 16) {
-        if (O - ob >= 16)
-          direct_row<2>(st, src, g.wo, k + ob, out + ob);
-        else
-          direct_row<1>(st, src, g.wo, k + ob, out + ob);
-      }
-      finish_rows(epilogue, out, g.wo, O);
-    }
+    for_each_image(g, r0, r1, [&](i64 n, i64 p0, i64 p1) {
+      pad.load(g, x, n, xp);
+      float* out = y + (n * g.ho * g.wo + p0) * O;
+      tiles.forward(st, xp, g.sh * pad.wp * C, g.wo, p0, p1, k, out);
+      finish_rows(epilogue, out, p1 - p0, O);
+    });
   });
 }
 
-// The kernel gradient the same way round: a tile of KT kernel rows (taps x channels) x 16 output
-// channels of dkernel stays in registers while it runs over the pixels of an output row:
-//   dk[k0 + kk, 0:8*NB] += sum_ow src[ow*pixel + offset[kk]] * dy[ow, 0:8*NB].
-template <int KT, int NB>
-__attribute__((target("avx2,fma"))) void direct_filter_tile(const DirectSteps& st, const float* src, i64 wo,
-                                                            const i64* offset, const float* dy, float* dk) {
-  __m256 acc[KT][NB];
-#pragma GCC unroll 8
-  for (int t = 0; t < KT; ++t)
-#pragma GCC unroll 2
-    for (int b = 0; b < NB; ++b) acc[t][b] = _mm256_loadu_ps(dk + t * st.o + 8 * b);
-  for (i64 ow = 0; ow < wo; ++ow, src += st.pixel, dy += st.o) {
-    __m256 gv[NB];
-#pragma GCC unroll 2
-    for (int b = 0; b < NB; ++b) gv[b] = _mm256_loadu_ps(dy + 8 * b);
-#pragma GCC unroll 8
-    for (int t = 0; t < KT; ++t) {
-      const __m256 xv = _mm256_broadcast_ss(src + offset[t]);
-#pragma GCC unroll 2
-      for (int b = 0; b < NB; ++b) acc[t][b] = _mm256_fmadd_ps(xv, gv[b], acc[t][b]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < KT; ++t)
-#pragma GCC unroll 2
-    for (int b = 0; b < NB; ++b) _mm256_storeu_ps(dk + t * st.o + 8 * b, acc[t][b]);
-}
-
-template <int NB>
-void direct_filter_rows(const DirectSteps& st, const float* src, i64 wo, const i64* offset, i64 kt,
-                        const float* dy, float* dk) {
-  switch (kt) {
-    case 6: direct_filter_tile<6, NB>(st, src, wo, offset, dy, dk); break;
-    case 5: direct_filter_tile<5, NB>(st, src, wo, offset, dy, dk); break;
-    case 4: direct_filter_tile<4, NB>(st, src, wo, offset, dy, dk); break;
-    case 3: direct_filter_tile<3, NB>(st, src, wo, offset, dy, dk); break;
-    case 2: direct_filter_tile<2, NB>(st, src, wo, offset, dy, dk); break;
-    case 1: direct_filter_tile<1, NB>(st, src, wo, offset, dy, dk); break;
-    default: break;
-  }
-}
-
 void direct_backward_filter(const WindowGeom& g, const float* x, const float* dy, float* dk) {
+  const DirectKernels& tiles = *pick(g, Pass::filter);
   const PaddedImage pad(g);
   const DirectSteps st = pad.steps(g);
   const i64 C = g.c, O = g.o, K = g.kh * g.kw * C, rows = g.n * g.ho;
-  // Offset of kernel row k = (i*kw + j)*c + ch from a window's first element.
-  std::vector<i64> offset(static_cast<std::size_t>(K));
-  for (i64 i = 0; i < g.kh; ++i)
-    for (i64 j = 0; j < g.kw; ++j)
-      for (i64 ch = 0; ch < C; ++ch) offset[static_cast<std::size_t>((i * g.kw + j) * C + ch)] = i * st.row + j * st.tap + ch;
   const int parts = plan_parts(rows, static_cast<double>(g.wo * K * O));
   // Part 0 sums into dk; the others into their own zeroed copies, added below.
   std::vector<float> padded(static_cast<std::size_t>(parts * pad.size));
@@ -186,29 +141,14 @@ void direct_backward_filter(const WindowGeom& g, const float* x, const float* dy
   run_parts(parts, rows, [&](int p, i64 r0, i64 r1) {
     float* xp = padded.data() + p * pad.size;
     float* acc = p == 0 ? dk : partial.data() + (p - 1) * K * O;
-    constexpr i64 kTile = 6;
-    i64 loaded = -1;
-    for (i64 r = r0; r < r1; ++r) {
-      const i64 n = r / g.ho, oh = r % g.ho;
-      if (n != loaded) pad.load(g, x, loaded = n, xp);
-      const float* src = xp + oh * g.sh * pad.wp * C;
-      const float* grow = dy + r * g.wo * O;
-      for (i64 k0 = 0; k0 < K; k0 += kTile) {
-        const i64 kt = std::min(kTile, K - k0);
-        for (i64 ob = 0; ob < O; ob += 16) {
-          if (O - ob >= 16)
-            direct_filter_rows<2>(st, src, g.wo, offset.data() + k0, kt, grow + ob, acc + k0 * O + ob);
-          else
-            direct_filter_rows<1>(st, src, g.wo, offset.data() + k0, kt, grow + ob, acc + k0 * O + ob);
-        }
-      }
-    }
+    for_each_image(g, r0, r1, [&](i64 n, i64 p0, i64 p1) {
+      pad.load(g, x, n, xp);
+      tiles.filter(st, xp, g.sh * pad.wp * C, g.wo, p0, p1, dy + (n * g.ho * g.wo + p0) * O, acc);
+    });
   });
   for (int p = 1; p < parts; ++p) add_run(partial.data() + (p - 1) * K * O, K * O, dk);
 }
 
-
-
 }  // namespace keel::cpu::direct
 
-#endif  // KEEL_CONV_DIRECT_AVX2
+#endif  // KEEL_CONV_DIRECT

@@ -1,0 +1,27 @@
+// The direct convolution's tiles for AVX2 + FMA; CMakeLists.txt gives this file its -m flags.
+#include <immintrin.h>
+
+#include "cpu/conv_direct/tiles_impl.hpp"
+
+namespace keel::cpu::direct {
+namespace {
+
+// 16 registers: 6 pixels x 2 registers of accumulators, 2 of weights, 1 broadcast.
+struct Avx2 {
+  using reg = __m256;
+  static constexpr int W = 8;
+  static constexpr int kMaxBlockLog2 = 1;
+  static constexpr int kForwardRows[3] = {6, 6, 6};
+  static constexpr int kFilterRows[3] = {6, 6, 6};
+  static reg zero() { return _mm256_setzero_ps(); }
+  static reg load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, reg v) { _mm256_storeu_ps(p, v); }
+  static reg bcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
+};
+
+}  // namespace
+
+const DirectKernels& direct_avx2() { return tiles::table<Avx2>(); }
+
+}  // namespace keel::cpu::direct

@@ -1,0 +1,41 @@
+#pragma once
+// The direct convolution's register tiles, one table per instruction set (direct_avx2.cpp,
+// direct_avx512.cpp, compiled with their -m flags); cpu/conv_direct.cpp picks a table and runs
+// the tiles over rows of a zero-padded image.
+#include <cstdint>
+
+namespace keel::cpu::direct {
+
+using i64 = std::int64_t;
+
+// Steps through the padded image, in floats.
+struct DirectSteps {
+  i64 c, o, kh, kw;
+  i64 pixel;  // sw * c: from one output pixel's window to the next
+  i64 row;    // dh * padded width * c: between tap rows
+  i64 tap;    // dw * c: between taps of a row
+};
+
+// Output pixels [p0, p1) of one padded image, pixel p = oh*wo + ow, its window starting at
+// image + oh*row_step + ow*pixel; out points at pixel p0's outputs (o floats per pixel):
+//   out[p, 0:o] = sum over taps (i, j) and channels ch of
+//     window(p)[i*row + j*tap + ch] * w[((i*kw + j)*c + ch)*o + 0:o].
+// Tiles run across the ends of output rows, so a narrow image (8 pixels wide) leaves no short tiles.
+using ForwardPixels = void (*)(const DirectSteps& st, const float* image, i64 row_step, i64 wo, i64 p0, i64 p1,
+                               const float* w, float* out);
+// dk[k, 0:o] += sum over pixels p in [p0, p1) of window(p)[offset(k)] * dy[p, 0:o] for the
+// K = kh*kw*c kernel rows k = (i*kw + j)*c + ch, offset(k) = i*row + j*tap + ch; dy points at
+// pixel p0's gradient.
+using FilterPixels = void (*)(const DirectSteps& st, const float* image, i64 row_step, i64 wo, i64 p0, i64 p1,
+                              const float* dy, float* dk);
+
+struct DirectKernels {
+  int width;  // floats per vector: o must be a multiple of it
+  ForwardPixels forward;
+  FilterPixels filter;
+};
+
+const DirectKernels& direct_avx2();
+const DirectKernels& direct_avx512();
+
+}  // namespace keel::cpu::direct
