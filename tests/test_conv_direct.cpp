@@ -14,7 +14,9 @@
 //   per tap);
 // - a stride of 2 (no direct input gradient), 24 channels (AVX2 tiles at the AVX-512 level);
 // - K = 1296 (forward and input gradient by im2col, kernel gradient direct) and K = 4800 (all
-//   im2col).
+//   im2col);
+// - rows too wide for one padded copy of the whole image (200 x 64 floats): bands of a few
+//   output rows, at strides 1 and 2.
 #include <catch2/catch.hpp>
 
 #include <keel/keel.hpp>
@@ -104,6 +106,8 @@ TEST_CASE("conv2d float32 direct tiles match float64 for every channel block and
       {{2, 6, 5, 24}, {3, 3, 24, 24}, {1, 1}, {1, 1}, "same"},     // 24 channels: AVX2 tiles
       {{1, 4, 3, 144}, {3, 3, 144, 16}, {1, 1}, {1, 1}, "same"},   // K = 1296: only dk direct
       {{1, 3, 3, 192}, {5, 5, 192, 16}, {1, 1}, {1, 1}, "same"},   // K = 4800: all by im2col
+      {{1, 8, 200, 64}, {3, 3, 64, 16}, {1, 1}, {1, 1}, "same"},   // bands of 3 output rows
+      {{1, 9, 130, 64}, {3, 3, 64, 16}, {2, 2}, {1, 1}, "same"},   // bands at stride 2
   };
   for (const Case& c : cases) check_case(c);
 }

@@ -42,34 +42,41 @@ const DirectKernels* pick(const WindowGeom& g, Pass pass) {
   return nullptr;
 }
 
-// A zero-padded copy of one image spanning every row and column that some window touches.
-struct PaddedImage {
-  i64 hp, wp, size;
-  explicit PaddedImage(const WindowGeom& g)
-      : hp(std::max(g.pad_top + g.h, (g.ho - 1) * g.sh + (g.kh - 1) * g.dh + 1)),
-        wp(std::max(g.pad_left + g.w, (g.wo - 1) * g.sw + (g.kw - 1) * g.dw + 1)),
-        size(hp * wp * g.c) {}
-  void load(const WindowGeom& g, const float* x, i64 n, float* dst) const {
-    std::fill(dst, dst + size, 0.0f);
-    const i64 C = g.c;
-    for (i64 ih = 0; ih < g.h; ++ih)
-      copy_run(x + (n * g.h + ih) * g.w * C, g.w * C, dst + ((ih + g.pad_top) * wp + g.pad_left) * C);
+// The padded input copy a part holds: at most this many bytes (or one output row's inputs),
+// so that it stays in L2 beside the weights and does not grow with the image (a whole 1024x1024
+// image of 64 channels would be 256 MB).
+constexpr i64 kBandBytes = 256 << 10;
+
+// A zero-padded copy of the input rows that a band of output rows [oh0, oh1) of one image reads,
+// over every column that some window touches: output row oh's windows start at band row
+// (oh - oh0) * sh.
+struct PaddedBand {
+  i64 wp, reach, rows, size;  // padded width; input rows one window spans; output rows per band; floats
+  explicit PaddedBand(const WindowGeom& g)
+      : wp(std::max(g.pad_left + g.w, (g.wo - 1) * g.sw + (g.kw - 1) * g.dw + 1)),
+        reach((g.kh - 1) * g.dh + 1),
+        rows(std::clamp<i64>((kBandBytes / static_cast<i64>(sizeof(float) * wp * g.c) - reach) / g.sh + 1, 1,
+                             g.ho)),
+        size(((rows - 1) * g.sh + reach) * wp * g.c) {}
+  void load(const WindowGeom& g, const float* x, i64 n, i64 oh0, i64 oh1, float* dst) const {
+    const i64 C = g.c, height = (oh1 - oh0 - 1) * g.sh + reach, first = oh0 * g.sh - g.pad_top;
+    std::fill(dst, dst + height * wp * C, 0.0f);
+    for (i64 r = std::max<i64>(0, -first); r < height && first + r < g.h; ++r)
+      copy_run(x + (n * g.h + first + r) * g.w * C, g.w * C, dst + (r * wp + g.pad_left) * C);
   }
   DirectSteps steps(const WindowGeom& g) const {
     return {g.c, g.o, g.kh, g.kw, g.sw * g.c, g.dh * wp * g.c, g.dw * g.c};
   }
-};
-
-// fn(n, p0, p1) for each image n that output rows [r0, r1) (rows n*ho + oh) touch, with its
-// pixels p = oh*wo + ow among them.
-template <class F>
-void for_each_image(const WindowGeom& g, i64 r0, i64 r1, F&& fn) {
-  for (i64 r = r0; r < r1;) {
-    const i64 n = r / g.ho, end = std::min(r1, (n + 1) * g.ho);
-    fn(n, (r - n * g.ho) * g.wo, (end - n * g.ho) * g.wo);
-    r = end;
+  // fn(n, oh0, oh1) for each band of output rows [r0, r1) (rows n*ho + oh), within one image.
+  template <class F>
+  void for_each(const WindowGeom& g, i64 r0, i64 r1, F&& fn) const {
+    for (i64 r = r0; r < r1;) {
+      const i64 n = r / g.ho, oh = r - n * g.ho, end = std::min({r1, (n + 1) * g.ho, r + rows});
+      fn(n, oh, end - n * g.ho);
+      r = end;
+    }
   }
-}
+};
 
 // The input gradient of a stride-1 convolution is itself a stride-1 convolution (a correlation)
 // of dy with the kernel turned by 180 degrees and its channel axes swapped:
@@ -112,38 +119,39 @@ void direct_backward_input(const WindowGeom& g, const float* dy, const float* k,
 
 void direct_forward(const WindowGeom& g, const float* x, const float* k, float* y, const ConvEpilogue& epilogue) {
   const DirectKernels& tiles = *pick(g, Pass::forward);
-  const PaddedImage pad(g);
-  const DirectSteps st = pad.steps(g);
+  const PaddedBand band(g);
+  const DirectSteps st = band.steps(g);
   const i64 C = g.c, O = g.o, rows = g.n * g.ho;
   const int parts = plan_parts(rows, static_cast<double>(g.wo * g.kh * g.kw * C * O));
-  std::vector<float> padded(static_cast<std::size_t>(parts * pad.size));
+  std::vector<float> padded(static_cast<std::size_t>(parts * band.size));
   run_parts(parts, rows, [&](int p, i64 r0, i64 r1) {
-    float* xp = padded.data() + p * pad.size;
-    for_each_image(g, r0, r1, [&](i64 n, i64 p0, i64 p1) {
-      pad.load(g, x, n, xp);
-      float* out = y + (n * g.ho * g.wo + p0) * O;
-      tiles.forward(st, xp, g.sh * pad.wp * C, g.wo, p0, p1, k, out);
-      finish_rows(epilogue, out, p1 - p0, O);
+    float* xp = padded.data() + p * band.size;
+    band.for_each(g, r0, r1, [&](i64 n, i64 oh0, i64 oh1) {
+      band.load(g, x, n, oh0, oh1, xp);
+      float* out = y + (n * g.ho + oh0) * g.wo * O;
+      const i64 pixels = (oh1 - oh0) * g.wo;
+      tiles.forward(st, xp, g.sh * band.wp * C, g.wo, 0, pixels, k, out);
+      finish_rows(epilogue, out, pixels, O);
     });
   });
 }
 
 void direct_backward_filter(const WindowGeom& g, const float* x, const float* dy, float* dk) {
   const DirectKernels& tiles = *pick(g, Pass::filter);
-  const PaddedImage pad(g);
-  const DirectSteps st = pad.steps(g);
+  const PaddedBand band(g);
+  const DirectSteps st = band.steps(g);
   const i64 C = g.c, O = g.o, K = g.kh * g.kw * C, rows = g.n * g.ho;
   const int parts = plan_parts(rows, static_cast<double>(g.wo * K * O));
   // Part 0 sums into dk; the others into their own zeroed copies, added below.
-  std::vector<float> padded(static_cast<std::size_t>(parts * pad.size));
+  std::vector<float> padded(static_cast<std::size_t>(parts * band.size));
   std::vector<float> partial(static_cast<std::size_t>((parts - 1) * K * O));
   std::fill(dk, dk + K * O, 0.0f);
   run_parts(parts, rows, [&](int p, i64 r0, i64 r1) {
-    float* xp = padded.data() + p * pad.size;
+    float* xp = padded.data() + p * band.size;
     float* acc = p == 0 ? dk : partial.data() + (p - 1) * K * O;
-    for_each_image(g, r0, r1, [&](i64 n, i64 p0, i64 p1) {
-      pad.load(g, x, n, xp);
-      tiles.filter(st, xp, g.sh * pad.wp * C, g.wo, p0, p1, dy + (n * g.ho * g.wo + p0) * O, acc);
+    band.for_each(g, r0, r1, [&](i64 n, i64 oh0, i64 oh1) {
+      band.load(g, x, n, oh0, oh1, xp);
+      tiles.filter(st, xp, g.sh * band.wp * C, g.wo, 0, (oh1 - oh0) * g.wo, dy + (n * g.ho + oh0) * g.wo * O, acc);
     });
   });
   for (int p = 1; p < parts; ++p) add_run(partial.data() + (p - 1) * K * O, K * O, dk);
