@@ -13,6 +13,8 @@
 // - dilation along the height (inputs of a tap row stay one run) and along the width (one run
 //   per tap);
 // - a stride of 2 (no direct input gradient), 24 channels (AVX2 tiles at the AVX-512 level);
+// - fewer than 8 output channels (the narrow tiles: dot products along whole registers of input
+//   channels), in the forward and in the input gradient of a first layer (3 or 1 channels);
 // - K = 1296 (forward and input gradient by im2col, kernel gradient direct) and K = 4800 (all
 //   im2col);
 // - rows too wide for one padded copy of the whole image (200 x 64 floats): bands of a few
@@ -106,6 +108,12 @@ TEST_CASE("conv2d float32 direct tiles match float64 for every channel block and
       {{2, 6, 5, 24}, {3, 3, 24, 24}, {1, 1}, {1, 1}, "same"},     // 24 channels: AVX2 tiles
       {{1, 4, 3, 144}, {3, 3, 144, 16}, {1, 1}, {1, 1}, "same"},   // K = 1296: only dk direct
       {{1, 3, 3, 192}, {5, 5, 192, 16}, {1, 1}, {1, 1}, "same"},   // K = 4800: all by im2col
+      {{2, 6, 9, 3}, {3, 3, 3, 16}, {1, 1}, {1, 1}, "same"},       // dx narrow: a first layer's 3 of 16
+      {{2, 5, 7, 1}, {3, 3, 1, 32}, {1, 1}, {1, 1}, "valid"},      // dx narrow: 1 of 32
+      {{1, 6, 5, 7}, {3, 3, 7, 16}, {1, 1}, {1, 1}, "same"},       // dx narrow: 7 of 16
+      {{2, 5, 6, 16}, {3, 3, 16, 3}, {1, 1}, {1, 1}, "same"},      // y narrow: an RGB output
+      {{1, 5, 5, 24}, {3, 3, 24, 5}, {1, 1}, {1, 1}, "same"},      // y narrow on AVX2 tiles
+      {{1, 7, 6, 32}, {3, 2, 32, 2}, {1, 1}, {2, 2}, "same"},      // y narrow, dilated
       {{1, 8, 200, 64}, {3, 3, 64, 16}, {1, 1}, {1, 1}, "same"},   // bands of 3 output rows
       {{1, 9, 130, 64}, {3, 3, 64, 16}, {2, 2}, {1, 1}, "same"},   // bands at stride 2
   };
@@ -126,13 +134,17 @@ TEST_CASE("conv2d float32 direct tiles split an image between threads without ch
 TEST_CASE("conv2d float32 direct forward applies a traced bias and activation to every pixel") {
   // In a traced function Conv2D -> Add(bias) -> Relu becomes one kernel whose epilogue runs on
   // each image's pixels as the tiles finish them (src/graph/fuse_patterns.cpp).
-  const Tensor x = random::uniform({3, 5, 7, 32}, -1.0, 1.0, DType::float32);
-  const Tensor k = random::uniform({3, 3, 32, 48}, -1.0, 1.0, DType::float32);
-  const Tensor b = random::uniform({48}, -1.0, 1.0, DType::float32);
-  auto f = [](const Tensor& x, const Tensor& k, const Tensor& b) { return relu(conv2d(x, k, {1, 1}, "same") + b); };
-  const Tensor want = f(x.astype(DType::float64), k.astype(DType::float64), b.astype(DType::float64));
-  testing::at_every_simd_level([&](const std::string&) {
-    auto traced = keel::function(f);
-    check_close(traced(x, k, b), want);
-  });
+  // 48 output channels (wide tiles) and 3 (narrow tiles).
+  for (const std::int64_t out : {48, 3}) {
+    INFO(out << " output channels");
+    const Tensor x = random::uniform({3, 5, 7, 32}, -1.0, 1.0, DType::float32);
+    const Tensor k = random::uniform({3, 3, 32, out}, -1.0, 1.0, DType::float32);
+    const Tensor b = random::uniform({out}, -1.0, 1.0, DType::float32);
+    auto f = [](const Tensor& x, const Tensor& k, const Tensor& b) { return relu(conv2d(x, k, {1, 1}, "same") + b); };
+    const Tensor want = f(x.astype(DType::float64), k.astype(DType::float64), b.astype(DType::float64));
+    testing::at_every_simd_level([&](const std::string&) {
+      auto traced = keel::function(f);
+      check_close(traced(x, k, b), want);
+    });
+  }
 }

@@ -5,6 +5,7 @@
 #ifdef KEEL_CONV_DIRECT
 
 #include <algorithm>
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -27,19 +28,32 @@ namespace {
 //   stay in L2; the kernel gradient, whose tiles keep their sums in registers over all pixels,
 //   1.1-1.5x faster at every K measured.
 constexpr i64 kAvx2MaxK = 64;
+constexpr i64 kAvx2NarrowMaxK = 1152;
 constexpr i64 kAvx512MaxK = 1152;
 constexpr i64 kAvx512FilterMaxK = 4608;
 
 // The tiles for this pass of a convolution at the active SIMD level (cpu/kernels.hpp, which
 // KEEL_SIMD caps), or none: capped at SSE2, convolutions take the im2col path, so that tests
-// cover both. g is the geometry the tiles run: for the input gradient, its own forward's.
-const DirectKernels* pick(const WindowGeom& g, Pass pass) {
+// cover both. g is the geometry the tiles run: for the input gradient, its own forward's. A
+// forward with fewer output channels than a register (an RGB image out, or the input gradient
+// of a first layer), and its kernel gradient, run the narrow tiles where the input channels fill
+// whole registers.
+struct Plan {
+  const DirectKernels* tiles = nullptr;
+  bool narrow = false;
+};
+Plan plan(const WindowGeom& g, Pass pass) {
   const std::string_view isa = simd().isa;
   const i64 K = g.kh * g.kw * g.c;
-  const i64 avx512_max = pass == Pass::filter ? kAvx512FilterMaxK : kAvx512MaxK;
-  if (isa.rfind("avx512", 0) == 0 && g.o % 16 == 0 && K <= avx512_max) return &direct_avx512();
-  if (isa != "sse2" && g.o % 8 == 0 && K <= kAvx2MaxK) return &direct_avx2();
-  return nullptr;
+  const bool few = g.o <= kMaxNarrow;
+  if (isa.rfind("avx512", 0) == 0 && K <= (pass == Pass::filter ? kAvx512FilterMaxK : kAvx512MaxK)) {
+    if (g.o % 16 == 0) return {&direct_avx512(), false};
+    if (few && g.c % 16 == 0) return {&direct_avx512(), true};
+  }
+  if (isa == "sse2") return {};
+  if (g.o % 8 == 0 && K <= kAvx2MaxK) return {&direct_avx2(), false};
+  if (few && g.c % 8 == 0 && K <= kAvx2NarrowMaxK) return {&direct_avx2(), true};
+  return {};
 }
 
 // The padded input copy a part holds: at most this many bytes (or one output row's inputs),
@@ -78,6 +92,25 @@ struct PaddedBand {
   }
 };
 
+// The bands of all parts, each starting on a 64-byte line (a band's windows then start on lines
+// too when the channels fill whole AVX-512 registers; unaligned, every narrow tile's load
+// crossed two lines).
+class BandBuffers {
+ public:
+  BandBuffers(int parts, i64 band_size)
+      : stride_((band_size + kLine - 1) / kLine * kLine), data_(static_cast<std::size_t>(parts * stride_ + kLine)) {}
+  float* part(int p) {
+    const auto base = reinterpret_cast<std::uintptr_t>(data_.data());
+    const std::uintptr_t skip = (kLine * sizeof(float) - base % (kLine * sizeof(float))) % (kLine * sizeof(float));
+    return data_.data() + skip / sizeof(float) + p * stride_;
+  }
+
+ private:
+  static constexpr i64 kLine = 16;  // floats per 64-byte line
+  i64 stride_;
+  std::vector<float> data_;
+};
+
 // The input gradient of a stride-1 convolution is itself a stride-1 convolution (a correlation)
 // of dy with the kernel turned by 180 degrees and its channel axes swapped:
 //   dx[h, w, c] = sum_{i,j,o} dy[h - pt' + i*dh, w - pl' + j*dw, o] * k[kh-1-i, kw-1-j, c, o],
@@ -98,60 +131,83 @@ WindowGeom input_gradient_geom(const WindowGeom& g) {
 }  // namespace
 
 bool direct_fits(const WindowGeom& g, Pass pass) {
-  if (pass != Pass::input) return pick(g, pass) != nullptr;
+  if (pass != Pass::input) return plan(g, pass).tiles != nullptr;
   return g.sh == 1 && g.sw == 1 && g.pad_top <= (g.kh - 1) * g.dh && g.pad_left <= (g.kw - 1) * g.dw &&
-         pick(input_gradient_geom(g), pass) != nullptr;
+         plan(input_gradient_geom(g), pass).tiles != nullptr;
 }
 
-void direct_backward_input(const WindowGeom& g, const float* dy, const float* k, float* dx) {
-  const WindowGeom a = input_gradient_geom(g);
-  const i64 C = g.c, O = g.o;
-  std::vector<float> turned(static_cast<std::size_t>(g.kh * g.kw * C * O));
-  for (i64 i = 0; i < g.kh; ++i)
-    for (i64 j = 0; j < g.kw; ++j) {
-      const float* src = k + ((g.kh - 1 - i) * g.kw + (g.kw - 1 - j)) * C * O;  // [c, o]
-      float* dst = turned.data() + (i * g.kw + j) * O * C;                     // [o, c]
-      for (i64 c = 0; c < C; ++c)
-        for (i64 o = 0; o < O; ++o) dst[o * C + c] = src[c * O + o];
-    }
-  direct_forward(a, dy, turned.data(), dx, ConvEpilogue{});
-}
+namespace {
 
-void direct_forward(const WindowGeom& g, const float* x, const float* k, float* y, const ConvEpilogue& epilogue) {
-  const DirectKernels& tiles = *pick(g, Pass::forward);
+// Runs the forward-shaped convolution g with weights w in the plan's layout: [tap][c][o] for the
+// wide tiles, [tap][o][c] for the narrow ones.
+void run_forward(const WindowGeom& g, const Plan& plan, const float* x, const float* w, float* y,
+                 const ConvEpilogue& epilogue) {
+  const ForwardPixels tiles = plan.narrow ? plan.tiles->narrow : plan.tiles->forward;
   const PaddedBand band(g);
   const DirectSteps st = band.steps(g);
   const i64 C = g.c, O = g.o, rows = g.n * g.ho;
   const int parts = plan_parts(rows, static_cast<double>(g.wo * g.kh * g.kw * C * O));
-  std::vector<float> padded(static_cast<std::size_t>(parts * band.size));
+  BandBuffers padded(parts, band.size);
   run_parts(parts, rows, [&](int p, i64 r0, i64 r1) {
-    float* xp = padded.data() + p * band.size;
+    float* xp = padded.part(p);
     band.for_each(g, r0, r1, [&](i64 n, i64 oh0, i64 oh1) {
       band.load(g, x, n, oh0, oh1, xp);
       float* out = y + (n * g.ho + oh0) * g.wo * O;
       const i64 pixels = (oh1 - oh0) * g.wo;
-      tiles.forward(st, xp, g.sh * band.wp * C, g.wo, 0, pixels, k, out);
+      tiles(st, xp, g.sh * band.wp * C, g.wo, 0, pixels, w, out);
       finish_rows(epilogue, out, pixels, O);
     });
   });
 }
 
+// The kernel k [kh, kw, c, o] with its taps in order or turned by 180 degrees, each tap's
+// [c, o] block as it is or transposed to [o, c].
+std::vector<float> arrange(const WindowGeom& g, const float* k, bool turn, bool transpose) {
+  const i64 C = g.c, O = g.o, taps = g.kh * g.kw;
+  std::vector<float> out(static_cast<std::size_t>(taps * C * O));
+  for (i64 t = 0; t < taps; ++t) {
+    const float* src = k + (turn ? taps - 1 - t : t) * C * O;  // [c, o]
+    float* dst = out.data() + t * C * O;
+    for (i64 c = 0; c < C; ++c)
+      for (i64 o = 0; o < O; ++o) dst[transpose ? o * C + c : c * O + o] = src[c * O + o];
+  }
+  return out;
+}
+
+}  // namespace
+
+void direct_forward(const WindowGeom& g, const float* x, const float* k, float* y, const ConvEpilogue& epilogue) {
+  const Plan p = plan(g, Pass::forward);
+  if (!p.narrow) return run_forward(g, p, x, k, y, epilogue);
+  run_forward(g, p, x, arrange(g, k, false, true).data(), y, epilogue);
+}
+
+// The turned kernel's tap t is k's tap taps-1-t (i -> kh-1-i and j -> kw-1-j at once). Its
+// [in, out] block for the input gradient's forward is k's [c, o] transposed, [o, c]; the narrow
+// tiles want [out, in] = [c, o], k's own.
+void direct_backward_input(const WindowGeom& g, const float* dy, const float* k, float* dx) {
+  const WindowGeom a = input_gradient_geom(g);
+  const Plan p = plan(a, Pass::input);
+  run_forward(a, p, dy, arrange(g, k, true, !p.narrow).data(), dx, ConvEpilogue{});
+}
+
 void direct_backward_filter(const WindowGeom& g, const float* x, const float* dy, float* dk) {
-  const DirectKernels& tiles = *pick(g, Pass::filter);
+  const Plan pl = plan(g, Pass::filter);
+  const FilterPixels tiles = pl.narrow ? pl.tiles->narrow_filter : pl.tiles->filter;
   const PaddedBand band(g);
   const DirectSteps st = band.steps(g);
   const i64 C = g.c, O = g.o, K = g.kh * g.kw * C, rows = g.n * g.ho;
   const int parts = plan_parts(rows, static_cast<double>(g.wo * K * O));
   // Part 0 sums into dk; the others into their own zeroed copies, added below.
-  std::vector<float> padded(static_cast<std::size_t>(parts * band.size));
+  BandBuffers padded(parts, band.size);
   std::vector<float> partial(static_cast<std::size_t>((parts - 1) * K * O));
   std::fill(dk, dk + K * O, 0.0f);
   run_parts(parts, rows, [&](int p, i64 r0, i64 r1) {
-    float* xp = padded.data() + p * band.size;
+    float* xp = padded.part(p);
     float* acc = p == 0 ? dk : partial.data() + (p - 1) * K * O;
     band.for_each(g, r0, r1, [&](i64 n, i64 oh0, i64 oh1) {
       band.load(g, x, n, oh0, oh1, xp);
-      tiles.filter(st, xp, g.sh * band.wp * C, g.wo, 0, (oh1 - oh0) * g.wo, dy + (n * g.ho + oh0) * g.wo * O, acc);
+      tiles(st, xp, g.sh * band.wp * C, g.wo, 0, (oh1 - oh0) * g.wo, dy + (n * g.ho + oh0) * g.wo * O, acc);
     });
   });
   for (int p = 1; p < parts; ++p) add_run(partial.data() + (p - 1) * K * O, K * O, dk);

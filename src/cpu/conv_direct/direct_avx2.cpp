@@ -12,11 +12,17 @@ struct Avx2 {
   static constexpr int W = 8;
   static constexpr int kMaxBlockLog2 = 1;
   static constexpr int kForwardRows[3] = {6, 6, 6};
+  static constexpr int kNarrowRegisters = 15;
   static constexpr int kFilterRows[3] = {6, 6, 6};
   static reg zero() { return _mm256_setzero_ps(); }
   static reg load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, reg v) { _mm256_storeu_ps(p, v); }
   static reg bcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static float hsum(reg v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+  }
   static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
 };
 

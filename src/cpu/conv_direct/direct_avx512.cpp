@@ -13,11 +13,13 @@ struct Avx512 {
   static constexpr int W = 16;
   static constexpr int kMaxBlockLog2 = 2;
   static constexpr int kForwardRows[3] = {12, 12, 6};
+  static constexpr int kNarrowRegisters = 29;
   static constexpr int kFilterRows[3] = {16, 12, 6};
   static reg zero() { return _mm512_setzero_ps(); }
   static reg load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, reg v) { _mm512_storeu_ps(p, v); }
   static reg bcast(const float* p) { return _mm512_set1_ps(*p); }
+  static float hsum(reg v) { return _mm512_reduce_add_ps(v); }
   static reg fma(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
 };
 

@@ -29,10 +29,18 @@ using ForwardPixels = void (*)(const DirectSteps& st, const float* image, i64 ro
 using FilterPixels = void (*)(const DirectSteps& st, const float* image, i64 row_step, i64 wo, i64 p0, i64 p1,
                               const float* dy, float* dk);
 
+// The forward and kernel gradient for few output channels (o <= kMaxNarrow) and input channels c
+// a multiple of the vector width. The forward's outputs are dot products along the channels,
+// with the weights laid out [tap][o][c], w[((i*kw + j)*o + oc)*c + ch] (out as for
+// ForwardPixels); the kernel gradient is FilterPixels', vectorised along the kernel rows.
+constexpr i64 kMaxNarrow = 7;
+
 struct DirectKernels {
-  int width;  // floats per vector: o must be a multiple of it
+  int width;  // floats per vector: o (c for narrow) must be a multiple of it
   ForwardPixels forward;
   FilterPixels filter;
+  ForwardPixels narrow;
+  FilterPixels narrow_filter;
 };
 
 const DirectKernels& direct_avx2();

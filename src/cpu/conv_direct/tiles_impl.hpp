@@ -4,7 +4,8 @@
 //   reg, W (floats per register), zero(), load(p), store(p, v), bcast(p), fma(a, b, c) = a*b + c;
 //   kForwardRows[b] / kFilterRows[b]: the tile height for a block of 2^b registers of channels,
 //   chosen so that the accumulators, that block's weights and one broadcast fill the registers.
-//   kMaxBlockLog2: the widest block, 2^kMaxBlockLog2 registers.
+//   kMaxBlockLog2: the widest block, 2^kMaxBlockLog2 registers;
+//   hsum(v): the sum of v's lanes; kNarrowRegisters: the registers a narrow tile may fill.
 #include <algorithm>
 
 #include "cpu/conv_direct/direct_kernels.hpp"
@@ -40,7 +41,14 @@ struct Runs {
   }
 };
 
-// A tile's R x NB accumulators from / to rows of `stride` floats.
+// A tile's R x NB accumulators set to zero, or from / to rows of `stride` floats.
+template <class V, int R, int NB>
+void zero_tile(typename V::reg (&acc)[R][NB]) {
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int b = 0; b < NB; ++b) acc[r][b] = V::zero();
+}
 template <class V, int R, int NB>
 void load_tile(typename V::reg (&acc)[R][NB], const float* p, i64 stride) {
 #pragma GCC unroll 16
@@ -56,14 +64,37 @@ void store_tile(typename V::reg (&acc)[R][NB], float* p, i64 stride) {
     for (int b = 0; b < NB; ++b) V::store(p + r * stride + V::W * b, acc[r][b]);
 }
 
+// f.template operator()<N>() for the N == n, n in [1, MAX]: a run-time count (the pixels or
+// rows left for a last tile, the output channels) as a template argument.
+template <int MAX, class F>
+void with_count(i64 n, F&& f) {
+  if constexpr (MAX > 0) {
+    if (n == MAX)
+      f.template operator()<MAX>();
+    else
+      with_count<MAX - 1>(n, f);
+  }
+}
+
+// tile.template operator()<N>(windows, out) over pixels [p0, p1) in tiles of R pixels (N = R but
+// for a shorter last one), out moving on by out_step floats a pixel.
+template <int R, class Tile>
+void over_tiles(const DirectSteps& st, const float* image, i64 row_step, i64 wo, i64 p0, i64 p1, float* out,
+                i64 out_step, Tile&& tile) {
+  PixelWalk walk(st, image, row_step, wo, p0);
+  const float* s[R];
+  for (i64 p = p0; p < p1; p += R, out += R * out_step) {
+    const i64 n = std::min<i64>(R, p1 - p);
+    for (i64 r = 0; r < n; ++r, walk.next()) s[r] = walk.window();
+    with_count<R>(n, [&]<int N>() { tile.template operator()<N>(s, out); });
+  }
+}
+
 // R output pixels (windows s[r]) x NB registers of channels, accumulated in registers over all taps.
 template <class V, int R, int NB>
 void forward_tile(const DirectSteps& st, const float* const* s, const float* w, float* out) {
   typename V::reg acc[R][NB];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int b = 0; b < NB; ++b) acc[r][b] = V::zero();
+  zero_tile<V>(acc);
   // One loop per run of consecutive inputs (with 3 channels, a loop of 3 per tap ran at half
   // the rate of one of 9 per tap row).
   const Runs runs(st);
@@ -85,32 +116,13 @@ void forward_tile(const DirectSteps& st, const float* const* s, const float* w, 
   store_tile<V>(acc, out, st.o);
 }
 
-// The last n < R pixels.
-template <class V, int R, int NB>
-void forward_tail(i64 n, const DirectSteps& st, const float* const* s, const float* w, float* out) {
-  if constexpr (R > 0) {
-    if (n == R)
-      forward_tile<V, R, NB>(st, s, w, out);
-    else
-      forward_tail<V, R - 1, NB>(n, st, s, w, out);
-  }
-}
-
 // Pixels [p0, p1) for the channels [0, NB*W) of w and out.
 template <class V, int NB>
 void forward_block(const DirectSteps& st, const float* image, i64 row_step, i64 wo, i64 p0, i64 p1, const float* w,
                    float* out) {
   constexpr int R = V::kForwardRows[NB == 1 ? 0 : NB == 2 ? 1 : 2];
-  PixelWalk walk(st, image, row_step, wo, p0);
-  const float* s[R];
-  for (i64 p = p0; p < p1; p += R, out += R * st.o) {
-    const i64 n = std::min<i64>(R, p1 - p);
-    for (i64 r = 0; r < n; ++r, walk.next()) s[r] = walk.window();
-    if (n == R)
-      forward_tile<V, R, NB>(st, s, w, out);
-    else
-      forward_tail<V, R - 1, NB>(n, st, s, w, out);
-  }
+  over_tiles<R>(st, image, row_step, wo, p0, p1, out, st.o,
+                [&]<int N>(const float* const* s, float* o) { forward_tile<V, N, NB>(st, s, w, o); });
 }
 
 template <class V>
@@ -152,16 +164,6 @@ void filter_tile(const DirectSteps& st, PixelWalk walk, i64 count, i64 at, const
   store_tile<V>(acc, dk, st.o);
 }
 
-template <class V, int KT, int NB>
-void filter_tail(i64 n, const DirectSteps& st, const PixelWalk& walk, i64 count, i64 at, const float* dy, float* dk) {
-  if constexpr (KT > 0) {
-    if (n == KT)
-      filter_tile<V, KT, NB>(st, walk, count, at, dy, dk);
-    else
-      filter_tail<V, KT - 1, NB>(n, st, walk, count, at, dy, dk);
-  }
-}
-
 // All kernel rows for the channels [0, NB*W) of dy and dk.
 template <class V, int NB>
 void filter_block(const DirectSteps& st, const PixelWalk& walk, i64 count, const float* dy, float* dk) {
@@ -172,7 +174,9 @@ void filter_block(const DirectSteps& st, const PixelWalk& walk, i64 count, const
     float* dk_run = dk + q * runs.length * st.o;
     i64 t0 = 0;
     for (; t0 + KT <= runs.length; t0 += KT) filter_tile<V, KT, NB>(st, walk, count, at + t0, dy, dk_run + t0 * st.o);
-    filter_tail<V, KT - 1, NB>(runs.length - t0, st, walk, count, at + t0, dy, dk_run + t0 * st.o);
+    with_count<KT - 1>(runs.length - t0, [&]<int N>() {
+      filter_tile<V, N, NB>(st, walk, count, at + t0, dy, dk_run + t0 * st.o);
+    });
   }
 }
 
@@ -195,9 +199,108 @@ void filter(const DirectSteps& st, const float* image, i64 row_step, i64 wo, i64
   }
 }
 
+// ---- few output channels ------------------------------------------------------------------------
+
+// R pixels x NO output channels, each a register of partial sums along the input channels, added
+// across its lanes at the end: per tap and register of channels, R inputs and one weight register
+// per output channel.
+template <class V, int R, int NO>
+void narrow_tile(const DirectSteps& st, const float* const* s, const float* w, float* out) {
+  typename V::reg acc[R][NO];
+  zero_tile<V>(acc);
+  const float* wk = w;
+  for (i64 q = 0; q < st.kh * st.kw; ++q, wk += NO * st.c) {
+    const i64 at = (q / st.kw) * st.row + (q % st.kw) * st.tap;
+    for (i64 ch = 0; ch < st.c; ch += V::W) {
+      typename V::reg xv[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) xv[r] = V::load(s[r] + at + ch);
+#pragma GCC unroll 8
+      for (int oc = 0; oc < NO; ++oc) {
+        const typename V::reg wv = V::load(wk + oc * st.c + ch);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[r][oc] = V::fma(xv[r], wv, acc[r][oc]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int oc = 0; oc < NO; ++oc) out[r * NO + oc] = V::hsum(acc[r][oc]);
+}
+
+template <class V, int NO>
+void narrow_pixels(const DirectSteps& st, const float* image, i64 row_step, i64 wo, i64 p0, i64 p1, const float* w,
+                   float* out) {
+  // Accumulators, inputs and one weight register within the budget, at most 8 pixels.
+  constexpr int R = std::clamp((V::kNarrowRegisters - 1) / (NO + 1), 1, 8);
+  over_tiles<R>(st, image, row_step, wo, p0, p1, out, NO,
+                [&]<int N>(const float* const* s, float* o) { narrow_tile<V, N, NO>(st, s, w, o); });
+}
+
+template <class V>
+void narrow(const DirectSteps& st, const float* image, i64 row_step, i64 wo, i64 p0, i64 p1, const float* w,
+            float* out) {
+  with_count<kMaxNarrow>(st.o, [&]<int NO>() { narrow_pixels<V, NO>(st, image, row_step, wo, p0, p1, w, out); });
+}
+
+// The kernel gradient for few output channels: KV registers of consecutive kernel rows (along
+// the input channels of a run) x NO output channels, accumulated over the pixels with dy's NO
+// values broadcast, then added into dk's rows k, column oc.
+template <class V, int KV, int NO>
+void narrow_filter_tile(const DirectSteps& st, PixelWalk walk, i64 count, i64 at, const float* dy, float* dk) {
+  typename V::reg acc[KV][NO];
+  zero_tile<V>(acc);
+  for (i64 p = 0; p < count; ++p, walk.next(), dy += NO) {
+    const float* src = walk.window() + at;
+    typename V::reg gv[NO];
+#pragma GCC unroll 8
+    for (int oc = 0; oc < NO; ++oc) gv[oc] = V::bcast(dy + oc);
+#pragma GCC unroll 8
+    for (int v = 0; v < KV; ++v) {
+      const typename V::reg xv = V::load(src + v * V::W);
+#pragma GCC unroll 8
+      for (int oc = 0; oc < NO; ++oc) acc[v][oc] = V::fma(xv, gv[oc], acc[v][oc]);
+    }
+  }
+  float lanes[V::W];
+#pragma GCC unroll 8
+  for (int v = 0; v < KV; ++v)
+#pragma GCC unroll 8
+    for (int oc = 0; oc < NO; ++oc) {
+      V::store(lanes, acc[v][oc]);
+      for (int l = 0; l < V::W; ++l) dk[(v * V::W + l) * NO + oc] += lanes[l];
+    }
+}
+
+template <class V, int NO>
+void narrow_filter_pixels(const DirectSteps& st, const PixelWalk& walk, i64 count, const float* dy, float* dk) {
+  constexpr int KV = std::clamp((V::kNarrowRegisters - 1 - NO) / NO, 1, 8);
+  const Runs runs(st);
+  const i64 registers = runs.length / V::W;  // per run: its length is a multiple of W
+  for (i64 q = 0; q < runs.count; ++q) {
+    const i64 at = runs.at(st, q);
+    float* dk_run = dk + q * runs.length * NO;
+    i64 v0 = 0;
+    for (; v0 + KV <= registers; v0 += KV)
+      narrow_filter_tile<V, KV, NO>(st, walk, count, at + v0 * V::W, dy, dk_run + v0 * V::W * NO);
+    with_count<KV - 1>(registers - v0, [&]<int N>() {
+      narrow_filter_tile<V, N, NO>(st, walk, count, at + v0 * V::W, dy, dk_run + v0 * V::W * NO);
+    });
+  }
+}
+
+template <class V>
+void narrow_filter(const DirectSteps& st, const float* image, i64 row_step, i64 wo, i64 p0, i64 p1, const float* dy,
+                   float* dk) {
+  with_count<kMaxNarrow>(st.o, [&]<int NO>() {
+    narrow_filter_pixels<V, NO>(st, PixelWalk(st, image, row_step, wo, p0), p1 - p0, dy, dk);
+  });
+}
+
 template <class V>
 const DirectKernels& table() {
-  static const DirectKernels kernels{V::W, forward<V>, filter<V>};
+  static const DirectKernels kernels{V::W, forward<V>, filter<V>, narrow<V>, narrow_filter<V>};
   return kernels;
 }
 
