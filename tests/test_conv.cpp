@@ -325,8 +325,8 @@ TEST_CASE("conv2d gradients in float32 agree with float64") {
 }
 
 TEST_CASE("conv2d in float32 with few input taps and out-channels in multiples of 8") {
-  // keel has a direct (non-im2col) float32 kernel for kh*kw*in <= 64 and out % 8 == 0 at SIMD
-  // levels with AVX2: tiles of 6 output pixels x 16 (or 8) channels. Widths 1, 7 and 13 leave partial
+  // keel's direct (non-im2col) float32 kernels take these at SIMD levels with AVX2 (out % 8 == 0)
+  // or AVX-512 (out % 16 == 0); tests/test_conv_direct.cpp covers them at larger K. Widths 1, 7 and 13 leave partial
   // tiles; 24 and 40 out-channels mix 16- and 8-wide blocks.
   const std::vector<ConvCase> cases = {
       {{2, 7, 5, 3}, {3, 3, 3, 16}, {1, 1}, "same", {1, 1}},  {{2, 7, 13, 3}, {3, 2, 3, 24}, {2, 1}, "same", {1, 1}},

@@ -21,14 +21,15 @@ namespace {
 
 // The largest K = kh*kw*c the direct kernels take, per instruction set and pass, measured
 // against im2col + GEMM (oneDNN) at one thread, 3x3 "same" convolutions:
-// - AVX2 (12 accumulators): K = 27 ran 2x faster, K = 144 tied.
+// - AVX2 (12 accumulators, the shape of an AVX2 GEMM's own micro-kernel): K = 27 ran 2x faster;
+//   K = 144-576 1.0-1.4x faster over three rounds with both sides capped at AVX2 on an AVX-512
+//   machine (KEEL_SIMD=avx2, DNNL_MAX_CPU_ISA=AVX2), K = 1152 0.9-1.0x.
 // - AVX-512 (24 accumulators, twice the width), on the seed CNN's layers (K = 27-576) and
 //   128-512 channels at 28x28-7x7 (K = 1152-4608): the forward and the input gradient 1.1-1.5x
 //   faster up to K = 1152, 0.9x at 2304 and 0.4-0.7x at 4608, where a tile's weights no longer
 //   stay in L2; the kernel gradient, whose tiles keep their sums in registers over all pixels,
 //   1.1-1.5x faster at every K measured.
-constexpr i64 kAvx2MaxK = 64;
-constexpr i64 kAvx2NarrowMaxK = 1152;
+constexpr i64 kAvx2MaxK = 576;
 constexpr i64 kAvx512MaxK = 1152;
 constexpr i64 kAvx512FilterMaxK = 4608;
 
@@ -52,7 +53,7 @@ Plan plan(const WindowGeom& g, Pass pass) {
   }
   if (isa == "sse2") return {};
   if (g.o % 8 == 0 && K <= kAvx2MaxK) return {&direct_avx2(), false};
-  if (few && g.c % 8 == 0 && K <= kAvx2NarrowMaxK) return {&direct_avx2(), true};
+  if (few && g.c % 8 == 0 && K <= kAvx2MaxK) return {&direct_avx2(), true};
   return {};
 }
 
