@@ -35,8 +35,8 @@ using FilterPixels = void (*)(const DirectSteps& st, const float* image, i64 row
 // ForwardPixels); the kernel gradient is FilterPixels', vectorised along the kernel rows.
 constexpr i64 kMaxNarrow = 7;
 
+// Channels: o (c for the narrow tiles) a multiple of the table's vector width.
 struct DirectKernels {
-  int width;  // floats per vector: o (c for narrow) must be a multiple of it
   ForwardPixels forward;
   FilterPixels filter;
   ForwardPixels narrow;

@@ -125,22 +125,30 @@ void forward_block(const DirectSteps& st, const float* image, i64 row_step, i64 
                 [&]<int N>(const float* const* s, float* o) { forward_tile<V, N, NB>(st, s, w, o); });
 }
 
-template <class V>
-void forward(const DirectSteps& st, const float* image, i64 row_step, i64 wo, i64 p0, i64 p1, const float* w,
-             float* out) {
-  for (i64 ob = 0; ob < st.o;) {
-    const i64 left = (st.o - ob) / V::W;
+// f.template operator()<NB>(ob) for the blocks of NB registers of channels [ob, ob + NB*W) that
+// cover o channels (a multiple of W): the widest block the registers allow first.
+template <class V, class F>
+void over_blocks(i64 o, F&& f) {
+  for (i64 ob = 0; ob < o;) {
+    const i64 left = (o - ob) / V::W;
     if (V::kMaxBlockLog2 >= 2 && left >= 4) {
-      forward_block<V, 4>(st, image, row_step, wo, p0, p1, w + ob, out + ob);
+      f.template operator()<4>(ob);
       ob += 4 * V::W;
     } else if (left >= 2) {
-      forward_block<V, 2>(st, image, row_step, wo, p0, p1, w + ob, out + ob);
+      f.template operator()<2>(ob);
       ob += 2 * V::W;
     } else {
-      forward_block<V, 1>(st, image, row_step, wo, p0, p1, w + ob, out + ob);
+      f.template operator()<1>(ob);
       ob += V::W;
     }
   }
+}
+
+template <class V>
+void forward(const DirectSteps& st, const float* image, i64 row_step, i64 wo, i64 p0, i64 p1, const float* w,
+             float* out) {
+  over_blocks<V>(st.o,
+                 [&]<int NB>(i64 ob) { forward_block<V, NB>(st, image, row_step, wo, p0, p1, w + ob, out + ob); });
 }
 
 // KT consecutive kernel rows (inputs window + at + t) x NB registers of channels of dk,
@@ -184,19 +192,7 @@ template <class V>
 void filter(const DirectSteps& st, const float* image, i64 row_step, i64 wo, i64 p0, i64 p1, const float* dy,
             float* dk) {
   const PixelWalk walk(st, image, row_step, wo, p0);
-  for (i64 ob = 0; ob < st.o;) {
-    const i64 left = (st.o - ob) / V::W;
-    if (V::kMaxBlockLog2 >= 2 && left >= 4) {
-      filter_block<V, 4>(st, walk, p1 - p0, dy + ob, dk + ob);
-      ob += 4 * V::W;
-    } else if (left >= 2) {
-      filter_block<V, 2>(st, walk, p1 - p0, dy + ob, dk + ob);
-      ob += 2 * V::W;
-    } else {
-      filter_block<V, 1>(st, walk, p1 - p0, dy + ob, dk + ob);
-      ob += V::W;
-    }
-  }
+  over_blocks<V>(st.o, [&]<int NB>(i64 ob) { filter_block<V, NB>(st, walk, p1 - p0, dy + ob, dk + ob); });
 }
 
 // ---- few output channels ------------------------------------------------------------------------
@@ -300,7 +296,7 @@ void narrow_filter(const DirectSteps& st, const float* image, i64 row_step, i64 
 
 template <class V>
 const DirectKernels& table() {
-  static const DirectKernels kernels{V::W, forward<V>, filter<V>, narrow<V>, narrow_filter<V>};
+  static const DirectKernels kernels{forward<V>, filter<V>, narrow<V>, narrow_filter<V>};
   return kernels;
 }
 
