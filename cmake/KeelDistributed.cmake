@@ -29,6 +29,22 @@ else()
   message(STATUS "keel: distributed training without MPI (one worker per job)")
 endif()
 
+# NCCL, the transport of GPU buffers (cuda/nccl.cu, src/distribute/nccl_communicator.cpp): with
+# the CUDA backend and MPI (which starts the ranks and hands out NCCL's id), compiled against
+# the toolkit's nccl.h; libnccl itself is opened on first use, not linked (it is 200 MB).
+set(KEEL_NCCL_ENABLED OFF)
+if(KEEL_CUDA_ENABLED AND KEEL_DISTRIBUTED_ENABLED)
+  find_path(KEEL_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(KEEL_NCCL_LIBRARY NAMES nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+  if(KEEL_NCCL_INCLUDE_DIR AND KEEL_NCCL_LIBRARY)
+    set(KEEL_NCCL_ENABLED ON)
+    set_source_files_properties(${CMAKE_CURRENT_SOURCE_DIR}/cuda/nccl.cu PROPERTIES
+                                COMPILE_DEFINITIONS "KEEL_HAVE_NCCL=1;KEEL_NCCL_LIBRARY=\"${KEEL_NCCL_LIBRARY}\""
+                                INCLUDE_DIRECTORIES "${KEEL_NCCL_INCLUDE_DIR}")
+    message(STATUS "keel: NCCL transport for GPU buffers (${KEEL_NCCL_LIBRARY}, opened at run time)")
+  endif()
+endif()
+
 # benchmarks/bench_distributed.cpp calls MPI_Allreduce directly (its baseline) and keel's internal
 # gradient all-reduce: an interface library that benchmarks/CMakeLists.txt links through
 # KEEL_BENCH_LIBS_bench_distributed.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "distribute/communicator.hpp"
+#include "regression_data.hpp"
 #include "distribute/hooks.hpp"
 
 using namespace keel;
@@ -28,20 +29,7 @@ distribute::MultiWorkerMirroredStrategy& world() {
   return s;
 }
 
-// Deterministic data: x[i][j] = sin(0.37 (4 i + j)), y[i] = x[i] . (1, -2, 0.5, 3) + 0.1 cos(i).
-std::pair<Tensor, Tensor> regression_data(std::int64_t n) {
-  std::vector<float> x, y;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float w[4] = {1, -2, 0.5f, 3};
-    float t = 0.1f * std::cos(static_cast<float>(i));
-    for (int j = 0; j < 4; ++j) {
-      x.push_back(std::sin(0.37f * static_cast<float>(4 * i + j)));
-      t += x.back() * w[j];
-    }
-    y.push_back(t);
-  }
-  return {constant(x, {n, 4}), constant(y, {n, 1})};
-}
+using test::regression_data;
 
 models::Sequential mlp() {
   return models::Sequential{layers::InputLayer({4}), layers::Dense(8, {.activation = "tanh"}), layers::Dense(1)};
@@ -148,9 +136,25 @@ TEST_CASE("broadcast gives root's value, and workers passing different shapes ge
   s.barrier();
 }
 
+TEST_CASE("keel's NCCL transport opens libnccl and reads its version", "[distributed]") {
+  if (!distribute::detail::nccl_built()) {
+    CHECK(distribute::detail::nccl_version().empty());
+    return;
+  }
+  // Built with NCCL's header: the library is opened (dlopen) and checked on first use.
+  const std::string v = distribute::detail::nccl_version();
+  int major = 0, minor = 0, patch = 0;
+  REQUIRE(std::sscanf(v.c_str(), "%d.%d.%d", &major, &minor, &patch) == 3);
+  CHECK(major * 100 + minor >= 214);
+}
+
 TEST_CASE("strategy options are checked", "[distributed]") {
   CHECK_THROWS_AS(distribute::MultiWorkerMirroredStrategy({.communication = "gloo"}), ValueError);
-  CHECK_THROWS_AS(distribute::MultiWorkerMirroredStrategy({.communication = "nccl"}), ValueError);
+  // NCCL needs a GPU per process (and keel built with it): here there is none. With GPUs the
+  // [cuda][nccl] cases of test_cuda run it.
+  if (cuda_device_count() == 0)
+    CHECK_THROWS_WITH(distribute::MultiWorkerMirroredStrategy({.communication = "nccl"}),
+                      Contains("a GPU per process"));
   CHECK_THROWS_AS(distribute::MultiWorkerMirroredStrategy({.timeout_s = 0}), ValueError);
   CHECK_THROWS_AS(distribute::MultiWorkerMirroredStrategy({.timeout_s = std::nan("")}), ValueError);
   // No GPU here (or not that many): a clear DeviceError; several devices: one replica per process.

@@ -8,6 +8,7 @@
 
 #include "cuda/backend.hpp"
 #include "cuda/indexing.hpp"
+#include "cuda/nccl.hpp"
 #include "cuda/optimizers.hpp"
 #include "keel/core/error.hpp"
 
@@ -109,6 +110,14 @@ void optimizer_update(DType, const OptimizerParams&, std::int64_t, void*, const 
                       int device) {
   unavailable(("optimizer update on cuda:" + std::to_string(device)).c_str());
 }
+
+namespace nccl {
+bool built() { return false; }
+UniqueId unique_id() { unavailable("NCCL"); }
+const char* version() { unavailable("NCCL"); }
+std::shared_ptr<Comm> join(const UniqueId&, int, int, int, double) { unavailable("NCCL"); }
+bool on_device(const void*, int) { return false; }
+}  // namespace nccl
 
 }  // namespace keel::cuda
 

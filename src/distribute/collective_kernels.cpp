@@ -9,7 +9,10 @@
 
 #include <fmt/core.h>
 
+#include "backend/backend.hpp"
 #include "backend/recorder.hpp"
+#include "core/kernel_kinds.hpp"
+#include "core/tensor_util.hpp"
 #include "distribute/hooks.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
@@ -54,6 +57,36 @@ void scale_as(void* buf, std::size_t n, double factor) {
 
 // Host copies of tensors that may live on a GPU: collectives read and write host memory.
 Tensor on_host(const Tensor& t) { return (t.device().is_cpu() ? t : t.to(Device::cpu())).contiguous(); }
+
+// Where a collective's buffer lives: in the transport's GPU memory when the value is there and
+// floating (NCCL reduces it in place), else on the host.
+Tensor staged(const Communicator& comm, const Tensor& t) {
+  const Device d = comm.buffer_device();
+  if (!d.is_cpu() && t.device() == d && is_floating(t.dtype())) return t.contiguous();
+  return on_host(t);
+}
+
+// A new tensor of t's shape and dtype on t's device.
+Tensor empty_beside(const Tensor& t) {
+  DeviceScope here(t.device());
+  return empty(t.shape(), t.dtype());
+}
+
+// dst = src * factor on a GPU (floating dtypes), by the backend's kernel on the device's stream.
+void scale_on_device(const Tensor& dst, const Tensor& src, double factor) {
+  backend::RecordedCall inside;  // part of the collective's recorded kernel, not one of its own
+  if (factor == 1.0) {
+    if (dst.impl() != src.impl()) backend::copy(src, dst, "all_reduce");
+    return;
+  }
+  Tensor f;
+  {
+    DeviceScope here(dst.device());
+    f = empty(Shape{}, dst.dtype());
+  }
+  backend::fill(f, factor);
+  backend::binary(kernel::BinaryOp::mul, src, f, dst);
+}
 
 template <class T>
 void scaled_copy_as(void* dst, const void* src, std::size_t n, double factor) {
@@ -139,17 +172,25 @@ void check_same_everywhere(const std::shared_ptr<Communicator>& comm, const Tens
 
 Tensor all_reduce_tensor(const std::shared_ptr<Communicator>& comm, const Tensor& value, ReduceOp op,
                          std::function<double()> pre_scale) {
-  const Tensor in = on_host(value);
-  Tensor out;
-  {
-    DeviceScope host(Device::cpu());
-    out = empty(in.shape(), in.dtype());
-  }
+  const Tensor in = staged(*comm, value);
+  const Tensor out = empty_beside(in);
   const Combine c = op == ReduceOp::max ? Combine::max : op == ReduceOp::min ? Combine::min : Combine::sum;
   run_kernel("all_reduce", static_cast<int>(op), in, out, [comm, op, c, pre_scale](const Tensor* t) {
     const auto n = static_cast<std::size_t>(t[0].size());
     const DType dt = t[0].dtype();
     const double factor = pre_scale && is_floating(dt) ? pre_scale() : 1.0;
+    if (!t[0].device().is_cpu()) {  // a floating tensor in the transport's GPU memory
+      if (factor == 1.0) {
+        CollectiveClock clock;
+        comm->all_reduce_into(t[0].raw_data(), t[1].raw_data(), n, dt, c);
+      } else {
+        scale_on_device(t[1], t[0], factor);
+        CollectiveClock clock;
+        comm->all_reduce(t[1].raw_data(), n, dt, c);
+      }
+      if (op == ReduceOp::mean) scale_on_device(t[1], t[1], 1.0 / comm->size());
+      return;
+    }
     if (factor == 1.0) {  // the transport reads the input itself (no copy of keel's)
       CollectiveClock clock;
       comm->all_reduce_into(t[0].raw_data(), t[1].raw_data(), n, dt, c);
@@ -165,15 +206,20 @@ Tensor all_reduce_tensor(const std::shared_ptr<Communicator>& comm, const Tensor
     }
     if (op == ReduceOp::mean) scale_buffer(t[1].raw_data(), n, dt, 1.0 / comm->size());
   });
-  return value.device().is_cpu() ? out : out.to(value.device());
+  return value.device() == out.device() ? out : out.to(value.device());
 }
 
 double collective_seconds() { return static_cast<double>(collective_ns.load()) * 1e-9; }
 
 void fill_bucket(const Tensor& bucket, std::int64_t offset, const Tensor& part, const std::function<double()>& weight) {
-  const Tensor src = on_host(part.dtype() == bucket.dtype() ? part : cast(part, bucket.dtype()));
+  Tensor src = part.dtype() == bucket.dtype() ? part : cast(part, bucket.dtype());
+  src = (src.device() == bucket.device() ? src : src.to(bucket.device())).contiguous();
   run_kernel("bucket_fill", 0, src, bucket, [offset, weight](const Tensor* t) {
     CollectiveClock clock;
+    if (!t[1].device().is_cpu()) {  // a bucket in the transport's GPU memory
+      scale_on_device(keel::detail::make_view(t[1], t[0].shape(), {1}, t[1].offset() + offset), t[0], weight());
+      return;
+    }
     auto* dst = static_cast<char*>(t[1].raw_data()) + static_cast<std::size_t>(offset) * itemsize(t[1].dtype());
     scaled_copy(dst, t[0].raw_data(), static_cast<std::size_t>(t[0].size()), t[0].dtype(), weight());
   });
@@ -228,18 +274,19 @@ void BucketReduction::finish() {
 }
 
 Tensor broadcast_tensor(const std::shared_ptr<Communicator>& comm, const Tensor& value, int root) {
-  const Tensor in = on_host(value);
-  Tensor out;
-  {
-    DeviceScope host(Device::cpu());
-    out = empty(in.shape(), in.dtype());
-  }
+  const Tensor in = staged(*comm, value);
+  const Tensor out = empty_beside(in);
   run_kernel("broadcast", root, in, out, [comm, root](const Tensor* t) {
     const std::size_t bytes = static_cast<std::size_t>(t[0].size()) * itemsize(t[0].dtype());
-    std::memcpy(t[1].raw_data(), t[0].raw_data(), bytes);
+    if (t[0].device().is_cpu()) {
+      std::memcpy(t[1].raw_data(), t[0].raw_data(), bytes);
+    } else {
+      backend::RecordedCall inside;
+      backend::copy(t[0], t[1], "broadcast");
+    }
     comm->broadcast(t[1].raw_data(), bytes, root);
   });
-  return value.device().is_cpu() ? out : out.to(value.device());
+  return value.device() == out.device() ? out : out.to(value.device());
 }
 
 }  // namespace keel::distribute::detail

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "keel/core/device.hpp"
 #include "keel/core/dtype.hpp"
 #include "keel/distribute/strategy.hpp"
 
@@ -45,8 +46,12 @@ class Communicator {
   // root's bytes into every rank's buf.
   virtual void broadcast(void* buf, std::size_t bytes, int root) = 0;
   virtual void barrier() = 0;
-  // "local", "mpi": for messages.
+  // "local", "mpi", "nccl": for messages.
   virtual std::string transport() const = 0;
+  // Where the collectives on tensors (collective_kernels.cpp) put their buffers: the host, or
+  // the GPU of a transport that reduces device memory (NCCL). Every collective also takes host
+  // buffers.
+  virtual Device buffer_device() const { return Device::cpu(); }
 };
 
 // A world of one: every collective is the identity.
@@ -95,5 +100,21 @@ int mpi_world_rank();
 std::shared_ptr<Mailbox> make_mpi_mailbox();
 // The number of processes a launcher (mpirun, srun) says this job has, or 1 when none does.
 int launcher_world_size();
+// This process's place among the MPI world's processes on its machine, and how many there are.
+struct LocalRank {
+  int rank = 0, size = 1;
+};
+LocalRank mpi_local_rank();
+
+// Whether keel was built with NCCL (and so with CUDA and MPI).
+bool nccl_built();
+// The version of the libnccl keel opens ("2.28.9"; opening it on the first call), or "" where keel
+// has no NCCL. DeviceError when the library cannot be opened or is older than 2.14.
+std::string nccl_version();
+// A communicator that reduces float buffers in the memory of GPU `device` with NCCL, and passes
+// host buffers and barriers to `host` (MPI), which also hands NCCL's id from rank 0 to the
+// others. Collective over host's ranks. ValueError where keel has no NCCL.
+std::shared_ptr<Communicator> make_nccl_communicator(std::shared_ptr<Communicator> host, int device,
+                                                     double timeout_s);
 
 }  // namespace keel::distribute::detail

@@ -56,18 +56,14 @@ void GradientBuckets::launch(Bucket& b, bool in_flight) {
   for (std::size_t m : b.members)
     if (grads_[m].defined()) b.device = grads_[m].device();
   if (b.dtype == DType::float32 || b.dtype == DType::float64) {
-    {
-      DeviceScope host(Device::cpu());
-      b.flat = empty(Shape({b.numel}), b.dtype);
-    }
+    // In the transport's GPU memory when the gradients are there (NCCL), else on the host.
+    const Device where = b.device == comm_->buffer_device() ? b.device : Device::cpu();
+    DeviceScope in(where);
+    b.flat = empty(Shape({b.numel}), b.dtype);
     std::int64_t offset = 0;
     for (std::size_t m : b.members) {
       const std::int64_t n = slots_[m].shape.num_elements();
-      Tensor part;
-      {
-        DeviceScope host(Device::cpu());
-        part = grads_[m].defined() ? reshape(grads_[m], Shape({n})) : zeros(Shape({n}), b.dtype);
-      }
+      const Tensor part = grads_[m].defined() ? reshape(grads_[m], Shape({n})) : zeros(Shape({n}), b.dtype);
       fill_bucket(b.flat, offset, part, weight_);
       offset += n;
     }
@@ -112,7 +108,7 @@ std::vector<Tensor> GradientBuckets::finish() {
       b.reduction->finish();
       b.reduction.reset();
     }
-    if (!b.device.is_cpu()) b.flat = b.flat.to(b.device);
+    if (b.flat.device() != b.device) b.flat = b.flat.to(b.device);
     std::int64_t offset = 0;
     for (std::size_t m : b.members) {
       const std::int64_t n = slots_[m].shape.num_elements();

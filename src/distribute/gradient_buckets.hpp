@@ -50,7 +50,7 @@ class GradientBuckets {
     std::size_t waiting = 0;  // members not yet final
     Tensor flat;              // the reduced values, once started
     std::unique_ptr<BucketReduction> reduction;  // float32 / float64: in flight until finish()
-    Device device = Device::cpu();               // where its gradients are (collectives run on the host)
+    Device device = Device::cpu();               // where its gradients are
   };
   void launch(Bucket& b, bool in_flight);
 

@@ -67,6 +67,7 @@ std::shared_ptr<Communicator> make_mpi_communicator(double, int) { no_mpi(); }
 int mpi_world_size() { no_mpi(); }
 int mpi_world_rank() { no_mpi(); }
 std::shared_ptr<Mailbox> make_mpi_mailbox() { no_mpi(); }
+LocalRank mpi_local_rank() { no_mpi(); }
 
 #else
 
@@ -82,12 +83,25 @@ constexpr std::size_t kBlockingBytes = std::size_t{64} << 10;
 // of one thread per core, and the pools would fight over the cores (a parallel region waits for
 // its slowest thread). Unless the program chose a thread count, each process takes its share:
 // cores / processes on this machine, at least 1 (what torchrun does with OMP_NUM_THREADS).
-void share_cores() {
+// The processes on this machine, found once (MPI_Comm_split_type is collective: every rank asks
+// when MPI starts, or when the first strategy needs it in a program that started MPI itself).
+std::optional<LocalRank> local_rank;
+
+LocalRank find_local_rank() {
+  if (local_rank) return *local_rank;
+  LocalRank r;
   MPI_Comm local = MPI_COMM_NULL;
-  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) != MPI_SUCCESS) return;
-  int here = 1;
-  MPI_Comm_size(local, &here);
-  MPI_Comm_free(&local);
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) == MPI_SUCCESS) {
+    MPI_Comm_size(local, &r.size);
+    MPI_Comm_rank(local, &r.rank);
+    MPI_Comm_free(&local);
+  }
+  local_rank = r;
+  return r;
+}
+
+void share_cores() {
+  const int here = find_local_rank().size;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (here > 1 && config::num_threads() == cores) config::set_num_threads(std::max(1, cores / here));
 }
@@ -555,6 +569,11 @@ int mpi_world_rank() {
 }
 
 std::shared_ptr<Mailbox> make_mpi_mailbox() { return std::make_shared<MpiMailbox>(); }
+
+LocalRank mpi_local_rank() {
+  ensure_mpi();
+  return find_local_rank();
+}
 
 #endif
 

@@ -30,15 +30,40 @@ void check_options(const MultiWorkerOptions& o, const char* who) {
   if (o.bucket_bytes == 0) throw ValueError(fmt::format("{}: bucket_bytes must be positive", who));
 }
 
+// NCCL over the MPI world, each process on the GPU of its place among this machine's processes:
+// when asked for ("nccl"), or ("auto") when every worker can (keel has NCCL, the default device
+// is a GPU, and its machine has a GPU per process), as TensorFlow picks NCCL for GPU workers.
+std::shared_ptr<detail::Communicator> nccl_over(const std::shared_ptr<detail::Communicator>& host,
+                                                const MultiWorkerOptions& o) {
+  const detail::LocalRank local = detail::mpi_local_rank();
+  const int gpus = cuda_device_count();
+  if (o.communication == "auto") {
+    // Every worker must take the same transport: the choice is all of theirs.
+    std::int64_t able = default_device().is_cuda() && gpus >= local.size ? 1 : 0;
+    host->all_reduce(&able, 1, DType::int64, detail::Combine::min);
+    if (!able) return host;
+  } else if (gpus < local.size) {
+    throw ValueError(fmt::format("MultiWorkerMirroredStrategy: communication \"nccl\" needs a GPU per process; "
+                                 "this machine runs {} worker process(es) and has {} GPU(s)",
+                                 local.size, gpus));
+  }
+  return detail::make_nccl_communicator(host, local.rank, o.timeout_s);
+}
+
 std::shared_ptr<detail::Communicator> multi_worker_communicator(const MultiWorkerOptions& o) {
   check_options(o, "MultiWorkerMirroredStrategy");
-  if (o.communication == "nccl")
-    throw ValueError("MultiWorkerMirroredStrategy: communication \"nccl\" needs keel's NCCL path, which this build "
-                     "does not have; use \"auto\" or \"mpi\"");
-  if (o.communication != "auto" && o.communication != "mpi")
-    throw ValueError(fmt::format(
-        "MultiWorkerMirroredStrategy: communication must be \"auto\", \"mpi\" or \"nccl\", got \"{}\"", o.communication));
-  if (detail::mpi_built()) return detail::make_mpi_communicator(o.timeout_s);
+  if (o.communication != "auto" && o.communication != "mpi" && o.communication != "nccl")
+    throw ValueError(fmt::format("MultiWorkerMirroredStrategy: communication must be \"auto\", \"mpi\" or \"nccl\", "
+                                 "got \"{}\"",
+                                 o.communication));
+  if (o.communication == "nccl" && !detail::nccl_built())
+    throw ValueError("MultiWorkerMirroredStrategy: communication \"nccl\" needs keel built with CUDA, NCCL and MPI, "
+                     "and a GPU per process; this build has no NCCL: use \"auto\" or \"mpi\"");
+  if (detail::mpi_built()) {
+    auto host = detail::make_mpi_communicator(o.timeout_s);
+    if (o.communication == "mpi" || !detail::nccl_built()) return host;
+    return nccl_over(host, o);
+  }
   // Without MPI a process started alone is a cluster of one; one started by a launcher with
   // others would train alone without knowing it.
   if (o.communication == "mpi" || detail::launcher_world_size() > 1) return detail::make_mpi_communicator(o.timeout_s);
@@ -107,7 +132,10 @@ MirroredStrategy::MirroredStrategy(std::vector<Device> devices)
 }
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(MultiWorkerOptions options)
-    : Strategy(multi_worker_communicator(options), options) {}
+    : Strategy(multi_worker_communicator(options), options) {
+  // Over NCCL the replica runs on the communicator's GPU (the scope makes it the default device).
+  if (const Device d = communicator()->buffer_device(); d.is_cuda()) device_ = d;
+}
 
 Strategy& get_strategy() {
   if (Strategy* s = current_strategy.load()) return *s;

@@ -1,10 +1,11 @@
 # keel::distribute's tests under mpirun: the whole test_distributed suite with 2 and 3 workers,
-# and the fault case (a worker that leaves) with 2; test_parameter_server with 2 and 3 processes
-# (one of them the server), and its fault case with 3; the distributed_mnist sample, synchronous
-# with 2 workers and asynchronous with 2 workers and a server. Open MPI leaks at exit, so the
-# AddressSanitizer build runs these entries without leak checks. Skipped (77) only where keel
-# has no MPI transport or mpirun is missing (the samples also where Debian's
-# dataset-fashion-mnist is not installed).
+# and the fault case (a worker that leaves) with 2; the [nccl] cases of test_cuda with 2 (one GPU
+# each); test_parameter_server with 2 and 3 processes (one of them the server), and its fault
+# case with 3; the distributed_mnist sample, synchronous with 2 workers and asynchronous with 2
+# workers and a server. Open MPI leaks at exit, so the AddressSanitizer build runs these entries
+# without leak checks. Skipped (77) only where keel has no MPI transport or mpirun is missing
+# (the samples also where Debian's dataset-fashion-mnist is not installed, the NCCL entry on
+# machines with fewer than two GPUs).
 find_program(KEEL_MPIRUN NAMES mpirun mpiexec)
 set(KEEL_MPI_TEST_ENV "KEEL_DEFAULT_DEVICE=cpu;ASAN_OPTIONS=detect_leaks=0;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
 if(KEEL_MPIRUN AND KEEL_DISTRIBUTED_ENABLED AND TARGET test_distributed)
@@ -24,6 +25,15 @@ if(KEEL_MPIRUN AND KEEL_DISTRIBUTED_ENABLED AND TARGET test_distributed)
       keel_mpi_test(parameter_server_mpirun_np${np} ${np} 120 $<TARGET_FILE:test_parameter_server> "[parameter_server]")
     endforeach()
     keel_mpi_test(parameter_server_mpirun_fault 3 60 $<TARGET_FILE:test_parameter_server> "[.fault]")
+  endif()
+  # NCCL between two processes: a GPU each, so skipped (77) on machines with fewer than two.
+  if(TARGET test_cuda AND KEEL_NCCL_ENABLED)
+    set(two_gpus "test \"$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')\" -ge 2 || exit 77; exec \"$0\" \"$@\"")
+    add_test(NAME distributed_nccl_mpirun_np2
+             COMMAND sh -c "${two_gpus}" ${KEEL_MPIRUN} ${KEEL_MPIRUN_ARGS} -np 2 $<TARGET_FILE:test_cuda> "[nccl]")
+    set_tests_properties(distributed_nccl_mpirun_np2 PROPERTIES
+                         ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0;OMP_NUM_THREADS=1" TIMEOUT 180
+                         SKIP_RETURN_CODE 77 LABELS "distributed;cuda")
   endif()
   if(KEEL_BUILD_SAMPLES)
     # The sample on a 6000-image subset, one thread per process.

@@ -32,8 +32,11 @@ namespace keel::distribute {
 // tf.distribute.ReduceOp (SUM, MEAN) and the max / min of MPI: mean = sum / num_replicas.
 enum class ReduceOp { sum, mean, max, min };
 
-// tf.distribute.experimental.CommunicationOptions, flattened. communication: "auto" (MPI on the
-// CPU), "mpi", or "nccl" (needs keel built with CUDA and NCCL: a ValueError otherwise).
+// tf.distribute.experimental.CommunicationOptions, flattened. communication: "auto" (NCCL when
+// every worker can use it: keel built with NCCL, the default device a GPU and a GPU per process
+// on each machine; else MPI), "mpi", or "nccl" (needs keel built with CUDA, NCCL and MPI and a
+// GPU per process: a ValueError otherwise). Over NCCL each process's replica runs on the GPU of
+// its place among its machine's processes, and the gradients are reduced in GPU memory.
 // timeout_s: the longest a collective may wait for the other workers. bucket_bytes: gradients
 // are fused into buckets of at most this size for the all-reduce (PyTorch DDP's 25 MB default).
 struct MultiWorkerOptions {
