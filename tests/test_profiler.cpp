@@ -73,6 +73,9 @@ TEST_CASE("the profiler times every kernel, with shapes, bytes and nesting", "[p
   for (std::size_t i = 1; i < stats.size(); ++i) CHECK(stats[i - 1].total_us >= stats[i].total_us);
   const std::string table = profiler::key_averages_table();
   CHECK_THAT(table, Catch::Contains("BatchMatMulV2") && Catch::Contains("Self %") && Catch::Contains("Calls"));
+  // CPU kernels have no device time, and the table no device column.
+  for (const auto& s : stats) CHECK(s.device_total_us == 0);
+  CHECK_THAT(table, !Catch::Contains("Device total"));
   // Results are as without the profiler.
   CHECK(y.to_vector<float>() == relu(matmul(a, b)).to_vector<float>());
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cuda/backend.hpp"
+#include "cuda/device_timer.hpp"
 #include "cuda/indexing.hpp"
 #include "cuda/nccl.hpp"
 #include "cuda/optimizers.hpp"
@@ -110,6 +111,12 @@ void optimizer_update(DType, const OptimizerParams&, std::int64_t, void*, const 
                       int device) {
   unavailable(("optimizer update on cuda:" + std::to_string(device)).c_str());
 }
+
+namespace timing {
+int mark(int) { unavailable("device timing"); }
+double elapsed_us(int, int) { unavailable("device timing"); }
+void reset() {}
+}  // namespace timing
 
 namespace nccl {
 bool built() { return false; }

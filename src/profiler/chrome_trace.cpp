@@ -4,6 +4,7 @@
 
 #include <ctime>
 #include <filesystem>
+#include <set>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,9 @@ namespace keel::profiler {
 namespace detail {
 
 namespace {
+
+// The tracks of the GPUs' kernels: cuda:N is tid kDeviceTid + N, past any thread's.
+constexpr int kDeviceTid = 1 << 20;
 
 std::string gzip(const std::string& data) {
   z_stream z{};
@@ -46,6 +50,12 @@ std::string chrome_trace_json(const Recording& r) {
   for (std::size_t i = 0; i < r.thread_names.size(); ++i)
     events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", static_cast<int>(i) + 1},
                       {"args", {{"name", r.thread_names[i]}}}});
+  std::set<int> gpus;
+  for (const Event& e : r.events)
+    if (e.device_us >= 0) gpus.insert(e.device_index);
+  for (int g : gpus)
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", kDeviceTid + g},
+                      {"args", {{"name", fmt::format("cuda:{} stream", g)}}}});
   for (const Event& e : r.events) {
     nlohmann::json args = {{"device", e.device}};
     if (!e.shapes.empty()) args["shapes"] = e.shapes;
@@ -61,6 +71,16 @@ std::string chrome_trace_json(const Recording& r) {
                       {"pid", pid},
                       {"tid", e.tid},
                       {"args", args}});
+    // A GPU kernel also on its device's track, at the time the device ran it.
+    if (e.device_us >= 0)
+      events.push_back({{"name", e.name},
+                        {"cat", "device kernel"},
+                        {"ph", "X"},
+                        {"ts", e.device_start_us},
+                        {"dur", e.device_us},
+                        {"pid", pid},
+                        {"tid", kDeviceTid + e.device_index},
+                        {"args", {{"device", e.device}}}});
     if (e.host_bytes >= 0)
       events.push_back({{"name", "host memory"},
                         {"ph", "C"},

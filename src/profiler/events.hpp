@@ -19,6 +19,10 @@ struct Event {
   std::int64_t host_bytes = -1; // profile_memory: host memory held when it ended
   std::int64_t peak_bytes = -1; // profile_memory: most tensor memory live while it ran
   int tid = 1;                  // the thread: 1 the profiling one, then keel's others as they came
+  // A kernel on a GPU: its device marks around the call, then (when the profile ends) the time
+  // the device spent between them and when that began, in the profile's host clock.
+  int device_index = -1, mark_begin = -1, mark_end = -1;
+  double device_us = -1, device_start_us = -1;
 };
 
 // profile_memory: one tensor buffer made (bytes > 0) or freed (bytes < 0).

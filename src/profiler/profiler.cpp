@@ -17,6 +17,7 @@
 
 #include <fmt/core.h>
 
+#include "backend/device_timing.hpp"
 #include "backend/recorder.hpp"
 #include "core/memory_events.hpp"
 #include "graph/plan.hpp"
@@ -115,10 +116,15 @@ class Profiler final : public backend::KernelRecorder, public backend::RangeList
     for (const Tensor* t : inputs) operands[k++] = *t;
     for (const Tensor* t : outputs) operands[k++] = *t;
     Event e = open_event(name, "kernel");
+    // A GPU kernel also gets the device's own time: marks on its stream before and after it.
+    for (const Tensor* t : outputs)
+      if (t->defined() && t->device().is_cuda()) e.device_index = t->device().index();
+    if (e.device_index >= 0) e.mark_begin = backend::timing::mark(e.device_index);
     {
       backend::RecordedCall inside;
       run(operands);
     }
+    if (e.device_index >= 0) e.mark_end = backend::timing::mark(e.device_index);
     if (options_.record_shapes) e.shapes = shapes_of(inputs, outputs);
     for (const Tensor* t : outputs) {
       if (!t->defined()) continue;
@@ -161,6 +167,27 @@ class Profiler final : public backend::KernelRecorder, public backend::RangeList
   std::map<std::pair<const char*, int>, std::string> names_;
 };
 
+// The device time of each GPU kernel, and where it falls on the profile's clock: each device's
+// first kernel (on the host clock) anchors that device's marks, so a kernel's device start is
+// the anchor's host start plus the device time from the anchor's mark to its own. (The device
+// may run a kernel later than its launch; the anchor assumes the first one ran at once.)
+void resolve_device_times(std::vector<Event>& events) {
+  std::map<int, const Event*> anchor;
+  for (const Event& e : events) {
+    if (e.mark_begin < 0 || e.mark_end < 0) continue;
+    const Event*& a = anchor[e.device_index];
+    if (!a || e.start_ns < a->start_ns) a = &e;
+  }
+  std::map<int, std::pair<int, double>> origin;  // by device: the anchor's mark and host start (us)
+  for (const auto& [device, a] : anchor) origin[device] = {a->mark_begin, static_cast<double>(a->start_ns) * 1e-3};
+  for (Event& e : events) {
+    if (e.mark_begin < 0 || e.mark_end < 0) continue;
+    const auto [mark, host_us] = origin.at(e.device_index);
+    e.device_us = backend::timing::elapsed_us(e.mark_begin, e.mark_end);
+    e.device_start_us = host_us + backend::timing::elapsed_us(mark, e.mark_begin);
+  }
+}
+
 // The profiler of this thread while it records (the profiling thread's, or a keel thread's
 // attached one): where a buffer made on this thread reports the new total.
 thread_local Profiler* this_thread = nullptr;
@@ -179,6 +206,7 @@ class Session final : public backend::ThreadProfiler, public keel::detail::Memor
   Recording last;
 
   void begin(std::string logdir, ProfilerOptions options) {
+    if (cuda_device_count() > 0) backend::timing::reset();  // the last profile's marks are read
     start_ = Clock::now();
     options_ = options;
     logdir_ = std::move(logdir);
@@ -228,6 +256,7 @@ class Session final : public backend::ThreadProfiler, public keel::detail::Memor
       memory_.clear();
     }
     r.logdir = logdir_;
+    resolve_device_times(r.events);
     return r;
   }
 
@@ -367,6 +396,7 @@ std::vector<OpStat> key_averages() {
     s.self_us += static_cast<double>(e.dur_ns - e.child_ns) * 1e-3;
     s.bytes_allocated += e.bytes;
     s.peak_bytes = std::max(s.peak_bytes, e.peak_bytes);
+    if (e.device_us > 0) s.device_total_us += e.device_us;
   }
   std::vector<OpStat> out;
   for (auto& [name, s] : by_name) {
@@ -386,16 +416,21 @@ std::string key_averages_table(int row_limit) {
   const std::size_t rows = row_limit < 0 ? stats.size() : std::min(stats.size(), static_cast<std::size_t>(row_limit));
   for (std::size_t i = 0; i < rows; ++i) width = std::max(width, stats[i].name.size());
   auto us = [](double v) { return v >= 1e3 ? fmt::format("{:.3f}ms", v * 1e-3) : fmt::format("{:.3f}us", v); };
-  const std::string rule(width + 94, '-');
+  // A GPU's kernels add a column of their device time (torch.profiler's "CUDA total").
+  bool device = false;
+  for (const OpStat& s : stats) device = device || s.device_total_us > 0;
+  const std::string rule(width + 94 + (device ? 14 : 0), '-');
   std::string t = rule + "\n";
-  t += fmt::format("{:<{}}  {:>10}  {:>12}  {:>10}  {:>12}  {:>12}  {:>8}  {:>12}\n", "Name", width, "Self %",
-                   "Self", "Total %", "Total", "Mean", "Calls", "Memory");
+  t += fmt::format("{:<{}}  {:>10}  {:>12}  {:>10}  {:>12}  {:>12}  {:>8}  {:>12}", "Name", width, "Self %", "Self",
+                   "Total %", "Total", "Mean", "Calls", "Memory");
+  t += device ? fmt::format("  {:>12}\n", "Device total") : "\n";
   t += rule + "\n";
   for (std::size_t i = 0; i < rows; ++i) {
     const OpStat& s = stats[i];
-    t += fmt::format("{:<{}}  {:>9.2f}%  {:>12}  {:>9.2f}%  {:>12}  {:>12}  {:>8}  {:>10.2f}Mb\n", s.name, width,
+    t += fmt::format("{:<{}}  {:>9.2f}%  {:>12}  {:>9.2f}%  {:>12}  {:>12}  {:>8}  {:>10.2f}Mb", s.name, width,
                      s.self_us * share, us(s.self_us), s.total_us * share, us(s.total_us), us(s.mean_us), s.calls,
                      static_cast<double>(s.bytes_allocated) / (1 << 20));
+    t += device ? fmt::format("  {:>12}\n", s.device_total_us > 0 ? us(s.device_total_us) : "-") : "\n";
   }
   t += rule + "\n";
   t += fmt::format("Self time total: {}\n", us(self_sum));

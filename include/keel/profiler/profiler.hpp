@@ -55,6 +55,9 @@ struct OpStat {
   // profile_memory: the most tensor memory live (made since the profile started, less what was
   // freed) while an event of this name ran; -1 without profile_memory.
   std::int64_t peak_bytes = -1;
+  // Kernels on a GPU: the device time of their calls (CUDA events on keel's stream around each
+  // call), summed; total_us is the host's time, launches and waits included. 0 on the CPU.
+  double device_total_us = 0;
 };
 // Of the last profile, sorted by total time.
 std::vector<OpStat> key_averages();
