@@ -8,7 +8,6 @@
 #include "keel/core/error.hpp"
 
 #if KEEL_HAVE_NCCL
-#include <dlfcn.h>
 #include <nccl.h>
 
 #include <chrono>
@@ -16,7 +15,6 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
-#include <type_traits>
 
 #include "cuda/runtime.cuh"
 #endif
@@ -62,20 +60,9 @@ const Api& api() {
   // the loader cache); KEEL_NCCL_LIBRARY, the file CMake found, is the fallback.
   static const Api a = [] {
     const std::string soname = "libnccl.so." + std::to_string(NCCL_MAJOR);
-    void* lib = nullptr;
-    std::string errors;
-    for (const char* name : {soname.c_str(), KEEL_NCCL_LIBRARY}) {
-      if (!*name) continue;
-      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
-      const char* e = dlerror();
-      errors += std::string(errors.empty() ? "" : "; ") + (e ? e : name);
-    }
-    if (!lib) throw DeviceError("NCCL: cannot open " + soname + ": " + errors);
+    void* lib = open_library("NCCL", {soname.c_str(), KEEL_NCCL_LIBRARY});
     Api r;
-    const auto load = [&](auto& fn, const char* symbol) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, symbol));
-      if (!fn) throw DeviceError("NCCL: " + soname + " has no " + symbol);
-    };
+    const auto load = [&](auto& fn, const char* symbol) { load_symbol(fn, lib, "NCCL", soname.c_str(), symbol); };
     load(r.get_version, "ncclGetVersion");
     load(r.get_unique_id, "ncclGetUniqueId");
     load(r.init_rank_config, "ncclCommInitRankConfig");
@@ -130,6 +117,23 @@ ncclRedOp_t nccl_op(Op op, DType dt) {
 
 using Clock = std::chrono::steady_clock;
 
+// What a call waits for, worded only when a message needs it (not on every collective).
+struct Collective {
+  enum Kind { join, all_reduce, broadcast } kind;
+  std::size_t amount;  // ranks to join, elements reduced or bytes broadcast
+  DType dtype = DType::uint8;
+  int root = 0;
+
+  std::string text() const {
+    switch (kind) {
+      case join: return "joining the NCCL communicator of " + std::to_string(amount) + " ranks";
+      case all_reduce: return "all_reduce of " + std::to_string(amount) + " " + std::string(name(dtype)) + " elements";
+      case broadcast: return "broadcast of " + std::to_string(amount) + " bytes from rank " + std::to_string(root);
+    }
+    return "collective";
+  }
+};
+
 Clock::time_point after(double seconds) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
@@ -138,8 +142,8 @@ class NcclComm;
 
 class NcclPending final : public Pending {
  public:
-  NcclPending(std::shared_ptr<NcclComm> comm, cudaEvent_t event, std::string what)
-      : comm_(std::move(comm)), event_(event), what_(std::move(what)) {}
+  NcclPending(std::shared_ptr<NcclComm> comm, cudaEvent_t event, Collective what)
+      : comm_(std::move(comm)), event_(event), what_(what) {}
   ~NcclPending() override;
   bool done() override;
   void wait() override;
@@ -147,7 +151,7 @@ class NcclPending final : public Pending {
  private:
   std::shared_ptr<NcclComm> comm_;
   cudaEvent_t event_;
-  std::string what_;
+  Collective what_;
   bool done_ = false;
 };
 
@@ -183,29 +187,27 @@ class NcclComm final : public Comm, public std::enable_shared_from_this<NcclComm
     std::memcpy(nid.internal, id.data(), id.size());
     const ncclResult_t r = api().init_rank_config(&comm_, ranks_, nid, rank_, &config);
     if (r != ncclSuccess && r != ncclInProgress) fail("ncclCommInitRankConfig", r, comm_);
-    settle("joining the NCCL communicator of " + std::to_string(ranks_) + " ranks");
+    settle({Collective::join, static_cast<std::size_t>(ranks_)});
   }
 
   int device() const override { return device_; }
 
   std::unique_ptr<Pending> all_reduce(const void* in, void* out, std::size_t count, DType dtype, Op op) override {
     const ncclDataType_t type = nccl_type(dtype, "all_reduce");
-    const std::string what = "all_reduce of " + std::to_string(count) + " " + std::string(name(dtype)) + " elements";
-    return enqueue(what, [&](cudaStream_t s) {
+    return enqueue({Collective::all_reduce, count, dtype}, [&](cudaStream_t s) {
       return api().all_reduce(in, out, count, type, nccl_op(op, dtype), comm_, s);
     });
   }
 
   std::unique_ptr<Pending> broadcast(void* buf, std::size_t bytes, int root) override {
-    const std::string what = "broadcast of " + std::to_string(bytes) + " bytes from rank " + std::to_string(root);
-    return enqueue(what, [&](cudaStream_t s) {
+    return enqueue({Collective::broadcast, bytes, DType::uint8, root}, [&](cudaStream_t s) {
       return api().broadcast(buf, buf, bytes, ncclUint8, root, comm_, s);
     });
   }
 
   // Waits until NCCL's state for this communicator is no longer "in progress" (the non-blocking
   // kind returns before connecting to its peers); RuntimeError after timeout_s.
-  void settle(const std::string& what) {
+  void settle(const Collective& what) {
     const Clock::time_point deadline = after(timeout_s_);
     for (;;) {
       ncclResult_t state = ncclSuccess;
@@ -214,7 +216,7 @@ class NcclComm final : public Comm, public std::enable_shared_from_this<NcclComm
       if (state == ncclSuccess) return;
       if (state != ncclInProgress) {
         aborted_ = true;
-        fail(what.c_str(), state, comm_);
+        fail(what.text().c_str(), state, comm_);
       }
       if (Clock::now() >= deadline) timed_out(what);
       std::this_thread::yield();
@@ -222,7 +224,7 @@ class NcclComm final : public Comm, public std::enable_shared_from_this<NcclComm
   }
 
   // The event's work is done, or RuntimeError after timeout_s.
-  void wait_for(cudaEvent_t event, const std::string& what) {
+  void wait_for(cudaEvent_t event, const Collective& what) {
     const Clock::time_point deadline = after(timeout_s_);
     for (int spins = 0;; ++spins) {
       const cudaError_t q = cudaEventQuery(event);
@@ -232,7 +234,7 @@ class NcclComm final : public Comm, public std::enable_shared_from_this<NcclComm
       ncclResult_t state = ncclSuccess;
       if (api().get_async_error(comm_, &state) == ncclSuccess && state != ncclSuccess && state != ncclInProgress) {
         aborted_ = true;
-        fail(what.c_str(), state, comm_);
+        fail(what.text().c_str(), state, comm_);
       }
       if (Clock::now() >= deadline) timed_out(what);
       if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -241,28 +243,28 @@ class NcclComm final : public Comm, public std::enable_shared_from_this<NcclComm
 
  private:
   template <class Call>
-  std::unique_ptr<Pending> enqueue(std::string what, Call call) {
+  std::unique_ptr<Pending> enqueue(const Collective& what, Call call) {
     if (aborted_) throw RuntimeError(aborted_message());
     const std::lock_guard<std::mutex> lock(mutex_);
     use_device(device_);
     const cudaStream_t s = stream(device_);
     const ncclResult_t r = call(s);
-    if (r != ncclSuccess && r != ncclInProgress) fail(what.c_str(), r, comm_);
+    if (r != ncclSuccess && r != ncclInProgress) fail(what.text().c_str(), r, comm_);
     if (r == ncclInProgress) settle(what);
     cudaEvent_t event = nullptr;
     check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate", device_);
     check(cudaEventRecord(event, s), "cudaEventRecord", device_);
-    return std::make_unique<NcclPending>(shared_from_this(), event, std::move(what));
+    return std::make_unique<NcclPending>(shared_from_this(), event, what);
   }
 
-  [[noreturn]] void timed_out(const std::string& what) {
+  [[noreturn]] void timed_out(const Collective& what) {
     // Abort, so that the kernels waiting for the missing rank end and later calls fail at once.
     aborted_ = true;
     api().abort(comm_);
     comm_ = nullptr;
     std::ostringstream seconds;
     seconds << timeout_s_;
-    throw RuntimeError("distribute: rank " + std::to_string(rank_) + ": NCCL " + what +
+    throw RuntimeError("distribute: rank " + std::to_string(rank_) + ": NCCL " + what.text() +
                        " did not complete within timeout_s = " + seconds.str() + " s; one of the " +
                        std::to_string(ranks_) + " ranks died or stopped answering (NCCL does not say which)");
   }

@@ -5,7 +5,6 @@
 
 #include <atomic>
 #include <cstring>
-#include <type_traits>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -86,24 +85,32 @@ void check(cublasStatus_t status, const char* what, int device) {
   fail(what, device, std::string(api.status_name(status)) + " (" + api.status_string(status) + ")");
 }
 
+void* open_library(const char* what, std::initializer_list<const char*> names) {
+  std::string errors;
+  for (const char* name : names) {
+    if (!*name) continue;
+    if (void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) return lib;
+    const char* e = dlerror();
+    errors += std::string(errors.empty() ? "" : "; ") + (e ? e : name);
+  }
+  throw DeviceError(std::string(what) + ": cannot open " + *names.begin() + ": " + errors);
+}
+
+void* library_symbol(void* lib, const char* what, const char* library, const char* symbol) {
+  void* fn = dlsym(lib, symbol);
+  if (!fn) throw DeviceError(std::string(what) + ": " + library + " has no " + symbol);
+  return fn;
+}
+
 const CublasApi& cublas_api() {
   // KEEL_CUBLAS_SONAME (libcublas.so.<major> of the toolkit keel was built with) is found the
   // way a linked library would be (RUNPATH, LD_LIBRARY_PATH, the loader cache);
   // KEEL_CUBLAS_LIBRARY, the file CMake found, is the fallback.
   static const CublasApi api = [] {
-    void* lib = nullptr;
-    std::string errors;
-    for (const char* name : {KEEL_CUBLAS_SONAME, KEEL_CUBLAS_LIBRARY}) {
-      if (!*name) continue;
-      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
-      const char* e = dlerror();
-      errors += std::string(errors.empty() ? "" : "; ") + (e ? e : name);
-    }
-    if (!lib) throw DeviceError("cuBLAS: cannot open " + std::string(KEEL_CUBLAS_SONAME) + ": " + errors);
+    void* lib = open_library("cuBLAS", {KEEL_CUBLAS_SONAME, KEEL_CUBLAS_LIBRARY});
     CublasApi a;
     const auto load = [lib](auto& fn, const char* symbol) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, symbol));
-      if (!fn) throw DeviceError(std::string("cuBLAS: ") + KEEL_CUBLAS_SONAME + " has no " + symbol);
+      load_symbol(fn, lib, "cuBLAS", KEEL_CUBLAS_SONAME, symbol);
     };
     load(a.create, "cublasCreate_v2");
     load(a.set_stream, "cublasSetStream_v2");

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "cuda/backend.hpp"
 
@@ -39,6 +40,17 @@ struct CublasApi {
   decltype(&cublasGemmStridedBatchedEx_64) gemm_strided_batched = nullptr;
 };
 const CublasApi& cublas_api();
+
+// A library keel opens on first use rather than links (cuBLAS, NCCL): the first of `names` that
+// dlopen finds (a soname first, found as a linked library would be; then the file CMake found).
+// DeviceError "<what>: cannot open <names[0]>: <dlerror of each>" when none opens.
+void* open_library(const char* what, std::initializer_list<const char*> names);
+// fn = the library's `symbol`, or DeviceError "<what>: <library> has no <symbol>".
+void* library_symbol(void* lib, const char* what, const char* library, const char* symbol);
+template <class Fn>
+void load_symbol(Fn& fn, void* lib, const char* what, const char* library, const char* symbol) {
+  fn = reinterpret_cast<Fn>(library_symbol(lib, what, library, symbol));
+}
 cudnnHandle_t cudnn(int device);
 
 // Grid-stride launch geometry: 256 threads, enough blocks to fill the GPU without exceeding

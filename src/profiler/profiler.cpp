@@ -116,9 +116,16 @@ class Profiler final : public backend::KernelRecorder, public backend::RangeList
     for (const Tensor* t : inputs) operands[k++] = *t;
     for (const Tensor* t : outputs) operands[k++] = *t;
     Event e = open_event(name, "kernel");
-    // A GPU kernel also gets the device's own time: marks on its stream before and after it.
-    for (const Tensor* t : outputs)
-      if (t->defined() && t->device().is_cuda()) e.device_index = t->device().index();
+    // The kernel's device is its first result's; a GPU kernel also gets the device's own time,
+    // from marks on its stream before and after it.
+    for (const Tensor* t : outputs) {
+      if (!t->defined()) continue;
+      if (e.device.empty()) {
+        e.device = t->device().to_string();
+        if (t->device().is_cuda()) e.device_index = t->device().index();
+      }
+      if (options_.profile_memory) e.bytes += t->size() * static_cast<std::int64_t>(itemsize(t->dtype()));
+    }
     if (e.device_index >= 0) e.mark_begin = backend::timing::mark(e.device_index);
     {
       backend::RecordedCall inside;
@@ -126,11 +133,6 @@ class Profiler final : public backend::KernelRecorder, public backend::RangeList
     }
     if (e.device_index >= 0) e.mark_end = backend::timing::mark(e.device_index);
     if (options_.record_shapes) e.shapes = shapes_of(inputs, outputs);
-    for (const Tensor* t : outputs) {
-      if (!t->defined()) continue;
-      if (e.device.empty()) e.device = t->device().to_string();
-      if (options_.profile_memory) e.bytes += t->size() * static_cast<std::int64_t>(itemsize(t->dtype()));
-    }
     close_event(std::move(e));
   }
 
