@@ -114,10 +114,12 @@ TEST_CASE("a convolution with its bias and activation runs as one kernel with th
   // become Conv2DBiasAdd<Act>(x, k, b) -> z, which adds the bias and applies the activation to
   // each block of output rows right after its GEMM (each output row of the direct kernel). The
   // eager forward is conv2d, then bias_add's one-pass kernel: the same kernel on the same values.
-  // Geometries: the direct kernel (3 channels, 3x3, 16 outputs; float32 with AVX2), im2col (5 and
-  // 19 outputs, not multiples of 8; 16 channels), pointwise 1x1, strides with "valid" padding, and
-  // 1024 output rows (8 im2col blocks, split over the threads). x holds a NaN and an infinity; the
-  // gradients of x, k and b through the fused output are compared too.
+  // Geometries: the direct kernel (3 channels, 3x3, 16 outputs; float32 with AVX2), which adds
+  // the bias and a ReLU to its tiles in registers; its narrow tiles (16 channels, 5 outputs: dot
+  // products along the channels, biased one output at a time); im2col (5 and 19 outputs, not
+  // multiples of 8; 16 channels), pointwise 1x1, strides with "valid" padding, and 1024 output
+  // rows (8 im2col blocks, split over the threads). x holds a NaN and an infinity; the gradients
+  // of x, k and b through the fused output are compared too.
   graph::detail::PassOptions& passes = graph::detail::default_pass_options();
   const graph::detail::PassOptions saved = passes;
   struct Case {
@@ -128,7 +130,7 @@ TEST_CASE("a convolution with its bias and activation runs as one kernel with th
   };
   const std::vector<Case> cases = {{{2, 7, 6, 3}, 3, 16, {1, 1}, "same"},  {{2, 7, 6, 3}, 3, 5, {1, 1}, "same"},
                                    {{1, 6, 5, 16}, 3, 19, {2, 1}, "valid"}, {{2, 4, 5, 7}, 1, 16, {1, 1}, "valid"},
-                                   {{4, 16, 16, 16}, 3, 24, {1, 1}, "same"}};
+                                   {{4, 16, 16, 16}, 3, 24, {1, 1}, "same"}, {{2, 6, 5, 16}, 3, 5, {1, 1}, "same"}};
   const std::vector<std::pair<std::string, std::string>> activations = {
       {"linear", "Conv2DBiasAdd"}, {"relu", "Conv2DBiasAddRelu"}, {"sigmoid", "Conv2DBiasAddSigmoid"},
       {"tanh", "Conv2DBiasAddTanh"}, {"exponential", "Conv2DBiasAddExp"}};

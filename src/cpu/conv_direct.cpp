@@ -143,11 +143,15 @@ namespace {
 // wide tiles, [tap][o][c] for the narrow ones.
 void run_forward(const WindowGeom& g, const Plan& plan, const float* x, const float* w, float* y,
                  const ConvEpilogue& epilogue) {
-  const ForwardPixels tiles = plan.narrow ? plan.tiles->narrow : plan.tiles->forward;
   const PaddedBand band(g);
   const DirectSteps st = band.steps(g);
   const i64 C = g.c, O = g.o, rows = g.n * g.ho;
   const int parts = plan_parts(rows, static_cast<double>(g.wo * g.kh * g.kw * C * O));
+  // A bias, and a ReLU, go on in the wide tiles' registers; other activations, and the narrow
+  // tiles' bias, pass over each band.
+  const bool in_tiles = epilogue.bias != nullptr && !plan.narrow &&
+                        (epilogue.linear || epilogue.op == kernel::UnaryOp::relu);
+  const TileBias tile_bias{in_tiles ? static_cast<const float*>(epilogue.bias) : nullptr, !epilogue.linear};
   BandBuffers padded(parts, band.size);
   run_parts(parts, rows, [&](int p, i64 r0, i64 r1) {
     float* xp = padded.part(p);
@@ -155,8 +159,9 @@ void run_forward(const WindowGeom& g, const Plan& plan, const float* x, const fl
       band.load(g, x, n, oh0, oh1, xp);
       float* out = y + (n * g.ho + oh0) * g.wo * O;
       const i64 pixels = (oh1 - oh0) * g.wo;
-      tiles(st, xp, g.sh * band.wp * C, g.wo, 0, pixels, w, out);
-      finish_rows(epilogue, out, pixels, O);
+      if (plan.narrow) plan.tiles->narrow(st, xp, g.sh * band.wp * C, g.wo, 0, pixels, w, out);
+      else plan.tiles->forward(st, xp, g.sh * band.wp * C, g.wo, 0, pixels, w, out, tile_bias);
+      if (!in_tiles) finish_rows(epilogue, out, pixels, O);
     });
   });
 }

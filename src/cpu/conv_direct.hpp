@@ -22,7 +22,8 @@ namespace keel::cpu::direct {
 // SIMD level; the input gradient only at stride 1.
 enum class Pass { forward, input, filter };
 bool direct_fits(const WindowGeom& g, Pass pass);
-// Each output row gets the epilogue (cpu/conv.hpp) as soon as it is written.
+// Each output row gets the epilogue (cpu/conv.hpp) as soon as it is written: a bias and a ReLU
+// in the tiles' registers, another activation in a pass over the band.
 void direct_forward(const WindowGeom& g, const float* x, const float* k, float* y, const ConvEpilogue& epilogue);
 void direct_backward_filter(const WindowGeom& g, const float* x, const float* dy, float* dk);
 // The input gradient of a stride-1 convolution, as the direct forward of dy with the kernel

@@ -24,6 +24,8 @@ struct Avx2 {
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
   }
   static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
+  static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
+  static reg relu(reg v) { return _mm256_max_ps(_mm256_setzero_ps(), v); }
 };
 
 }  // namespace

@@ -22,6 +22,8 @@ struct Avx512 {
   static reg bcast(const float* p) { return _mm512_set1_ps(*p); }
   static float hsum(reg v) { return _mm512_reduce_add_ps(v); }
   static reg fma(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
+  static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
+  static reg relu(reg v) { return _mm512_max_ps(_mm512_setzero_ps(), v); }
 };
 
 }  // namespace

@@ -16,13 +16,26 @@ struct DirectSteps {
   i64 tap;    // dw * c: between taps of a row
 };
 
+// What a forward tile does to its sums in registers before it stores them: nothing (bias null),
+// or out = sum + bias[0:o], then max(0, out) with `relu` (the bits of the bias_unary kernel that
+// would otherwise pass over the stored rows: graph mode's fused Conv2D + BiasAdd + Relu).
+struct TileBias {
+  const float* bias = nullptr;
+  bool relu = false;
+};
+
 // Output pixels [p0, p1) of one padded image, pixel p = oh*wo + ow, its window starting at
 // image + oh*row_step + ow*pixel; out points at pixel p0's outputs (o floats per pixel):
 //   out[p, 0:o] = sum over taps (i, j) and channels ch of
-//     window(p)[i*row + j*tap + ch] * w[((i*kw + j)*c + ch)*o + 0:o].
+//     window(p)[i*row + j*tap + ch] * w[((i*kw + j)*c + ch)*o + 0:o],  then `bias` applied.
 // Tiles run across the ends of output rows, so a narrow image (8 pixels wide) leaves no short tiles.
 using ForwardPixels = void (*)(const DirectSteps& st, const float* image, i64 row_step, i64 wo, i64 p0, i64 p1,
-                               const float* w, float* out);
+                               const float* w, float* out, const TileBias& bias);
+// The narrow tiles' forward (below): out as ForwardPixels' before its bias. Their sums end in a
+// horizontal add whose operand order the compiler may swap, so a NaN's sign could differ from
+// the unfused kernel's; their bias goes on in a pass over the stored rows.
+using NarrowPixels = void (*)(const DirectSteps& st, const float* image, i64 row_step, i64 wo, i64 p0, i64 p1,
+                              const float* w, float* out);
 // dk[k, 0:o] += sum over pixels p in [p0, p1) of window(p)[offset(k)] * dy[p, 0:o] for the
 // K = kh*kw*c kernel rows k = (i*kw + j)*c + ch, offset(k) = i*row + j*tap + ch; dy points at
 // pixel p0's gradient.
@@ -39,7 +52,7 @@ constexpr i64 kMaxNarrow = 7;
 struct DirectKernels {
   ForwardPixels forward;
   FilterPixels filter;
-  ForwardPixels narrow;
+  NarrowPixels narrow;
   FilterPixels narrow_filter;
 };
 

@@ -1,7 +1,9 @@
 #pragma once
 // The direct convolution's tiles, written once over a vector type V (direct_avx2.cpp and
 // direct_avx512.cpp instantiate them under their own -m flags). V gives:
-//   reg, W (floats per register), zero(), load(p), store(p, v), bcast(p), fma(a, b, c) = a*b + c;
+//   reg, W (floats per register), zero(), load(p), store(p, v), bcast(p), fma(a, b, c) = a*b + c,
+//   add(a, b), relu(v) = max(0, v) with max's operand order of the bias_unary kernel (a NaN or a
+//   -0 passes through);
 //   kForwardRows[b] / kFilterRows[b]: the tile height for a block of 2^b registers of channels,
 //   chosen so that the accumulators, that block's weights and one broadcast fill the registers.
 //   kMaxBlockLog2: the widest block, 2^kMaxBlockLog2 registers;
@@ -90,9 +92,22 @@ void over_tiles(const DirectSteps& st, const float* image, i64 row_step, i64 wo,
   }
 }
 
+// The tile's bias and activation (TileBias) on R x NB accumulators, channels [0, NB*W) of bias.
+template <class V, int R, int NB>
+void bias_tile(typename V::reg (&acc)[R][NB], const TileBias& tb) {
+  if (tb.bias == nullptr) return;
+  typename V::reg bv[NB];
+#pragma GCC unroll 4
+  for (int b = 0; b < NB; ++b) bv[b] = V::load(tb.bias + V::W * b);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int b = 0; b < NB; ++b) acc[r][b] = tb.relu ? V::relu(V::add(acc[r][b], bv[b])) : V::add(acc[r][b], bv[b]);
+}
+
 // R output pixels (windows s[r]) x NB registers of channels, accumulated in registers over all taps.
 template <class V, int R, int NB>
-void forward_tile(const DirectSteps& st, const float* const* s, const float* w, float* out) {
+void forward_tile(const DirectSteps& st, const float* const* s, const float* w, float* out, const TileBias& tb) {
   typename V::reg acc[R][NB];
   zero_tile<V>(acc);
   // One loop per run of consecutive inputs (with 3 channels, a loop of 3 per tap ran at half
@@ -113,16 +128,17 @@ void forward_tile(const DirectSteps& st, const float* const* s, const float* w, 
       }
     }
   }
+  bias_tile<V>(acc, tb);
   store_tile<V>(acc, out, st.o);
 }
 
 // Pixels [p0, p1) for the channels [0, NB*W) of w and out.
 template <class V, int NB>
 void forward_block(const DirectSteps& st, const float* image, i64 row_step, i64 wo, i64 p0, i64 p1, const float* w,
-                   float* out) {
+                   float* out, const TileBias& tb) {
   constexpr int R = V::kForwardRows[NB == 1 ? 0 : NB == 2 ? 1 : 2];
   over_tiles<R>(st, image, row_step, wo, p0, p1, out, st.o,
-                [&]<int N>(const float* const* s, float* o) { forward_tile<V, N, NB>(st, s, w, o); });
+                [&]<int N>(const float* const* s, float* o) { forward_tile<V, N, NB>(st, s, w, o, tb); });
 }
 
 // f.template operator()<NB>(ob) for the blocks of NB registers of channels [ob, ob + NB*W) that
@@ -146,9 +162,11 @@ void over_blocks(i64 o, F&& f) {
 
 template <class V>
 void forward(const DirectSteps& st, const float* image, i64 row_step, i64 wo, i64 p0, i64 p1, const float* w,
-             float* out) {
-  over_blocks<V>(st.o,
-                 [&]<int NB>(i64 ob) { forward_block<V, NB>(st, image, row_step, wo, p0, p1, w + ob, out + ob); });
+             float* out, const TileBias& tb) {
+  over_blocks<V>(st.o, [&]<int NB>(i64 ob) {
+    const TileBias block{tb.bias == nullptr ? nullptr : tb.bias + ob, tb.relu};
+    forward_block<V, NB>(st, image, row_step, wo, p0, p1, w + ob, out + ob, block);
+  });
 }
 
 // KT consecutive kernel rows (inputs window + at + t) x NB registers of channels of dk,
