@@ -1,8 +1,10 @@
 #pragma once
 // The small regression the distributed tests train on, alike in every worker (test_distributed,
-// and the NCCL cases of test_cuda).
+// test_distributed_mirrored, and the NCCL and MirroredStrategy cases of test_cuda), its model, and
+// how far two trainings' weights are apart.
 #include <keel/keel.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <utility>
@@ -23,6 +25,24 @@ inline std::pair<Tensor, Tensor> regression_data(std::int64_t n) {
     y.push_back(t);
   }
   return {constant(x, {n, 4}), constant(y, {n, 1})};
+}
+
+// The model they train: Dense(8, tanh), then Dense(1), on the 4 features.
+inline models::Sequential regression_mlp() {
+  return models::Sequential{layers::InputLayer({4}), layers::Dense(8, {.activation = "tanh"}), layers::Dense(1)};
+}
+
+// The largest |a - b| over lists of weights (on any device); infinity when they do not pair up.
+inline double max_weight_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const auto va = cast(a[i], DType::float64).to(Device::cpu()).to_vector<double>();
+    const auto vb = cast(b[i], DType::float64).to(Device::cpu()).to_vector<double>();
+    if (va.size() != vb.size()) return INFINITY;
+    for (std::size_t k = 0; k < va.size(); ++k) d = std::max(d, std::abs(va[k] - vb[k]));
+  }
+  return d;
 }
 
 }  // namespace keel::test

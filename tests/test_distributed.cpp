@@ -29,29 +29,15 @@ distribute::MultiWorkerMirroredStrategy& world() {
   return s;
 }
 
+using test::max_weight_diff;
 using test::regression_data;
-
-models::Sequential mlp() {
-  return models::Sequential{layers::InputLayer({4}), layers::Dense(8, {.activation = "tanh"}), layers::Dense(1)};
-}
-
-// The largest |a - b| over every weight.
-double max_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  REQUIRE(a.size() == b.size());
-  double d = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const auto va = a[i].to_vector<double>(), vb = b[i].to_vector<double>();
-    REQUIRE(va.size() == vb.size());
-    for (std::size_t k = 0; k < va.size(); ++k) d = std::max(d, std::abs(va[k] - vb[k]));
-  }
-  return d;
-}
+using test::regression_mlp;
 
 // Whether every worker holds the same values (max over workers == min over workers).
 bool same_everywhere(distribute::Strategy& s, const std::vector<Tensor>& ws) {
   for (const Tensor& w : ws) {
     const Tensor hi = s.all_reduce(w, distribute::ReduceOp::max), lo = s.all_reduce(w, distribute::ReduceOp::min);
-    if (max_diff({hi}, {lo}) != 0) return false;
+    if (max_weight_diff({hi}, {lo}) != 0) return false;
   }
   return true;
 }
@@ -76,7 +62,7 @@ TEST_CASE("the default strategy has one replica, and scope() installs and restor
     auto scope = s.scope();
     CHECK(&distribute::get_strategy() == &s);
     {
-      distribute::MirroredStrategy local;
+      distribute::MirroredStrategy local({Device::cpu()});
       auto inner = local.scope();
       CHECK(&distribute::get_strategy() == &local);
       CHECK(local.num_replicas_in_sync() == 1);
@@ -157,9 +143,10 @@ TEST_CASE("strategy options are checked", "[distributed]") {
                       Contains("a GPU per process"));
   CHECK_THROWS_AS(distribute::MultiWorkerMirroredStrategy({.timeout_s = 0}), ValueError);
   CHECK_THROWS_AS(distribute::MultiWorkerMirroredStrategy({.timeout_s = std::nan("")}), ValueError);
-  // No GPU here (or not that many): a clear DeviceError; several devices: one replica per process.
+  // No GPU here (or not that many): a clear DeviceError; the CPU twice: two replicas on threads
+  // (test_distributed_mirrored).
   CHECK_THROWS_AS(distribute::MirroredStrategy({Device::cuda(cuda_device_count())}), DeviceError);
-  CHECK_THROWS_AS(distribute::MirroredStrategy({Device::cpu(), Device::cpu()}), ValueError);
+  CHECK(distribute::MirroredStrategy({Device::cpu(), Device::cpu()}).num_replicas_in_sync() == 2);
   distribute::MirroredStrategy cpu({Device::cpu()});
   CHECK(cpu.devices().size() == 1);
 }
@@ -205,12 +192,12 @@ double parallel_vs_single(const std::function<std::shared_ptr<optimizers::Optimi
   const auto [x, y] = regression_data(97);
   random::set_seed(1000 + static_cast<std::uint64_t>(s.worker_index()));  // different starts: fit broadcasts
   auto scope = std::make_unique<distribute::StrategyScope>(&s);
-  auto par = mlp();
+  auto par = regression_mlp();
   par.compile({.optimizer = make_opt(), .loss = "mse", .metrics = {"mae"}});
   std::vector<Tensor> chief0;
   for (const Tensor& w : par.get_weights()) chief0.push_back(s.broadcast(w));
   scope.reset();
-  auto single = mlp();
+  auto single = regression_mlp();
   single.compile({.optimizer = make_opt(), .loss = "mse", .metrics = {"mae"}});
   single.set_weights(chief0);
   const auto h1 = single.fit(x, y, {.batch_size = 16, .epochs = 3, .verbose = 0, .shuffle = false});
@@ -229,7 +216,7 @@ double parallel_vs_single(const std::function<std::shared_ptr<optimizers::Optimi
   const auto ev_1 = single.evaluate(x, y, {.batch_size = 10, .verbose = 0});
   CHECK(ev_n.at("loss") == Approx(ev_1.at("loss")).epsilon(1e-4));
   CHECK(same_everywhere(s, par.get_weights()));
-  return max_diff(par.get_weights(), single.get_weights());
+  return max_weight_diff(par.get_weights(), single.get_weights());
 }
 
 }  // namespace
@@ -348,7 +335,7 @@ TEST_CASE("fit starts each gradient bucket's all-reduce during the backward pass
       logs[overlap] = comm->log;
     }
     // Both sum the same buckets (reverse order, at most 256 bytes: {b3, k3, b2} {k2} {b1} {k1}).
-    CHECK(max_diff(weights[0], weights[1]) == 0);
+    CHECK(max_weight_diff(weights[0], weights[1]) == 0);
     const int steps = 2 * 4;
     // After the backward pass: each bucket reduced at once (the blocking all-reduce; the logs'
     // reductions at each epoch's end are further ones).
@@ -379,7 +366,7 @@ TEST_CASE("Dropout and BatchNormalization models: every replica keeps the same t
   std::vector<Tensor> trainable;
   for (Variable* v : model.trainable_weights()) trainable.push_back(v->peek());
   CHECK(same_everywhere(s, trainable));
-  CHECK(max_diff(before, model.get_weights()) > 1e-3);  // it trained
+  CHECK(max_weight_diff(before, model.get_weights()) > 1e-3);  // it trained
   // BatchNormalization's moving statistics are per replica (TF's non-synchronised batch norm):
   // each worker's come from its own shards.
 }
@@ -389,7 +376,7 @@ TEST_CASE("only the chief writes: CSVLogger, ModelCheckpoint and Model::save", "
   const int r = s.worker_index();
   const auto [x, y] = regression_data(32);
   auto scope = s.scope();
-  auto model = mlp();
+  auto model = regression_mlp();
   model.compile({.optimizer = optimizers::SGD(0.05), .loss = "mse"});
   const std::string csv = rank_path("log.csv", r), ckpt = rank_path("ckpt.weights.h5", r), saved = rank_path("m.keras", r);
   auto logger = std::make_shared<callbacks::CSVLogger>(csv);

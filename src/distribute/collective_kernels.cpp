@@ -133,6 +133,16 @@ void scale_buffer(void* buf, std::size_t count, DType dtype, double factor) {
   }
 }
 
+void Communicator::all_reduce_widened(void* buf, std::size_t count, DType dtype, Combine op) {
+  std::vector<float> wide(count);
+  auto* h = static_cast<std::uint16_t*>(buf);
+  for (std::size_t i = 0; i < count; ++i)
+    wide[i] = dtype == DType::float16 ? half_to_float(float16_t{h[i]}) : bfloat16_to_float(bfloat16_t{h[i]});
+  all_reduce(wide.data(), count, DType::float32, op);
+  for (std::size_t i = 0; i < count; ++i)
+    h[i] = dtype == DType::float16 ? float_to_half(wide[i]).bits : float_to_bfloat16(wide[i]).bits;
+}
+
 void Communicator::all_reduce_into(const void* in, void* out, std::size_t count, DType dtype, Combine op) {
   std::memcpy(out, in, count * itemsize(dtype));
   all_reduce(out, count, dtype, op);

@@ -52,6 +52,11 @@ class Communicator {
   // the GPU of a transport that reduces device memory (NCCL). Every collective also takes host
   // buffers.
   virtual Device buffer_device() const { return Device::cpu(); }
+
+ protected:
+  // all_reduce of float16 / bfloat16 values as float32 (widened, all-reduced, rounded once): for
+  // a transport without a 16-bit float type.
+  void all_reduce_widened(void* buf, std::size_t count, DType dtype, Combine op);
 };
 
 // A world of one: every collective is the identity.
@@ -64,6 +69,20 @@ class LocalCommunicator final : public Communicator {
   void barrier() override {}
   std::string transport() const override { return "local"; }
 };
+
+// Replicas that are threads of one process (thread_communicator.cpp): rank r's communicator for
+// the thread that runs replica r, over shared memory. A collective that waits longer than
+// timeout_s throws RuntimeError naming the replicas that did not arrive; abort_thread_world makes
+// every waiting and later collective throw RuntimeError(why) (a replica failed), until
+// reset_thread_world, called once no replica is inside a collective.
+class ThreadGroup;
+struct ThreadWorld {
+  std::shared_ptr<ThreadGroup> group;
+  std::vector<std::shared_ptr<Communicator>> ranks;
+};
+ThreadWorld make_thread_world(int size, double timeout_s);
+void abort_thread_world(ThreadGroup& group, const std::string& why);
+void reset_thread_world(ThreadGroup& group);
 
 // Point-to-point messages between the processes of a job (the parameter-server mode): sends
 // never block (they complete while the mailbox is polled), receives wait up to a deadline.

@@ -7,6 +7,7 @@
 #include "distribute/collective_kernels.hpp"
 #include "distribute/gradient_buckets.hpp"
 #include "distribute/hooks.hpp"
+#include "distribute/mirrored_replicas.hpp"
 #include "keel/distribute/strategy.hpp"
 #include "keel/autograd/tape.hpp"
 
@@ -19,7 +20,14 @@ thread_local bool reduced_flag = false;
 
 }  // namespace
 
-bool multi_replica() { return get_strategy().num_replicas_in_sync() > 1; }
+bool multi_replica() {
+  const Strategy& s = get_strategy();
+  if (s.num_replicas_in_sync() <= 1) return false;
+  // In-process replicas run data-parallel on their own threads; on the program's thread the
+  // model is one replica (fit hands its steps to the replicas itself).
+  const ReplicaContext* r = current_replica();
+  return !s.replicas_in_process() || (r && r->strategy == &s);
+}
 bool is_chief() { return get_strategy().is_chief(); }
 
 std::pair<std::int64_t, std::int64_t> even_split(std::int64_t n, std::int64_t parts, std::int64_t index) {
@@ -55,7 +63,7 @@ std::function<double()> replica_weight(int replicas) {
 
 void reduce_gradients(std::vector<Tensor>& grads) {
   Strategy& s = get_strategy();
-  if (s.num_replicas_in_sync() <= 1) return;
+  if (!multi_replica()) return;
   // Every gradient is final already: no progress() calls, so each bucket is reduced at once in
   // finish(), with the blocking algorithm.
   std::vector<GradientBuckets::Slot> slots;
@@ -71,7 +79,7 @@ void reduce_gradients(std::vector<Tensor>& grads) {
 
 std::vector<Tensor> backward_and_reduce(GradientTape& tape, const Tensor& target, const std::vector<Variable*>& vars) {
   Strategy& s = get_strategy();
-  if (s.num_replicas_in_sync() <= 1) return tape.gradient(target, vars);
+  if (!multi_replica()) return tape.gradient(target, vars);
   if (!s.options().overlap_backward) {
     std::vector<Tensor> grads = tape.gradient(target, vars);
     reduce_gradients(grads);
@@ -99,14 +107,14 @@ std::vector<Tensor> backward_and_reduce(GradientTape& tape, const Tensor& target
 
 Tensor same_on_every_replica(const Tensor& t) {
   Strategy& s = get_strategy();
-  if (s.num_replicas_in_sync() <= 1) return t;
+  if (!multi_replica()) return t;
   check_same_everywhere(s.communicator(), t, "fit (the shuffled order)");
   return broadcast_tensor(s.communicator(), t, 0);
 }
 
 void broadcast_weights(const std::vector<Variable*>& weights) {
   Strategy& s = get_strategy();
-  if (s.num_replicas_in_sync() <= 1) return;
+  if (!multi_replica()) return;
   for (Variable* v : weights) {
     if (!v || !v->defined()) continue;
     check_same_everywhere(s.communicator(), v->peek(), fmt::format("fit: the weight '{}'", v->name()).c_str());
@@ -144,7 +152,7 @@ std::map<std::string, double> reduce_logs_over(Strategy& s, const std::map<std::
 
 std::map<std::string, double> reduce_logs(const std::map<std::string, double>& logs, double rows) {
   Strategy& s = get_strategy();
-  if (s.num_replicas_in_sync() <= 1) return logs;
+  if (!multi_replica()) return logs;
   return reduce_logs_over(s, logs, rows);
 }
 

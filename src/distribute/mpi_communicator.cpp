@@ -199,16 +199,7 @@ class MpiCommunicator final : public Communicator {
 
   void all_reduce(void* buf, std::size_t count, DType dtype, Combine op) override {
     if (count == 0 || size_ == 1) return;
-    if (is_half(dtype)) {  // no 16-bit float MPI type: combine in float32, round once
-      std::vector<float> wide(count);
-      auto* h = static_cast<std::uint16_t*>(buf);
-      for (std::size_t i = 0; i < count; ++i)
-        wide[i] = dtype == DType::float16 ? half_to_float(float16_t{h[i]}) : bfloat16_to_float(bfloat16_t{h[i]});
-      all_reduce(wide.data(), count, DType::float32, op);
-      for (std::size_t i = 0; i < count; ++i)
-        h[i] = dtype == DType::float16 ? float_to_half(wide[i]).bits : float_to_bfloat16(wide[i]).bits;
-      return;
-    }
+    if (is_half(dtype)) return all_reduce_widened(buf, count, dtype, op);  // no 16-bit float MPI type
     reduce_chunks(nullptr, buf, count, dtype, op);
   }
 

@@ -11,6 +11,7 @@
 #include "backend/recorder.hpp"
 #include "distribute/collective_kernels.hpp"
 #include "distribute/communicator.hpp"
+#include "distribute/mirrored_replicas.hpp"
 #include "keel/ops/creation.hpp"
 
 namespace keel::distribute {
@@ -86,49 +87,87 @@ Strategy::~Strategy() {
   current_strategy.compare_exchange_strong(self, nullptr);
 }
 
+const std::shared_ptr<detail::Communicator>& Strategy::communicator() const {
+  const detail::ReplicaContext* r = detail::current_replica();
+  return r && r->strategy == this ? r->comm : comm_;
+}
+
 int Strategy::num_replicas_in_sync() const { return comm_->size(); }
 int Strategy::worker_index() const { return comm_->rank(); }
 int Strategy::num_workers() const { return comm_->size(); }
 
 Tensor Strategy::reduce(ReduceOp op, const Tensor& per_replica_value) { return all_reduce(per_replica_value, op); }
 
+namespace {
+// Outside the threads of in-process replicas (tf.distribute's cross-replica context), a value
+// is the same on every replica: tf.distribute reduces it to itself, but refuses a sum over
+// several replicas ("a non-DistributedValues value cannot be reduced with SUM").
+bool cross_replica(const Strategy& s) {
+  const detail::ReplicaContext* r = detail::current_replica();
+  return s.replicas_in_process() && !(r && r->strategy == &s);
+}
+}  // namespace
+
 Tensor Strategy::all_reduce(const Tensor& value, ReduceOp op) {
   if (!value.defined()) throw ValueError("Strategy.all_reduce: the tensor is undefined");
-  detail::check_same_everywhere(comm_, value, "Strategy.all_reduce");
-  return detail::all_reduce_tensor(comm_, value, op);
+  if (cross_replica(*this)) {
+    if (op == ReduceOp::sum)
+      throw ValueError(fmt::format("Strategy.all_reduce: outside its replicas a value is the same on all {} of them; "
+                                   "a sum of it is not defined (mean, max and min give the value itself)",
+                                   num_replicas_in_sync()));
+    return value;
+  }
+  const auto& comm = communicator();
+  detail::check_same_everywhere(comm, value, "Strategy.all_reduce");
+  return detail::all_reduce_tensor(comm, value, op);
 }
 
 Tensor Strategy::broadcast(const Tensor& value, int root) {
   if (!value.defined()) throw ValueError("Strategy.broadcast: the tensor is undefined");
-  if (root < 0 || root >= comm_->size())
-    throw ValueError(fmt::format("Strategy.broadcast: root {} is not a worker (there are {})", root, comm_->size()));
-  detail::check_same_everywhere(comm_, value, "Strategy.broadcast");
-  return detail::broadcast_tensor(comm_, value, root);
+  const auto& comm = communicator();
+  const int replicas = cross_replica(*this) ? num_replicas_in_sync() : comm->size();
+  if (root < 0 || root >= replicas)
+    throw ValueError(fmt::format("Strategy.broadcast: root {} is not a replica (there are {})", root, replicas));
+  if (cross_replica(*this)) return value;
+  detail::check_same_everywhere(comm, value, "Strategy.broadcast");
+  return detail::broadcast_tensor(comm, value, root);
 }
 
-void Strategy::barrier() { comm_->barrier(); }
+void Strategy::barrier() {
+  if (!cross_replica(*this)) communicator()->barrier();
+}
 
 MirroredStrategy::MirroredStrategy(std::vector<Device> devices)
     : Strategy(std::make_shared<detail::LocalCommunicator>(), MultiWorkerOptions{}) {
   const int gpus = cuda_device_count();
   if (devices.empty()) {
-    if (gpus > 1)
-      throw ValueError(fmt::format(
-          "MirroredStrategy: this machine has {} GPUs, and keel runs one replica per process; start one process per "
-          "GPU with MultiWorkerMirroredStrategy (mpirun -np {}), or pass one device",
-          gpus, gpus));
-    devices.push_back(gpus == 1 ? Device::cuda(0) : Device::cpu());
+    for (int g = 0; g < gpus; ++g) devices.push_back(Device::cuda(g));
+    if (devices.empty()) devices.push_back(Device::cpu());
   }
-  if (devices.size() > 1)
-    throw ValueError(fmt::format("MirroredStrategy: {} devices given; keel runs one replica per process (use "
-                                 "MultiWorkerMirroredStrategy with one process per device)",
-                                 devices.size()));
-  const Device d = devices[0];
-  if (d.is_cuda() && (d.index() < 0 || d.index() >= gpus))
-    throw DeviceError(fmt::format("MirroredStrategy: device {} does not exist (this machine has {} GPU(s))",
-                                  d.to_string(), gpus));
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    const Device d = devices[i];
+    if (d.is_cuda() && (d.index() < 0 || d.index() >= gpus))
+      throw DeviceError(fmt::format("MirroredStrategy: device {} does not exist (this machine has {} GPU(s))",
+                                    d.to_string(), gpus));
+    if (d.is_cuda() != devices[0].is_cuda())
+      throw ValueError(fmt::format("MirroredStrategy: the devices mix the CPU and GPUs ({} and {}); give GPUs only, "
+                                   "or the CPU once per replica",
+                                   devices[0].to_string(), d.to_string()));
+    for (std::size_t j = 0; j < i; ++j)
+      if (d.is_cuda() && devices[j] == d)
+        throw ValueError(fmt::format("MirroredStrategy: {} is named twice; give each GPU once", d.to_string()));
+  }
   devices_ = devices;
-  device_ = d;
+  device_ = devices[0];
+  if (devices_.size() > 1)
+    replicas_ = std::make_unique<detail::ReplicaGroup>(*this, devices_, options().timeout_s);
+}
+
+MirroredStrategy::~MirroredStrategy() = default;
+
+int MirroredStrategy::worker_index() const {
+  const detail::ReplicaContext* r = detail::current_replica();
+  return r && r->strategy == this ? r->index : 0;
 }
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(MultiWorkerOptions options)

@@ -3,7 +3,9 @@
 
 #include <iostream>
 
+#include "distribute/hooks.hpp"
 #include "graph/plan.hpp"
+#include "keel/distribute/strategy.hpp"
 
 namespace keel::models::detail {
 
@@ -24,6 +26,12 @@ std::vector<Tensor> StepFunctions::run(Step step, const std::vector<Tensor>& arg
                                        bool jit_compile, const std::string& model_name) {
   Entry& e = entries_[static_cast<int>(step)];
   if (!trace || e.eager_only) return eager(args);
+  // A train step traced among data-parallel replicas replays its gradient all-reduce on their
+  // communicator: among others, or none, it traces again.
+  const void* replicas =
+      distribute::detail::multi_replica() ? distribute::get_strategy().communicator().get() : nullptr;
+  if (e.traced && e.replicas != replicas) e.traced.reset();
+  e.replicas = replicas;
   if (!e.traced) {
     // The traced function calls whatever step the latest call handed in (the model's `this`
     // may have moved since the trace); it runs only while tracing.

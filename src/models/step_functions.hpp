@@ -31,6 +31,7 @@ class StepFunctions {
     std::optional<Function<std::function<std::vector<Tensor>(const std::vector<Tensor>&)>>> traced;
     bool eager_only = false;
     std::optional<graph::Graph> first_graph;  // what TensorBoard(write_graph) shows
+    const void* replicas = nullptr;  // the communicator a traced gradient all-reduce runs on
   };
   Entry entries_[3];
 };

@@ -8,6 +8,7 @@
 #include "autograd/record.hpp"
 #include "backend/recorder.hpp"
 #include "distribute/hooks.hpp"
+#include "distribute/mirrored_replicas.hpp"
 #include "keel/models/model.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
@@ -232,10 +233,63 @@ History Model::fit_loop(const EpochIterator& data, const FitOptions& o,
   }
   // A callback (BackupAndRestore) may have restored a later epoch to continue from.
   const int first_epoch = resume_epoch_ >= 0 ? resume_epoch_ : o.initial_epoch;
-  bool replicas_synced = false;  // data-parallel: the chief's weights broadcast at the first step
   resume_epoch_ = -1;
+  // Data-parallel: per replica, its rows this epoch (the weight of its logs in their reduction)
+  // and whether the chief's weights reached it. One replica here, or with a MirroredStrategy over
+  // several devices (in-process replicas) one per device, replica r > 0 training a copy of this
+  // model that gets this model's weights before each step.
+  struct ReplicaState {
+    double rows = 0;
+    bool synced = false;
+  };
+  distribute::detail::ReplicaGroup* in_process = distribute::detail::in_process_replicas();
+  std::vector<std::shared_ptr<Model>> copies;
+  if (in_process)
+    for (int r = 1; r < in_process->size(); ++r) {
+      copies.push_back(replica_copy(in_process->devices()[r]));
+      // Each copy draws its own dropout masks, repeatably under fit's seed.
+      if (o.seed) copies.back()->seed_generator_.reset(*o.seed + static_cast<std::uint64_t>(r));
+    }
+  std::vector<ReplicaState> replicas(copies.size() + 1);
+  // Replica r's step on its shard of the global batch: its gradients weighted by its share of
+  // the rows and all-reduced in the step; the logs of every replica's rows.
+  const auto replica_step = [](Model& m, const Batch& batch, const Tensor& sw, ReplicaState& st) {
+    const Device d = model_device(m);
+    bool empty = false;
+    const Batch shard = replica_shard(batch, sw, empty);
+    const auto n_global = static_cast<double>(batch.x[0].shape()[0]);
+    const auto n_local = static_cast<double>(shard.x[0].shape()[0]);
+    if (!st.synced) {  // the chief's initial weights everywhere (built first if need be)
+      if (m.weights().empty()) {
+        autograd::NoRecordScope build_only;
+        m.forward(placed(shard.x, d), false);
+      }
+      distribute::detail::broadcast_weights(m.weights());
+      st.synced = true;
+    }
+    const auto saved = std::make_tuple(m.loss_sum_, m.loss_count_, m.output_loss_sums_);
+    distribute::detail::gradients_reduced_flag() = false;
+    std::map<std::string, double> logs;
+    {
+      const distribute::detail::StepWeightScope weight(empty ? 0.0 : n_local, n_global);
+      logs = m.run_train_step(placed(shard.x, d), placed(shard.y, d), placed(shard.sample_weight, d));
+    }
+    if (!distribute::detail::gradients_reduced_flag() && !m.trainable_weights().empty())
+      throw ValueError(fmt::format("{}.fit: the train step was traced without the strategy's gradient all-reduce "
+                                   "(trained outside the strategy's scope first); compile the model again inside it",
+                                   m.name()));
+    if (empty) {  // the dummy row's loss left out again
+      std::tie(m.loss_sum_, m.loss_count_, m.output_loss_sums_) = saved;
+      logs = m.metrics_results();
+    } else {
+      st.rows += n_local;
+    }
+    return distribute::detail::reduce_logs(logs, st.rows);
+  };
   for (int epoch = first_epoch; epoch < o.epochs; ++epoch) {
     reset_metrics();
+    for (auto& copy : copies) copy->reset_metrics();
+    for (ReplicaState& st : replicas) st.rows = 0;
     for (auto& cb : o.callbacks) cb->on_epoch_begin(epoch, {});
     if (o.verbose) std::cout << "Epoch " << epoch + 1 << "/" << o.epochs << std::endl;
     Progbar bar(known_steps, o.verbose, std::cout);
@@ -245,42 +299,31 @@ History Model::fit_loop(const EpochIterator& data, const FitOptions& o,
       const Tensor sw = batch_weights(o.class_weight, batch.y, batch.sample_weight);
       for (auto& cb : o.callbacks) cb->on_train_batch_begin(step, logs);
       const Device d = model_device(*this);
-      if (!distribute::detail::multi_replica()) {
+      if (in_process) {
+        // Every replica built and holding this model's weights, then the step on all at once.
+        for (std::size_t r = 0; r <= copies.size(); ++r) {
+          Model& m = r == 0 ? *this : *copies[r - 1];
+          if (!m.weights().empty()) continue;
+          const DeviceScope on(in_process->devices()[r]);
+          autograd::NoRecordScope build_only;
+          m.forward(placed(rows_of(batch.x, 0, 1), model_device(m)), false);
+        }
+        for (auto& copy : copies) copy_weights_to(*copy);
+        std::vector<std::map<std::string, double>> replica_logs(replicas.size());
+        in_process->run([&](int r) {
+          Model& m = r == 0 ? *this : *copies[static_cast<std::size_t>(r - 1)];
+          random::GeneratorScope stream(m.seed_generator_);
+          replica_logs[static_cast<std::size_t>(r)] = replica_step(m, batch, sw, replicas[static_cast<std::size_t>(r)]);
+        });
+        logs = replica_logs[0];
+        epoch_rows = replicas[0].rows;
+      } else if (!distribute::detail::multi_replica()) {
         logs = run_train_step(placed(batch.x, d), placed(batch.y, d), placed(sw, d));
         epoch_rows += static_cast<double>(batch.x[0].shape()[0]);
       } else {
-        // Data-parallel (distribute/hooks.hpp): this replica's shard of the global batch; its
-        // gradients weighted by its share of the rows and all-reduced in the step; the logs of
-        // every replica's rows.
-        bool empty = false;
-        const Batch shard = replica_shard(batch, sw, empty);
-        const auto n_global = static_cast<double>(batch.x[0].shape()[0]);
-        const auto n_local = static_cast<double>(shard.x[0].shape()[0]);
-        if (!replicas_synced) {  // the chief's initial weights everywhere (built first if need be)
-          if (weights().empty()) {
-            autograd::NoRecordScope build_only;
-            forward(placed(shard.x, d), false);
-          }
-          distribute::detail::broadcast_weights(weights());
-          replicas_synced = true;
-        }
-        const auto saved = std::make_tuple(loss_sum_, loss_count_, output_loss_sums_);
-        distribute::detail::gradients_reduced_flag() = false;
-        {
-          const distribute::detail::StepWeightScope weight(empty ? 0.0 : n_local, n_global);
-          logs = run_train_step(placed(shard.x, d), placed(shard.y, d), placed(shard.sample_weight, d));
-        }
-        if (!distribute::detail::gradients_reduced_flag() && !trainable_weights().empty())
-          throw ValueError(fmt::format("{}.fit: the train step was traced without the strategy's gradient all-reduce "
-                                       "(trained outside the strategy's scope first); compile the model again inside it",
-                                       name()));
-        if (empty) {  // the dummy row's loss left out again
-          std::tie(loss_sum_, loss_count_, output_loss_sums_) = saved;
-          logs = metrics_results();
-        } else {
-          epoch_rows += n_local;
-        }
-        logs = distribute::detail::reduce_logs(logs, epoch_rows);
+        // Data-parallel across processes (distribute/hooks.hpp): this process's replica.
+        logs = replica_step(*this, batch, sw, replicas[0]);
+        epoch_rows = replicas[0].rows;
       }
       {
         backend::ProfileRange range("callbacks", "on_train_batch_end");

@@ -30,17 +30,6 @@ std::vector<double> host_values(const Tensor& t) {
 
 using test::regression_data;
 
-double max_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  REQUIRE(a.size() == b.size());
-  double d = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const auto va = host_values(a[i]), vb = host_values(b[i]);
-    REQUIRE(va.size() == vb.size());
-    for (std::size_t k = 0; k < va.size(); ++k) d = std::max(d, std::abs(va[k] - vb[k]));
-  }
-  return d;
-}
-
 }  // namespace
 
 TEST_CASE("over NCCL each worker's replica runs on its own GPU", "[cuda][nccl]") {
@@ -116,9 +105,6 @@ TEST_CASE("over NCCL, N workers with global batch B reach the weights of one pro
           "[cuda][nccl]") {
   distribute::MultiWorkerMirroredStrategy& s = nccl_world();
   const auto [x, y] = regression_data(96);
-  const auto mlp = [] {
-    return models::Sequential{layers::InputLayer({4}), layers::Dense(8, {.activation = "tanh"}), layers::Dense(1)};
-  };
   const auto adam = [] { return std::make_shared<optimizers::Adam>(0.01); };
   for (bool overlap : {true, false}) {
     INFO("gradient buckets of 64 bytes, overlapped with the backward pass: " << overlap);
@@ -133,7 +119,7 @@ TEST_CASE("over NCCL, N workers with global batch B reach the weights of one pro
     auto scope = std::make_unique<distribute::StrategyScope>(strategy);
     const Device gpu = default_device();
     REQUIRE(gpu.is_cuda());
-    auto par = mlp();
+    auto par = test::regression_mlp();
     par.compile({.optimizer = adam(), .loss = "mse"});
     std::vector<Tensor> chief0;
     for (const Tensor& w : par.get_weights()) chief0.push_back(strategy->broadcast(w));
@@ -141,11 +127,11 @@ TEST_CASE("over NCCL, N workers with global batch B reach the weights of one pro
     for (Variable* w : par.weights()) CHECK(w->device() == gpu);
     scope.reset();
     DeviceScope same_gpu(gpu);
-    auto single = mlp();
+    auto single = test::regression_mlp();
     single.compile({.optimizer = adam(), .loss = "mse"});
     single.set_weights(chief0);
     const auto h1 = single.fit(x.to(gpu), y.to(gpu), {.batch_size = 16, .epochs = 2, .verbose = 0, .shuffle = false});
     CHECK(hn.history.at("loss").back() == Approx(h1.history.at("loss").back()).epsilon(1e-4));
-    CHECK(max_diff(par.get_weights(), single.get_weights()) < 1e-5);
+    CHECK(test::max_weight_diff(par.get_weights(), single.get_weights()) < 1e-5);
   }
 }

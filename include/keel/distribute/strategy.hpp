@@ -94,8 +94,14 @@ class Strategy {
 
   // The options the collectives run with (timeout, bucket size).
   const MultiWorkerOptions& options() const { return options_; }
-  // The communicator (internal to keel's sources).
-  const std::shared_ptr<detail::Communicator>& communicator() const { return comm_; }
+  // The communicator (internal to keel's sources): on a thread that runs one of a
+  // MirroredStrategy's replicas, that replica's.
+  const std::shared_ptr<detail::Communicator>& communicator() const;
+  // Whether the replicas are threads of this process (a MirroredStrategy over several devices):
+  // fit runs each step on all of them; elsewhere (evaluate, predict, calls on the program's own
+  // thread) the model runs as one replica, and all_reduce / reduce / broadcast / barrier treat
+  // their argument as the same value on every replica (tf.distribute's cross-replica context).
+  virtual bool replicas_in_process() const { return false; }
   // The device this process's replica runs on, when the strategy places it (else unset).
   const std::optional<Device>& replica_device() const { return device_; }
 
@@ -108,17 +114,37 @@ class Strategy {
   MultiWorkerOptions options_;
 };
 
+namespace detail {
+class ReplicaGroup;  // src/distribute/mirrored_replicas.cpp
+}
+
 // tf.distribute.MirroredStrategy: one process, one replica per local device. {} = every GPU, or
-// the CPU where there is none. keel runs one replica per process, so more than one device is a
-// ValueError (use MultiWorkerMirroredStrategy with one process per GPU), and a GPU that does not
-// exist is a DeviceError.
+// the CPU where there is none. Several devices: distinct GPUs, or the CPU named k times for k
+// replicas on the CPU (as TensorFlow's logical CPU devices). A GPU that does not exist is a
+// DeviceError; a list mixing the CPU and GPUs, or naming a GPU twice, a ValueError.
+//
+// Over several devices each replica is a thread of this process with a copy of the model on its
+// device (fit rebuilds the model with clone_model for the other replicas: a Sequential or
+// functional model of registered layers). Every step of fit copies the weights of the model fit
+// was called on (replica 0's) to the others, splits the global batch between the replicas, each
+// computes its gradients, and the gradients are all-reduced (NCCL on GPU buffers where keel has
+// it, else through host memory) before replica 0's optimizer applies them (PyTorch's
+// DataParallel: callbacks and learning-rate changes act on that one model and optimizer). The
+// logs are reduced over the replicas. evaluate and predict run on replica 0 alone.
 class MirroredStrategy : public Strategy {
  public:
   explicit MirroredStrategy(std::vector<Device> devices = {});
+  ~MirroredStrategy() override;
   const std::vector<Device>& devices() const { return devices_; }
+  int num_replicas_in_sync() const override { return static_cast<int>(devices_.size()); }
+  int worker_index() const override;  // 0 (one worker), but the replica's index on its thread
+  int num_workers() const override { return 1; }
+  bool replicas_in_process() const override { return devices_.size() > 1; }
+  detail::ReplicaGroup& replicas() const { return *replicas_; }  // internal to keel
 
  private:
   std::vector<Device> devices_;
+  std::unique_ptr<detail::ReplicaGroup> replicas_;
 };
 
 // tf.distribute.MultiWorkerMirroredStrategy: one process per worker, started by mpirun or srun

@@ -362,6 +362,11 @@ class Model : public layers::Layer {
       return out;
     });
   }
+  // A MirroredStrategy's replicas on threads of this process (src/models/replica_copies.cpp):
+  // this model rebuilt by clone_model on `device` and compiled as this one (an optimizer and
+  // metrics of its own), and this model's weights copied into such a copy before each step.
+  std::shared_ptr<Model> replica_copy(Device device);
+  void copy_weights_to(Model& copy);
   // The loops the tensor and Dataset forms of fit and evaluate share: each epoch is one pass
   // of an EpochIterator (src/models/epoch_iterator.hpp), whatever the data.
   History fit_loop(const detail::EpochIterator& data, const FitOptions& o,
