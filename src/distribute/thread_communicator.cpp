@@ -128,13 +128,15 @@ class ThreadCommunicator final : public Communicator {
     std::vector<char> slice((end - begin) * item);
     group_->post(rank_, buf);
     group_->barrier(rank_, "all_reduce");
-    // Combined in rank order: every rank's result has the same bits.
-    std::memcpy(slice.data(), static_cast<const char*>(group_->posted(0)) + begin * item, slice.size());
+    // Combined in rank order: every rank's result has the same bits. (A rank whose slice is
+    // empty, fewer elements than ranks, only meets the others at the barriers.)
+    const bool mine = end > begin;
+    if (mine) std::memcpy(slice.data(), static_cast<const char*>(group_->posted(0)) + begin * item, slice.size());
     const auto combine_from = [&]<class T>(int r) {
       const T* other = static_cast<const T*>(group_->posted(r)) + begin;
       combine_into(reinterpret_cast<T*>(slice.data()), other, end - begin, op);
     };
-    for (int r = 1; r < n; ++r) {
+    for (int r = 1; r < n && mine; ++r) {
       if (dtype == DType::bool_)
         combine_from.template operator()<bool>(r);
       else
@@ -142,7 +144,7 @@ class ThreadCommunicator final : public Communicator {
                                          [&]<class T>() { combine_from.template operator()<T>(r); });
     }
     group_->barrier(rank_, "all_reduce");  // every rank has read the inputs
-    for (int r = 0; r < n; ++r)
+    for (int r = 0; r < n && mine; ++r)
       std::memcpy(static_cast<char*>(group_->posted(r)) + begin * item, slice.data(), slice.size());
     group_->barrier(rank_, "all_reduce");  // every slice is in place
   }
