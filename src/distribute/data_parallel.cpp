@@ -25,8 +25,7 @@ bool multi_replica() {
   if (s.num_replicas_in_sync() <= 1) return false;
   // In-process replicas run data-parallel on their own threads; on the program's thread the
   // model is one replica (fit hands its steps to the replicas itself).
-  const ReplicaContext* r = current_replica();
-  return !s.replicas_in_process() || (r && r->strategy == &s);
+  return !s.replicas_in_process() || replica_of(s);
 }
 bool is_chief() { return get_strategy().is_chief(); }
 

@@ -29,7 +29,9 @@ class ReplicaScope {
 
 }  // namespace
 
-const ReplicaContext* current_replica() { return this_replica; }
+const ReplicaContext* replica_of(const Strategy& s) {
+  return this_replica && this_replica->strategy == &s ? this_replica : nullptr;
+}
 
 ReplicaGroup::ReplicaGroup(const Strategy& owner, std::vector<Device> devices, double timeout_s)
     : owner_(owner), devices_(std::move(devices)), timeout_s_(timeout_s),
@@ -119,9 +121,7 @@ void ReplicaGroup::run(const std::function<void(int)>& fn) {
 
 ReplicaGroup* in_process_replicas() {
   Strategy& s = get_strategy();
-  if (!s.replicas_in_process()) return nullptr;
-  const ReplicaContext* r = current_replica();
-  if (r && r->strategy == &s) return nullptr;
+  if (!s.replicas_in_process() || replica_of(s)) return nullptr;
   return &static_cast<MirroredStrategy&>(s).replicas();
 }
 

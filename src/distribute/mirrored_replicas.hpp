@@ -20,7 +20,8 @@ struct ReplicaContext {
   int index = 0;
   std::shared_ptr<Communicator> comm;
 };
-const ReplicaContext* current_replica();
+// This thread's replica context when it runs one of `s`'s replicas, else null.
+const ReplicaContext* replica_of(const Strategy& s);
 
 class ReplicaGroup {
  public:

@@ -88,8 +88,8 @@ Strategy::~Strategy() {
 }
 
 const std::shared_ptr<detail::Communicator>& Strategy::communicator() const {
-  const detail::ReplicaContext* r = detail::current_replica();
-  return r && r->strategy == this ? r->comm : comm_;
+  const detail::ReplicaContext* r = detail::replica_of(*this);
+  return r ? r->comm : comm_;
 }
 
 int Strategy::num_replicas_in_sync() const { return comm_->size(); }
@@ -103,8 +103,7 @@ namespace {
 // is the same on every replica: tf.distribute reduces it to itself, but refuses a sum over
 // several replicas ("a non-DistributedValues value cannot be reduced with SUM").
 bool cross_replica(const Strategy& s) {
-  const detail::ReplicaContext* r = detail::current_replica();
-  return s.replicas_in_process() && !(r && r->strategy == &s);
+  return s.replicas_in_process() && !detail::replica_of(s);
 }
 }  // namespace
 
@@ -166,8 +165,8 @@ MirroredStrategy::MirroredStrategy(std::vector<Device> devices)
 MirroredStrategy::~MirroredStrategy() = default;
 
 int MirroredStrategy::worker_index() const {
-  const detail::ReplicaContext* r = detail::current_replica();
-  return r && r->strategy == this ? r->index : 0;
+  const detail::ReplicaContext* r = detail::replica_of(*this);
+  return r ? r->index : 0;
 }
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(MultiWorkerOptions options)
