@@ -19,6 +19,10 @@
 //                          or run eagerly (2).
 //   cnn_fit/mode:M         model.fit of the seed CNN over 8 batches of 64, compiled with
 //                          run_eagerly = true (0) or traced, the default (1).
+//   cnn_fit_pair           the two fits of cnn_fit alternating in one loop (eager, then traced,
+//                          each iteration), so that a change in the machine's speed during the
+//                          run (a shared host) weighs on both: eager_ms, traced_ms (means) and
+//                          speedup (eager / traced of the sums).
 //   while_step/mode:M      a GradientTape training step through a keel::while_loop of n steps
 //                          h <- tanh(h W) (h 16x32, W 32x32), n an argument cycling 1..20: eager
 //                          (0) or traced (1: one graph with the loop's gradient for every n).
@@ -144,6 +148,36 @@ void BM_cnn_fit(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * 8 * kCnnBatch);
 }
 
+// cnn_fit's two models, fit in turn each iteration.
+void BM_cnn_fit_pair(benchmark::State& state) {
+  using Clock = std::chrono::steady_clock;
+  auto make = [](bool eager) {
+    auto model = cnn();
+    model->compile({.optimizer = optimizers::Adam(1e-3),
+                    .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
+                    .run_eagerly = eager});
+    return model;
+  };
+  auto eager = make(true), traced = make(false);
+  const Data d = cnn_data(8 * kCnnBatch);
+  const models::FitOptions options{.batch_size = kCnnBatch, .epochs = 1, .verbose = 0};
+  eager->fit(d.x, d.y, options);  // builds
+  traced->fit(d.x, d.y, options);  // builds, traces
+  double eager_s = 0, traced_s = 0;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    eager->fit(d.x, d.y, options);
+    const auto t1 = Clock::now();
+    traced->fit(d.x, d.y, options);
+    eager_s += std::chrono::duration<double>(t1 - t0).count();
+    traced_s += std::chrono::duration<double>(Clock::now() - t1).count();
+  }
+  const auto n = static_cast<double>(state.iterations());
+  state.counters["eager_ms"] = 1e3 * eager_s / n;
+  state.counters["traced_ms"] = 1e3 * traced_s / n;
+  state.counters["speedup"] = eager_s / traced_s;
+}
+
 // The loop's training step, eagerly (M=0) or traced (M=1), over trip counts 1..20 in turn.
 void BM_while_step(benchmark::State& state) {
   Variable w(random::normal({32, 32}, 0, 0.2), "w");
@@ -179,6 +213,7 @@ BENCHMARK(BM_lstm_step)->Name("lstm_step")->ArgName("mode")->Arg(0)->Arg(1)->Uni
 BENCHMARK(BM_cnn_step)->Name("cnn_step")->ArgName("mode")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_cnn_new_batch)->Name("cnn_new_batch")->ArgName("mode")->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_cnn_fit)->Name("cnn_fit")->ArgName("mode")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_cnn_fit_pair)->Name("cnn_fit_pair")->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_while_step)->Name("while_step")->ArgName("mode")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <keel/keel.hpp>
@@ -44,6 +45,34 @@ Tensor pattern(const Shape& shape, DType dtype, int seed, bool special = true) {
   return constant(v, shape, DType::float64).astype(dtype);
 }
 
+// The pools both max pool tests run: tiling the image (2x2/2), leaving pixels out (7x5 valid, a
+// 2x2/3 gap), padding ("same") and overlapping (3x3/1); the channel count is set per run.
+struct PoolCase {
+  Shape x;
+  std::array<int, 2> pool, strides;
+  std::string padding;
+};
+const std::vector<PoolCase> kPoolCases = {{{2, 8, 8, 0}, {2, 2}, {2, 2}, "valid"},
+                                          {{2, 7, 5, 0}, {2, 2}, {2, 2}, "valid"},
+                                          {{2, 7, 5, 0}, {2, 2}, {2, 2}, "same"},
+                                          {{1, 8, 7, 0}, {2, 2}, {3, 3}, "valid"},
+                                          {{1, 6, 5, 0}, {3, 3}, {1, 1}, "same"}};
+
+// x for a pool case: integers in [-2, 2] (ties and zeros) with a NaN every 11 elements; and w,
+// the pool's upstream gradient: integers in [-3, 3] with NaNs and infinities.
+std::pair<Tensor, Tensor> pool_inputs(const PoolCase& c, DType dtype) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  std::vector<double> xv(static_cast<std::size_t>(c.x.num_elements()));
+  for (std::size_t i = 0; i < xv.size(); ++i)
+    xv[i] = i % 11 == 7 ? nan : static_cast<double>(static_cast<int>((i * 7919) % 5) - 2);
+  const Tensor x = constant(xv, c.x, DType::float64).astype(dtype);
+  const Tensor y = max_pool2d(x, c.pool, c.strides, c.padding);
+  std::vector<double> wv(static_cast<std::size_t>(y.size()));
+  for (std::size_t i = 0; i < wv.size(); ++i)
+    wv[i] = i % 13 == 5 ? nan : i % 17 == 3 ? inf : static_cast<double>(static_cast<int>(i % 7) - 3);
+  return {x, constant(wv, y.shape(), DType::float64).astype(dtype)};
+}
+
 }  // namespace
 
 TEST_CASE("a max pool's gradient and the ReLU gradient after it run as one kernel with the same bits", "[function]") {
@@ -57,18 +86,7 @@ TEST_CASE("a max pool's gradient and the ReLU gradient after it run as one kerne
   // NaN and an infinity (NaN * 0 and inf * 0 stay NaN).
   graph::detail::PassOptions& passes = graph::detail::default_pass_options();
   const graph::detail::PassOptions saved = passes;
-  struct Case {
-    Shape x;
-    std::array<int, 2> pool, strides;
-    std::string padding;
-  };
-  const std::vector<Case> cases = {{{2, 8, 8, 0}, {2, 2}, {2, 2}, "valid"},
-                                   {{2, 7, 5, 0}, {2, 2}, {2, 2}, "valid"},
-                                   {{2, 7, 5, 0}, {2, 2}, {2, 2}, "same"},
-                                   {{1, 8, 7, 0}, {2, 2}, {3, 3}, "valid"},
-                                   {{1, 6, 5, 0}, {3, 3}, {1, 1}, "same"}};
-  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
-  auto body = [](const Case& c) {
+  auto body = [](const PoolCase& c) {
     return [c](const Tensor& x, const Tensor& w) {
       GradientTape tape;
       tape.watch(x);
@@ -79,19 +97,11 @@ TEST_CASE("a max pool's gradient and the ReLU gradient after it run as one kerne
   testing::at_every_simd_level([&](const std::string& level) {
     for (const DType dtype : {DType::float32, DType::float64})
       for (const std::int64_t channels : {1, 5, 16, 19, 37})
-        for (Case c : cases) {
+        for (PoolCase c : kPoolCases) {
           c.x[3] = channels;
           INFO(level << " " << keel::name(dtype) << " x " << c.x.to_string() << " pool " << c.pool[0] << " stride "
                      << c.strides[0] << " " << c.padding);
-          std::vector<double> xv(static_cast<std::size_t>(c.x.num_elements()));
-          for (std::size_t i = 0; i < xv.size(); ++i)
-            xv[i] = i % 11 == 7 ? nan : static_cast<double>(static_cast<int>((i * 7919) % 5) - 2);
-          const Tensor x = constant(xv, c.x, DType::float64).astype(dtype);
-          const Tensor y = max_pool2d(x, c.pool, c.strides, c.padding);
-          std::vector<double> wv(static_cast<std::size_t>(y.size()));
-          for (std::size_t i = 0; i < wv.size(); ++i)
-            wv[i] = i % 13 == 5 ? nan : i % 17 == 3 ? inf : static_cast<double>(static_cast<int>(i % 7) - 3);
-          const Tensor w = constant(wv, y.shape(), DType::float64).astype(dtype);
+          const auto [x, w] = pool_inputs(c, dtype);
           const Tensor want = body(c)(x, w);
           passes.fuse_patterns = true;
           auto fused = keel::function(body(c));
@@ -106,6 +116,55 @@ TEST_CASE("a max pool's gradient and the ReLU gradient after it run as one kerne
           CHECK(same_bits(fused(x, w), want));  // a replay of the fused graph
           CHECK(same_bits(plain(x, w), want));
         }
+  });
+}
+
+TEST_CASE("a max pool whose forward is in the graph keeps its choices for the gradient, with the same bits",
+          "[function]") {
+  // When the forward max pool is in the same graph (a traced training step), it becomes
+  // MaxPoolWithArgmax, which also writes each window's chosen tap (plus a flag for a max not > 0),
+  // and the gradient, MaxPoolGradWithArgmax[ReluGrad], scatters dy by those choices instead of
+  // reading x again. Against the eager forward and gradient, bit for bit, at every SIMD level:
+  // with and without a ReLU before the pool, pools that tile the image, leave pixels out, pad and
+  // overlap (3x3/1: with the ReLU, the mask of each pixel's sum needs x, so that gradient stays
+  // MaxPoolGradReluGrad; without, overlapping windows add their parts in the same order). x holds
+  // NaNs (the first NaN tap is chosen; NaN > 0 is false), ties and zeros; dy negatives (a masked -g
+  // is -0), NaNs and infinities.
+  graph::detail::PassOptions& passes = graph::detail::default_pass_options();
+  const graph::detail::PassOptions saved = passes;
+  auto body = [](const PoolCase& c, bool relu) {
+    return [c, relu](const Tensor& x, const Tensor& w) {
+      GradientTape tape;
+      tape.watch(x);
+      const Tensor y = max_pool2d(relu ? keel::relu(x) : x, c.pool, c.strides, c.padding);
+      return std::vector<Tensor>{tape.gradient(reduce_sum(y * w), x), y};
+    };
+  };
+  testing::at_every_simd_level([&](const std::string& level) {
+    for (const DType dtype : {DType::float32, DType::float64})
+      for (const std::int64_t channels : {1, 5, 16, 19, 37})
+        for (PoolCase c : kPoolCases)
+          for (const bool relu : {true, false}) {
+            c.x[3] = channels;
+            INFO(level << " " << keel::name(dtype) << " x " << c.x.to_string() << " pool " << c.pool[0]
+                       << " stride " << c.strides[0] << " " << c.padding << (relu ? " relu" : ""));
+            const auto [x, w] = pool_inputs(c, dtype);
+            const std::vector<Tensor> want = body(c, relu)(x, w);
+            passes.fuse_patterns = true;
+            auto fused = keel::function(body(c, relu));
+            const graph::Graph& g = fused.concrete_graph(x, w);
+            passes = saved;
+            const bool overlap = c.strides[0] < c.pool[0];
+            const bool kept = !(relu && overlap);
+            CHECK(count_ops(g, "MaxPoolWithArgmax") == (kept ? 1u : 0u));
+            CHECK(count_ops(g, "MaxPool") == (kept ? 0u : 1u));
+            CHECK(count_ops(g, relu ? "MaxPoolGradWithArgmaxReluGrad" : "MaxPoolGradWithArgmax") == (kept ? 1u : 0u));
+            CHECK(count_ops(g, "MaxPoolGradReluGrad") == (relu && overlap ? 1u : 0u));
+            const std::vector<Tensor> got = fused(x, w);  // a replay
+            REQUIRE(got.size() == 2);
+            CHECK(same_bits(got[0], want[0]));
+            CHECK(same_bits(got[1], want[1]));
+          }
   });
 }
 

@@ -93,6 +93,8 @@ void pool(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, c
 // What replays pool(k, g, ...) for a traced graph, from g as the graph keeps it (Node::ints):
 // graph passes that make a pooling node of their own use it.
 KernelReplay pool_replay(PoolKernel k, const std::vector<std::int64_t>& ints);
+// A window's geometry from the integers a traced graph keeps of it (Node::ints of a conv or pool).
+WindowGeom window_geometry(const std::vector<std::int64_t>& ints);
 
 // ---- indexing (indexing.cpp) -----------------------------------------------------------------------
 // The indices are checked by the kernel, on the device they live on; the first bad one comes

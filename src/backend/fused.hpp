@@ -27,6 +27,7 @@ enum class Fused : std::uint8_t {
   sparse_softmax_cross_entropy,
   sigmoid_cross_entropy,
   bias_activation,
+  max_pool_argmax,  // backend::max_pool_with_argmax (backend.hpp)
 };
 
 // Whether `device` has the fused kernel of `op` (the entries below for it).
@@ -116,6 +117,13 @@ void conv2d_bias_activation(const kernel::WindowGeom& g, const Tensor& x, const 
                             bool linear, kernel::UnaryOp op, const Tensor& y);
 // What replays it for a traced graph, from the geometry the graph keeps (Node::ints).
 KernelReplay conv2d_bias_activation_replay(const std::vector<std::int64_t>& ints, bool linear, kernel::UnaryOp op);
+
+// ---- the max pool keeping its choices (graph mode's fusion; window.cpp) ----------------------------
+// (x) -> y, as pool(max_forward), also writing each window's choice to arg (y's shape and dtype)
+// for pool(max_backward_arg[_relu], g, arg, dy, dx); windows of at most 127 taps. And what
+// replays it from the geometry as a graph keeps it.
+void max_pool_with_argmax(const kernel::WindowGeom& g, const Tensor& x, const Tensor& y, const Tensor& arg);
+KernelReplay max_pool_with_argmax_replay(const std::vector<std::int64_t>& ints);
 
 // ---- fused elementwise programs (graph mode's fusion) ---------------------------------------------
 

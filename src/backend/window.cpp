@@ -42,6 +42,12 @@ WindowGeom geometry_of(const std::vector<std::int64_t>& ints, const char* op) {
   return g;
 }
 
+}  // namespace
+
+WindowGeom window_geometry(const std::vector<std::int64_t>& ints) { return geometry_of(ints, "window"); }
+
+namespace {
+
 const void* input_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 
 void conv_native(ConvKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -85,6 +91,9 @@ void pool_native(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tenso
       case PoolKernel::max_backward_relu:  // the two kernels, the second in place
         cuda::max_pool_backward(dt, g, pa, pb, po, d);
         return binary(BinaryOp::relu_grad, out, a, out);
+      case PoolKernel::max_backward_arg:
+      case PoolKernel::max_backward_arg_relu:
+        throw DeviceError(fmt::format("max_pool2d_grad_with_argmax: no kernel on {}", out.device().to_string()));
     }
     return;
   }
@@ -95,6 +104,8 @@ void pool_native(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tenso
     case PoolKernel::avg_forward: return cpu::avg_pool_forward(dt, g, pa, po);
     case PoolKernel::avg_backward: return cpu::avg_pool_backward(dt, g, pa, po);
     case PoolKernel::max_backward_relu: return cpu::max_pool_backward_relu(dt, g, pa, pb, po);
+    case PoolKernel::max_backward_arg: return cpu::max_pool_backward_arg(dt, g, pa, pb, po, /*relu=*/false);
+    case PoolKernel::max_backward_arg_relu: return cpu::max_pool_backward_arg(dt, g, pa, pb, po, /*relu=*/true);
   }
 }
 
@@ -137,6 +148,26 @@ void pool(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, c
   if (!on_cuda(out) && is_half(out.dtype()))
     return via_float32({&a, &b}, out, [&](const std::vector<Tensor>& w, const Tensor& o) { pool_native(k, g, w[0], w[1], o); });
   pool_native(k, g, a, b, out);
+}
+
+// ---- the max pool keeping its choices -----------------------------------------------------------
+
+KernelReplay max_pool_with_argmax_replay(const std::vector<std::int64_t>& ints) {
+  const WindowGeom g = geometry_of(ints, "max_pool2d");
+  return [=](const Tensor* t) { max_pool_with_argmax(at_batch_of(g, t[1]), t[0], t[1], t[2]); };
+}
+
+void max_pool_with_argmax(const WindowGeom& g, const Tensor& x, const Tensor& y, const Tensor& arg) {
+  if (KernelRecorder* r = recorder()) {
+    const auto ints = geometry_ints(g);
+    return r->kernel({"pool_argmax", 0, 0, ints.data(), ints.size()}, {&x}, {&y, &arg},
+                     max_pool_with_argmax_replay({ints.begin(), ints.end()}));
+  }
+  KernelClock clock;
+  // Graph fusion makes this call only where the fused kernel exists: the CPU.
+  if (!has_fused(Fused::max_pool_argmax, y.device()))
+    throw DeviceError(fmt::format("max_pool2d_with_argmax: no kernel on {}", y.device().to_string()));
+  cpu::max_pool_forward_arg(y.dtype(), g, x.raw_data(), y.raw_data(), arg.raw_data());
 }
 
 // ---- the fused convolution + bias + activation ---------------------------------------------------

@@ -50,6 +50,11 @@ enum class PoolKernel : std::uint8_t {
   // gradient through ReLU and max pool in one pass over the images. Only graph fusion makes it
   // (graph/fuse_patterns.cpp); the bits are those of the two kernels.
   max_backward_relu,
+  // max_backward and max_backward_relu from the choices a max pool's forward kept
+  // (backend::max_pool_with_argmax) instead of x: (arg, dy) -> dx, the same bits. Only graph
+  // fusion makes them, where the forward is in the same graph.
+  max_backward_arg,
+  max_backward_arg_relu,
 };
 
 // What keel::random's factories sample: uniform [a, b) and normal (mean a, stddev b; truncated

@@ -49,6 +49,11 @@ void max_pool_backward(DType dtype, const WindowGeom& g, const void* x, const vo
 // applied inside the scatter where windows do not overlap, else to each image once its
 // gradient is complete, while it is still in cache.
 void max_pool_backward_relu(DType dtype, const WindowGeom& g, const void* x, const void* dy, void* dx);
+// max_pool_forward that also writes each window's choice to `arg` (y's shape and dtype; windows
+// of at most 127 taps), and max_pool_backward (with relu: max_pool_backward_relu, windows not
+// overlapping) from those choices instead of x, with the same bits.
+void max_pool_forward_arg(DType dtype, const WindowGeom& g, const void* x, void* y, void* arg);
+void max_pool_backward_arg(DType dtype, const WindowGeom& g, const void* arg, const void* dy, void* dx, bool relu);
 // The adjoint of max_pool_backward in dy: out[window] = dx[argmax of the window] (shape of y).
 void max_pool_gather(DType dtype, const WindowGeom& g, const void* x, const void* dx, void* out);
 // Averages over the window's pixels inside the image (padding is not counted).

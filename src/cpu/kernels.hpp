@@ -63,6 +63,15 @@ struct TypedKernels {
   // (not with accumulate), the maximum's tap gets dy * (x > 0 ? 1 : 0): relu_grad's bits.
   void (*window_max_grad)(const T* x, std::int64_t step, const std::int64_t* offset, int taps, const T* dy,
                           T* dx, std::int64_t pixels, std::int64_t channels, bool accumulate, bool relu);
+  // window_max that also writes each window's choice to arg (y's layout): the tap window_max_grad
+  // gives dy to, plus 128 where the max is not > 0 (a ReLU's mask there is 0). Taps < 128.
+  void (*window_max_arg)(const T* x, std::int64_t step, const std::int64_t* offset, int taps, T* y, T* arg,
+                         std::int64_t pixels, std::int64_t channels);
+  // window_max_grad from that choice instead of x: the same bits, with or without relu; with
+  // `stream` (not with accumulate), dx is written with streaming stores.
+  void (*window_arg_grad)(const T* arg, std::int64_t step, const std::int64_t* offset, int taps, const T* dy,
+                          T* dx, std::int64_t pixels, std::int64_t channels, bool accumulate, bool relu,
+                          bool stream);
   // The adjoint of window_max_grad in dy: out[q * channels + c] = dx at the tap it chose.
   void (*window_max_gather)(const T* x, std::int64_t step, const std::int64_t* offset, int taps, const T* dx,
                             T* out, std::int64_t pixels, std::int64_t channels);

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "core/dispatch.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/window_kernels.hpp"
@@ -127,6 +129,32 @@ void max_pool_backward_t(const WindowGeom& g, const T* x, const T* dy, T* dx, bo
       });
 }
 
+// The max pool's forward keeping each window's choice, and the gradient scattered by it.
+template <class T>
+void max_pool_forward_arg_t(const WindowGeom& g, const T* x, T* y, T* arg) {
+  const auto window_max_arg = typed_kernels<T>().window_max_arg;
+  pool_rows_t(g, y, [&](i64 image, const i64* offset, int taps, T* y_run, i64 pixels) {
+    window_max_arg(x + image, g.sw * g.c, offset, taps, y_run, arg + (y_run - y), pixels, g.c);
+  });
+}
+
+template <class T>
+void max_pool_backward_arg_t(const WindowGeom& g, const T* arg, const T* dy, T* dx, bool relu) {
+  const i64 C = g.c, image = g.h * g.w * C;
+  const auto window_arg_grad = typed_kernels<T>().window_arg_grad;
+  // A gradient larger than the caches goes around them: the convolution's gradients read it next,
+  // and the read-for-ownership of every line would cost more (3 in 4 values written are zeros).
+  const bool stream = static_cast<std::size_t>(g.n * image) * sizeof(T) >= kStreamOutputBytes;
+  pool_backward_t(
+      g, dx,
+      [&](i64 n, i64 oh, i64 ow0, i64 pixels, int taps, const i64* offset, bool accumulate) {
+        const i64 at = ((n * g.ho + oh) * g.wo + ow0) * C;
+        window_arg_grad(arg + at, g.sw * C, offset, taps, dy + at, dx + n * image, pixels, C, accumulate, relu,
+                        stream && !accumulate);
+      },
+      [](i64) {});
+}
+
 template <class T>
 void max_pool_gather_t(const WindowGeom& g, const T* x, const T* dx, T* out) {
   const auto window_max_gather = typed_kernels<T>().window_max_gather;
@@ -165,6 +193,28 @@ void max_pool_backward(DType dtype, const WindowGeom& g, const void* x, const vo
 void max_pool_backward_relu(DType dtype, const WindowGeom& g, const void* x, const void* dy, void* dx) {
   detail::dispatch_float(dtype, "max_pool2d_grad", [&]<class T>() {
     max_pool_backward_t<T>(g, in<T>(x), in<T>(dy), out<T>(dx), /*relu=*/true);
+  });
+}
+
+// A window's choice is kept below 128 (simd/pooling_impl.hpp's kArgMasked flag sits above it); the
+// relu mask needs windows that do not overlap (overlapping ones mask each pixel's sum).
+static void check_arg_geometry(const WindowGeom& g, bool relu, const char* op) {
+  if (g.kh * g.kw >= 128 || (relu && !disjoint_windows(g)))
+    throw ValueError(fmt::format("{}: no kept-choice kernel for a {}x{} window of stride {}x{}{}", op, g.kh, g.kw,
+                                 g.sh, g.sw, relu ? " with the ReLU mask" : ""));
+}
+
+void max_pool_forward_arg(DType dtype, const WindowGeom& g, const void* x, void* y, void* arg) {
+  check_arg_geometry(g, false, "max_pool2d_with_argmax");
+  detail::dispatch_float(dtype, "max_pool2d_with_argmax", [&]<class T>() {
+    max_pool_forward_arg_t<T>(g, in<T>(x), out<T>(y), out<T>(arg));
+  });
+}
+
+void max_pool_backward_arg(DType dtype, const WindowGeom& g, const void* arg, const void* dy, void* dx, bool relu) {
+  check_arg_geometry(g, relu, "max_pool2d_grad_with_argmax");
+  detail::dispatch_float(dtype, "max_pool2d_grad_with_argmax", [&]<class T>() {
+    max_pool_backward_arg_t<T>(g, in<T>(arg), in<T>(dy), out<T>(dx), relu);
   });
 }
 

@@ -13,6 +13,13 @@
 //   becomes Conv2DBiasAdd<Act>(x, k, bias) -> z, which adds the bias and applies the activation
 //   to each block of output rows right after its GEMM, while the block is in cache, instead of a
 //   pass over y and t in memory. The activation joins only when t is read by nothing else.
+//
+//   MaxPool(x) -> y; ... MaxPoolGrad(x, dy) -> dx   (or MaxPoolGradReluGrad: the forward and
+//                                                    backward of a traced training step)
+//   becomes MaxPoolWithArgmax(x) -> y, arg; ... MaxPoolGradWithArgmax(arg, dy) -> dx, where arg
+//   holds each window's chosen tap (and whether its max is > 0): the gradient scatters dy by it
+//   instead of reading x again and finding every window's max a second time, and x is dead once
+//   the forward has pooled it. The backward reads a quarter of the bytes (2x2 windows).
 #include <algorithm>
 #include <string_view>
 
@@ -55,6 +62,7 @@ class PatternFuser {
       out.push_back(std::move(p_.nodes[i]));
     }
     p_.nodes = std::move(out);
+    if (!p_.differentiable) keep_pool_choices();
   }
 
  private:
@@ -148,6 +156,78 @@ class PatternFuser {
     fused.num_inputs = 3;
     fused.kernel = backend::conv2d_bias_activation_replay(fused.ints, linear, op);
     return fused;
+  }
+
+  // Every max pool gradient whose forward ran earlier in the graph on the same x (not written in
+  // between) takes that forward's choices. A differentiable plan's forward and backward bind their
+  // memory per call (Binding), so only whole plans (a traced training step) do this.
+  void keep_pool_choices() {
+    using kernel::PoolKernel;
+    std::vector<int> arg_of(p_.nodes.size(), -1);  // per forward node: its choices' view, once made
+    for (std::size_t b = 0; b < p_.nodes.size(); ++b) {
+      Node& back = p_.nodes[b];
+      const bool relu = is_kernel(back, "pool", int(PoolKernel::max_backward_relu));
+      if (!relu && !is_kernel(back, "pool", int(PoolKernel::max_backward))) continue;
+      if (back.num_inputs != 2 || back.operands.size() != 3) continue;
+      const kernel::WindowGeom g = backend::window_geometry(back.ints);
+      if (g.kh * g.kw >= 128 || (relu && (g.sh < g.kh || g.sw < g.kw))) continue;
+      const int x = back.operands[0];
+      if (x < 0 || (view(x).dtype != DType::float32 && view(x).dtype != DType::float64)) continue;
+      if (!backend::has_fused(backend::Fused::max_pool_argmax, p_.slots[slot_of(x)].device)) continue;
+      const std::ptrdiff_t f = forward_of(b);
+      if (f < 0) continue;
+      const auto fi = static_cast<std::size_t>(f);
+      if (arg_of[fi] < 0) arg_of[fi] = keep_choices(p_.nodes[fi]);
+      back.operands[0] = arg_of[fi];
+      back.type.kind = int(relu ? PoolKernel::max_backward_arg_relu : PoolKernel::max_backward_arg);
+      back.kernel = backend::pool_replay(static_cast<PoolKernel>(back.type.kind), back.ints);
+    }
+  }
+
+  // The max pool forward of back's x and geometry, the last before back with x unwritten since
+  // (a tape refuses a gradient whose saved input changed, so this is a guard); -1 when none.
+  std::ptrdiff_t forward_of(std::size_t back) const {
+    const Node& b = p_.nodes[back];
+    const std::size_t xs = slot_of(b.operands[0]);
+    for (std::size_t i = back; i-- > 0;) {
+      const Node& n = p_.nodes[i];
+      const bool forward = (is_kernel(n, "pool", int(kernel::PoolKernel::max_forward)) && n.num_inputs == 2 &&
+                            n.operands.size() == 3) ||
+                           (n.kind == NodeKind::kernel && std::string_view(n.type.family) == "pool_argmax");
+      if (forward && n.operands[0] >= 0 && same_view(view(n.operands[0]), view(b.operands[0])) && n.ints == b.ints)
+        return static_cast<std::ptrdiff_t>(i);
+      bool writes_x = false;
+      for_each_operand(n, [&](int v, bool written) { writes_x = writes_x || (written && slot_of(v) == xs); });
+      if (writes_x) return -1;
+    }
+    return -1;
+  }
+
+  // Turns max pool forward n into MaxPoolWithArgmax, its choices in a new intermediate like y;
+  // returns their view.
+  int keep_choices(Node& n) {
+    if (n.type.family == std::string_view("pool_argmax")) return n.operands[2];
+    const View y = view(n.operands[2]);
+    Slot s;
+    s.kind = SlotKind::intermediate;
+    s.nbytes = static_cast<std::size_t>(y.shape.num_elements()) * itemsize(y.dtype);
+    s.device = p_.slots[slot_of(n.operands[2])].device;
+    s.written = true;
+    p_.slots.push_back(s);
+    View arg;
+    arg.slot = static_cast<int>(p_.slots.size()) - 1;
+    arg.shape = y.shape;
+    arg.dtype = y.dtype;
+    arg.strides.assign(y.shape.dims().size(), 1);
+    for (std::size_t i = arg.strides.size(); i-- > 1;) arg.strides[i - 1] = arg.strides[i] * y.shape.dims()[i];
+    p_.views.push_back(arg);
+    const int arg_view = static_cast<int>(p_.views.size()) - 1;
+    n.type.family = "pool_argmax";
+    n.type.kind = 0;
+    n.operands = {n.operands[0], n.operands[2], arg_view};
+    n.num_inputs = 1;
+    n.kernel = backend::max_pool_with_argmax_replay(n.ints);
+    return arg_view;
   }
 
   Plan& p_;

@@ -56,8 +56,9 @@ std::string kernel_op_name(const backend::KernelType& type) {
                 k);
   if (f == "pool")
     return pick(std::array{"MaxPool", "MaxPoolGrad", "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad",
-                           "MaxPoolGradReluGrad"},
+                           "MaxPoolGradReluGrad", "MaxPoolGradWithArgmax", "MaxPoolGradWithArgmaxReluGrad"},
                 k);
+  if (f == "pool_argmax") return "MaxPoolWithArgmax";
   if (f == "gather") return "GatherV2";
   if (f == "segment_sum") return "UnsortedSegmentSum";
   if (f == "one_hot") return "OneHot";

@@ -12,6 +12,7 @@
 #include "cpu/simd/kernels_math_impl.hpp"
 #include "cpu/simd/nan_minmax.hpp"
 #include "cpu/simd/pooling_impl.hpp"
+#include "cpu/simd/store_stream.hpp"
 #include "cpu/simd/optimizer_impl.hpp"
 #include "cpu/simd/program_impl.hpp"
 
@@ -44,16 +45,6 @@ inline B pow_c99(const B& x, const B& y) {
 // saving a third of an elementwise op's memory traffic.
 inline constexpr std::size_t kStreamBytes = kStreamOutputBytes;
 
-template <class B, class T>
-inline void store_stream(const B& v, T* p) {
-  if constexpr (sizeof(B) == 64 && std::is_same_v<T, float>) _mm512_stream_ps(p, v);
-  else if constexpr (sizeof(B) == 64 && std::is_same_v<T, double>) _mm512_stream_pd(p, v);
-  else if constexpr (sizeof(B) == 32 && std::is_same_v<T, float>) _mm256_stream_ps(p, v);
-  else if constexpr (sizeof(B) == 32 && std::is_same_v<T, double>) _mm256_stream_pd(p, v);
-  else if constexpr (sizeof(B) == 16 && std::is_same_v<T, float>) _mm_stream_ps(p, v);
-  else if constexpr (sizeof(B) == 16 && std::is_same_v<T, double>) _mm_stream_pd(p, v);
-  else v.store_aligned(p);
-}
 
 // Runs body(i) over full batches: with streaming stores when the output is large and does not
 // alias an input, after a head that brings y to the batch alignment.
@@ -397,10 +388,12 @@ SimdKernels make_kernels(const char* isa) {
   SimdKernels k;
   k.isa = isa;
   k.f32 = {&unary<A, float>, &binary<A, float>, &reduce<A, float>, &accumulate<A, float>, &stream_copy<A, float>,
-           &window_max<A, float>, &window_max_grad<A, float>, &window_max_gather<A, float>,
+           &window_max<A, float>, &window_max_grad<A, float>, &window_max_arg<A, float>,
+           &window_arg_grad<A, float>, &window_max_gather<A, float>,
            &window_mean<A, float>, &window_mean_grad<A, float>, &bias_unary<A, float>, &program<A, float>};
   k.f64 = {&unary<A, double>, &binary<A, double>, &reduce<A, double>, &accumulate<A, double>, &stream_copy<A, double>,
-           &window_max<A, double>, &window_max_grad<A, double>, &window_max_gather<A, double>,
+           &window_max<A, double>, &window_max_grad<A, double>, &window_max_arg<A, double>,
+           &window_arg_grad<A, double>, &window_max_gather<A, double>,
            &window_mean<A, double>, &window_mean_grad<A, double>, &bias_unary<A, double>, &program<A, double>};
   k.optimizer_update = &optimizer_update<A>;
   return k;

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "cpu/simd/nan_minmax.hpp"
+#include "cpu/simd/store_stream.hpp"
 
 namespace keel::cpu::simd_impl {
 
@@ -110,6 +111,79 @@ void window_max_grad(const T* x, std::int64_t step, const std::int64_t* offset, 
       }
     }
   }
+}
+
+// What window_max_arg adds to a choice whose window's max is not > 0 (a ReLU's mask is 0 there).
+constexpr int kArgMasked = 128;
+
+// window_max, also writing each window's choice to arg[q * channels + c]: the tap
+// window_max_grad picks (for_each_picked_tap), plus kArgMasked where the max is not > 0 (NaN
+// included). A graph whose backward would read x only to find the max again keeps this instead.
+template <class A, class T>
+void window_max_arg(const T* x, std::int64_t step, const std::int64_t* offset, int taps, T* y, T* arg,
+                    std::int64_t pixels, std::int64_t channels) {
+  using B = xsimd::batch<T, A>;
+  constexpr std::int64_t W = B::size;
+  const B zero(T(0)), masked(static_cast<T>(kArgMasked));
+  for (std::int64_t q = 0; q < pixels; ++q, x += step, y += channels, arg += channels) {
+    std::int64_t c = 0;
+    for (; c + W <= channels; c += W) {
+      // window_max_batch's running max_nan, with the tap of the first value greater than all
+      // before it, or of the first NaN: the tap for_each_picked_tap finds, in the same pass.
+      B m = B::load_unaligned(x + offset[0] + c), a = zero;
+      for (int t = 1; t < taps; ++t) {
+        const B v = B::load_unaligned(x + offset[t] + c);
+        a = xsimd::select(~(v <= m) & ~xsimd::isnan(m), B(T(t)), a);
+        m = max_nan(m, v);
+      }
+      m.store_unaligned(y + c);
+      xsimd::select(m > zero, a, a + masked).store_unaligned(arg + c);
+    }
+    for (; c < channels; ++c) {
+      const int t = first_max_tap(x, offset, taps, c);
+      const T m = x[offset[t] + c];
+      y[c] = m;
+      arg[c] = static_cast<T>(m > T(0) ? t : t + kArgMasked);
+    }
+  }
+}
+
+// window_max_grad from window_max_arg's choices instead of x: the same bits (the relu mask is
+// the choice's flag, which is window_max_grad's m > 0). With `stream` (a gradient larger than
+// the caches; not with accumulate), aligned batches of dx bypass the caches.
+template <class A, class T>
+void window_arg_grad(const T* arg, std::int64_t step, const std::int64_t* offset, int taps, const T* dy, T* dx,
+                     std::int64_t pixels, std::int64_t channels, bool accumulate, bool relu, bool stream) {
+  using B = xsimd::batch<T, A>;
+  constexpr std::int64_t W = B::size;
+  const B zero(T(0)), one(T(1)), masked(static_cast<T>(kArgMasked));
+  for (std::int64_t q = 0; q < pixels; ++q, dx += step, dy += channels, arg += channels) {
+    std::int64_t c = 0;
+    for (; c + W <= channels; c += W) {
+      B a = B::load_unaligned(arg + c), g = B::load_unaligned(dy + c);
+      const auto off = a >= masked;
+      if (relu) g = g * xsimd::select(off, zero, one);
+      a = xsimd::select(off, a - masked, a);
+      for (int t = 0; t < taps; ++t) {
+        const B part = xsimd::select(a == B(T(t)), g, zero);
+        T* d = dx + offset[t] + c;
+        if (accumulate) (B::load_unaligned(d) + part).store_unaligned(d);
+        else if (stream && (reinterpret_cast<std::uintptr_t>(d) & (sizeof(B) - 1)) == 0) store_stream(part, d);
+        else part.store_unaligned(d);
+      }
+    }
+    for (; c < channels; ++c) {
+      const bool off = arg[c] >= T(kArgMasked);
+      const int chosen = static_cast<int>(arg[c]) - (off ? kArgMasked : 0);
+      const T g = relu ? dy[c] * (off ? T(0) : T(1)) : dy[c];
+      for (int t = 0; t < taps; ++t) {
+        const T part = t == chosen ? g : T(0);
+        T& d = dx[offset[t] + c];
+        d = accumulate ? d + part : part;
+      }
+    }
+  }
+  if (stream) _mm_sfence();
 }
 
 // The adjoint of window_max_grad in dy (the max pool's second derivative): out[q * channels + c]
