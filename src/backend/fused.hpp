@@ -27,7 +27,7 @@ enum class Fused : std::uint8_t {
   sparse_softmax_cross_entropy,
   sigmoid_cross_entropy,
   bias_activation,
-  max_pool_argmax,  // backend::max_pool_with_argmax (backend.hpp)
+  max_pool_argmax,  // max_pool_with_argmax (below)
 };
 
 // Whether `device` has the fused kernel of `op` (the entries below for it).
@@ -124,6 +124,8 @@ KernelReplay conv2d_bias_activation_replay(const std::vector<std::int64_t>& ints
 // replays it from the geometry as a graph keeps it.
 void max_pool_with_argmax(const kernel::WindowGeom& g, const Tensor& x, const Tensor& y, const Tensor& arg);
 KernelReplay max_pool_with_argmax_replay(const std::vector<std::int64_t>& ints);
+// Whether `device` has those kernels for g (pool(max_backward_arg_relu) with relu).
+bool max_pool_keeps_choices(const kernel::WindowGeom& g, bool relu, Device device);
 
 // ---- fused elementwise programs (graph mode's fusion) ---------------------------------------------
 

@@ -42,12 +42,6 @@ WindowGeom geometry_of(const std::vector<std::int64_t>& ints, const char* op) {
   return g;
 }
 
-}  // namespace
-
-WindowGeom window_geometry(const std::vector<std::int64_t>& ints) { return geometry_of(ints, "window"); }
-
-namespace {
-
 const void* input_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 
 void conv_native(ConvKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -133,6 +127,8 @@ void conv(ConvKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, c
   conv_native(k, g, a, b, out);
 }
 
+WindowGeom window_geometry(const std::vector<std::int64_t>& ints) { return geometry_of(ints, "window"); }
+
 KernelReplay pool_replay(PoolKernel k, const std::vector<std::int64_t>& ints) {
   const WindowGeom g = geometry_of(ints, "pool");
   return [=](const Tensor* t) { pool(k, at_batch_of(g, t[2]), t[0], t[1], t[2]); };
@@ -155,6 +151,10 @@ void pool(PoolKernel k, const WindowGeom& g, const Tensor& a, const Tensor& b, c
 KernelReplay max_pool_with_argmax_replay(const std::vector<std::int64_t>& ints) {
   const WindowGeom g = geometry_of(ints, "max_pool2d");
   return [=](const Tensor* t) { max_pool_with_argmax(at_batch_of(g, t[1]), t[0], t[1], t[2]); };
+}
+
+bool max_pool_keeps_choices(const WindowGeom& g, bool relu, Device device) {
+  return has_fused(Fused::max_pool_argmax, device) && cpu::max_pool_arg_fits(g, relu);
 }
 
 void max_pool_with_argmax(const WindowGeom& g, const Tensor& x, const Tensor& y, const Tensor& arg) {

@@ -53,6 +53,9 @@ void max_pool_backward_relu(DType dtype, const WindowGeom& g, const void* x, con
 // of at most 127 taps), and max_pool_backward (with relu: max_pool_backward_relu, windows not
 // overlapping) from those choices instead of x, with the same bits.
 void max_pool_forward_arg(DType dtype, const WindowGeom& g, const void* x, void* y, void* arg);
+// Whether those kernels take g: fewer than 128 taps (simd/pooling_impl.hpp's flag sits above the
+// choice), and with relu, windows that do not overlap (overlapping ones mask each pixel's sum).
+bool max_pool_arg_fits(const WindowGeom& g, bool relu);
 void max_pool_backward_arg(DType dtype, const WindowGeom& g, const void* arg, const void* dy, void* dx, bool relu);
 // The adjoint of max_pool_backward in dy: out[window] = dx[argmax of the window] (shape of y).
 void max_pool_gather(DType dtype, const WindowGeom& g, const void* x, const void* dx, void* out);

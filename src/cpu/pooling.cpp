@@ -196,10 +196,12 @@ void max_pool_backward_relu(DType dtype, const WindowGeom& g, const void* x, con
   });
 }
 
-// A window's choice is kept below 128 (simd/pooling_impl.hpp's kArgMasked flag sits above it); the
-// relu mask needs windows that do not overlap (overlapping ones mask each pixel's sum).
+bool max_pool_arg_fits(const WindowGeom& g, bool relu) {
+  return g.kh * g.kw < 128 && (!relu || disjoint_windows(g));
+}
+
 static void check_arg_geometry(const WindowGeom& g, bool relu, const char* op) {
-  if (g.kh * g.kw >= 128 || (relu && !disjoint_windows(g)))
+  if (!max_pool_arg_fits(g, relu))
     throw ValueError(fmt::format("{}: no kept-choice kernel for a {}x{} window of stride {}x{}{}", op, g.kh, g.kw,
                                  g.sh, g.sw, relu ? " with the ReLU mask" : ""));
 }

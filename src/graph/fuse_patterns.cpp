@@ -26,6 +26,7 @@
 #include "backend/backend.hpp"
 #include "backend/fused.hpp"
 #include "graph/fusion.hpp"
+#include "keel/core/tensor_impl.hpp"
 
 namespace keel::graph::detail {
 
@@ -163,22 +164,18 @@ class PatternFuser {
   // memory per call (Binding), so only whole plans (a traced training step) do this.
   void keep_pool_choices() {
     using kernel::PoolKernel;
-    std::vector<int> arg_of(p_.nodes.size(), -1);  // per forward node: its choices' view, once made
     for (std::size_t b = 0; b < p_.nodes.size(); ++b) {
       Node& back = p_.nodes[b];
       const bool relu = is_kernel(back, "pool", int(PoolKernel::max_backward_relu));
       if (!relu && !is_kernel(back, "pool", int(PoolKernel::max_backward))) continue;
       if (back.num_inputs != 2 || back.operands.size() != 3) continue;
-      const kernel::WindowGeom g = backend::window_geometry(back.ints);
-      if (g.kh * g.kw >= 128 || (relu && (g.sh < g.kh || g.sw < g.kw))) continue;
       const int x = back.operands[0];
       if (x < 0 || (view(x).dtype != DType::float32 && view(x).dtype != DType::float64)) continue;
-      if (!backend::has_fused(backend::Fused::max_pool_argmax, p_.slots[slot_of(x)].device)) continue;
+      if (!backend::max_pool_keeps_choices(backend::window_geometry(back.ints), relu, p_.slots[slot_of(x)].device))
+        continue;
       const std::ptrdiff_t f = forward_of(b);
       if (f < 0) continue;
-      const auto fi = static_cast<std::size_t>(f);
-      if (arg_of[fi] < 0) arg_of[fi] = keep_choices(p_.nodes[fi]);
-      back.operands[0] = arg_of[fi];
+      back.operands[0] = keep_choices(p_.nodes[static_cast<std::size_t>(f)]);
       back.type.kind = int(relu ? PoolKernel::max_backward_arg_relu : PoolKernel::max_backward_arg);
       back.kernel = backend::pool_replay(static_cast<PoolKernel>(back.type.kind), back.ints);
     }
@@ -204,7 +201,7 @@ class PatternFuser {
   }
 
   // Turns max pool forward n into MaxPoolWithArgmax, its choices in a new intermediate like y;
-  // returns their view.
+  // returns their view (that of a forward turned already, for a second gradient of it).
   int keep_choices(Node& n) {
     if (n.type.family == std::string_view("pool_argmax")) return n.operands[2];
     const View y = view(n.operands[2]);
@@ -218,8 +215,7 @@ class PatternFuser {
     arg.slot = static_cast<int>(p_.slots.size()) - 1;
     arg.shape = y.shape;
     arg.dtype = y.dtype;
-    arg.strides.assign(y.shape.dims().size(), 1);
-    for (std::size_t i = arg.strides.size(); i-- > 1;) arg.strides[i - 1] = arg.strides[i] * y.shape.dims()[i];
+    arg.strides = contiguous_strides(y.shape);
     p_.views.push_back(arg);
     const int arg_view = static_cast<int>(p_.views.size()) - 1;
     n.type.family = "pool_argmax";

@@ -11,10 +11,10 @@
 #include "cpu/kernels.hpp"
 #include "cpu/simd/kernels_math_impl.hpp"
 #include "cpu/simd/nan_minmax.hpp"
-#include "cpu/simd/pooling_impl.hpp"
-#include "cpu/simd/store_stream.hpp"
 #include "cpu/simd/optimizer_impl.hpp"
+#include "cpu/simd/pooling_impl.hpp"
 #include "cpu/simd/program_impl.hpp"
+#include "cpu/simd/store_stream.hpp"
 
 namespace keel::cpu::simd_impl {
 
@@ -44,7 +44,6 @@ inline B pow_c99(const B& x, const B& y) {
 // inputs anyway, and a streaming store skips the read-for-ownership of the destination line,
 // saving a third of an elementwise op's memory traffic.
 inline constexpr std::size_t kStreamBytes = kStreamOutputBytes;
-
 
 // Runs body(i) over full batches: with streaming stores when the output is large and does not
 // alias an input, after a head that brings y to the batch alignment.
