@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -73,6 +74,23 @@ std::pair<Tensor, Tensor> pool_inputs(const PoolCase& c, DType dtype) {
   return {x, constant(wv, y.shape(), DType::float64).astype(dtype)};
 }
 
+// Runs check(dtype, c, relu) at every SIMD level, for both float dtypes, every pool case with 1,
+// 5, 16, 19 and 37 channels (with and without a SIMD tail), with and without a ReLU.
+template <class Check>
+void each_pool_run(Check&& check) {
+  testing::at_every_simd_level([&](const std::string& level) {
+    for (const DType dtype : {DType::float32, DType::float64})
+      for (const std::int64_t channels : {1, 5, 16, 19, 37})
+        for (PoolCase c : kPoolCases)
+          for (const bool relu : {true, false}) {
+            c.x[3] = channels;
+            INFO(level << " " << keel::name(dtype) << " x " << c.x.to_string() << " pool " << c.pool[0]
+                       << " stride " << c.strides[0] << " " << c.padding << (relu ? " relu" : ""));
+            check(dtype, c, relu);
+          }
+  });
+}
+
 }  // namespace
 
 TEST_CASE("a max pool's gradient and the ReLU gradient after it run as one kernel with the same bits", "[function]") {
@@ -94,28 +112,22 @@ TEST_CASE("a max pool's gradient and the ReLU gradient after it run as one kerne
       return tape.gradient(loss, x);
     };
   };
-  testing::at_every_simd_level([&](const std::string& level) {
-    for (const DType dtype : {DType::float32, DType::float64})
-      for (const std::int64_t channels : {1, 5, 16, 19, 37})
-        for (PoolCase c : kPoolCases) {
-          c.x[3] = channels;
-          INFO(level << " " << keel::name(dtype) << " x " << c.x.to_string() << " pool " << c.pool[0] << " stride "
-                     << c.strides[0] << " " << c.padding);
-          const auto [x, w] = pool_inputs(c, dtype);
-          const Tensor want = body(c)(x, w);
-          passes.fuse_patterns = true;
-          auto fused = keel::function(body(c));
-          const graph::Graph& g = fused.concrete_graph(x, w);
-          passes.fuse_patterns = false;
-          auto plain = keel::function(body(c));
-          const graph::Graph& unfused = plain.concrete_graph(x, w);
-          passes = saved;
-          CHECK(count_ops(g, "MaxPoolGradReluGrad") == 1);
-          CHECK(count_ops(g, "MaxPoolGrad") + count_ops(g, "ReluGrad") == 0);
-          CHECK(count_ops(unfused, "MaxPoolGradReluGrad") == 0);
-          CHECK(same_bits(fused(x, w), want));  // a replay of the fused graph
-          CHECK(same_bits(plain(x, w), want));
-        }
+  each_pool_run([&](DType dtype, const PoolCase& c, bool relu) {
+    if (!relu) return;  // the pattern is the ReLU's
+    const auto [x, w] = pool_inputs(c, dtype);
+    const Tensor want = body(c)(x, w);
+    passes.fuse_patterns = true;
+    auto fused = keel::function(body(c));
+    const graph::Graph& g = fused.concrete_graph(x, w);
+    passes.fuse_patterns = false;
+    auto plain = keel::function(body(c));
+    const graph::Graph& unfused = plain.concrete_graph(x, w);
+    passes = saved;
+    CHECK(count_ops(g, "MaxPoolGradReluGrad") == 1);
+    CHECK(count_ops(g, "MaxPoolGrad") + count_ops(g, "ReluGrad") == 0);
+    CHECK(count_ops(unfused, "MaxPoolGradReluGrad") == 0);
+    CHECK(same_bits(fused(x, w), want));  // a replay of the fused graph
+    CHECK(same_bits(plain(x, w), want));
   });
 }
 
@@ -140,32 +152,111 @@ TEST_CASE("a max pool whose forward is in the graph keeps its choices for the gr
       return std::vector<Tensor>{tape.gradient(reduce_sum(y * w), x), y};
     };
   };
-  testing::at_every_simd_level([&](const std::string& level) {
-    for (const DType dtype : {DType::float32, DType::float64})
-      for (const std::int64_t channels : {1, 5, 16, 19, 37})
-        for (PoolCase c : kPoolCases)
-          for (const bool relu : {true, false}) {
-            c.x[3] = channels;
-            INFO(level << " " << keel::name(dtype) << " x " << c.x.to_string() << " pool " << c.pool[0]
-                       << " stride " << c.strides[0] << " " << c.padding << (relu ? " relu" : ""));
-            const auto [x, w] = pool_inputs(c, dtype);
-            const std::vector<Tensor> want = body(c, relu)(x, w);
-            passes.fuse_patterns = true;
-            auto fused = keel::function(body(c, relu));
-            const graph::Graph& g = fused.concrete_graph(x, w);
-            passes = saved;
-            const bool overlap = c.strides[0] < c.pool[0];
-            const bool kept = !(relu && overlap);
-            CHECK(count_ops(g, "MaxPoolWithArgmax") == (kept ? 1u : 0u));
-            CHECK(count_ops(g, "MaxPool") == (kept ? 0u : 1u));
-            CHECK(count_ops(g, relu ? "MaxPoolGradWithArgmaxReluGrad" : "MaxPoolGradWithArgmax") == (kept ? 1u : 0u));
-            CHECK(count_ops(g, "MaxPoolGradReluGrad") == (relu && overlap ? 1u : 0u));
-            const std::vector<Tensor> got = fused(x, w);  // a replay
-            REQUIRE(got.size() == 2);
-            CHECK(same_bits(got[0], want[0]));
-            CHECK(same_bits(got[1], want[1]));
-          }
+  each_pool_run([&](DType dtype, const PoolCase& c, bool relu) {
+    const auto [x, w] = pool_inputs(c, dtype);
+    const std::vector<Tensor> want = body(c, relu)(x, w);
+    passes.fuse_patterns = true;
+    auto fused = keel::function(body(c, relu));
+    const graph::Graph& g = fused.concrete_graph(x, w);
+    passes = saved;
+    const bool overlap = c.strides[0] < c.pool[0];
+    const bool kept = !(relu && overlap);
+    CHECK(count_ops(g, "MaxPoolWithArgmax") == (kept ? 1u : 0u));
+    CHECK(count_ops(g, "MaxPool") == (kept ? 0u : 1u));
+    CHECK(count_ops(g, relu ? "MaxPoolGradWithArgmaxReluGrad" : "MaxPoolGradWithArgmax") == (kept ? 1u : 0u));
+    CHECK(count_ops(g, "MaxPoolGradReluGrad") == (relu && overlap ? 1u : 0u));
+    const std::vector<Tensor> got = fused(x, w);  // a replay
+    REQUIRE(got.size() == 2);
+    CHECK(same_bits(got[0], want[0]));
+    CHECK(same_bits(got[1], want[1]));
   });
+}
+
+TEST_CASE("a max pool gradient with kept choices also takes the bias gradient's sum after it", "[function]") {
+  // A bias before a max pool (a Conv2D layer's, then the pool) gets the gradient Sum(dx, axes
+  // {0, 1, 2}) of the pool's gradient dx. In a graph whose pool keeps its choices, the gradient's
+  // kernel becomes MaxPoolGradWithArgmax[ReluGrad]BiasAddGrad, which also adds each window's
+  // gradient into the sum as it scatters it (a window gives its gradient to one pixel, so these
+  // add up to the sum over dx). The values added are the same, in another order: with integer
+  // values (exact in any order) the sums equal eager's; a NaN or infinity in the upstream
+  // gradient makes its channel's sum NaN or infinite in both. dx and y keep their bits.
+  graph::detail::PassOptions& passes = graph::detail::default_pass_options();
+  const graph::detail::PassOptions saved = passes;
+  auto body = [](const PoolCase& c, bool relu) {
+    return [c, relu](const Tensor& x, const Tensor& b, const Tensor& w) {
+      GradientTape tape;
+      tape.watch(x);
+      tape.watch(b);
+      const Tensor z = x + b;
+      const Tensor y = max_pool2d(relu ? keel::relu(z) : z, c.pool, c.strides, c.padding);
+      std::vector<Tensor> out = tape.gradient(reduce_sum(y * w), std::vector<Tensor>{x, b});
+      out.push_back(y);
+      return out;
+    };
+  };
+  // Equal values: NaN equals NaN, and -0 equals 0 (a sum of -0s may start from +0).
+  auto same_values = [](const Tensor& a, const Tensor& b) {
+    if (a.shape() != b.shape()) return false;
+    const std::vector<double> u = a.astype(DType::float64).to_vector<double>(),
+                              v = b.astype(DType::float64).to_vector<double>();
+    for (std::size_t i = 0; i < u.size(); ++i)
+      if (!(u[i] == v[i] || (std::isnan(u[i]) && std::isnan(v[i])))) return false;
+    return true;
+  };
+  each_pool_run([&](DType dtype, const PoolCase& c, bool relu) {
+    const Tensor x = pool_inputs(c, dtype).first;
+    const Tensor b = pattern(Shape{c.x[3]}, dtype, 3, /*special=*/false);
+    const Tensor w = pattern(max_pool2d(x, c.pool, c.strides, c.padding).shape(), dtype, 1);
+    const std::vector<Tensor> want = body(c, relu)(x, b, w);
+    passes.fuse_patterns = true;
+    auto fused = keel::function(body(c, relu));
+    const graph::Graph& g = fused.concrete_graph(x, b, w);
+    passes = saved;
+    const bool kept = !(relu && c.strides[0] < c.pool[0]);
+    const std::string op =
+        relu ? "MaxPoolGradWithArgmaxReluGradBiasAddGrad" : "MaxPoolGradWithArgmaxBiasAddGrad";
+    CHECK(count_ops(g, op) == (kept ? 1u : 0u));
+    CHECK(count_ops(g, "Sum") == (kept ? 0u : 1u));  // the bias's where not fused (the loss is dead)
+    const std::vector<Tensor> got = fused(x, b, w);  // a replay
+    REQUIRE(got.size() == 3);
+    CHECK(same_bits(got[0], want[0]));
+    CHECK(same_values(got[1], want[1]));
+    CHECK(same_bits(got[2], want[2]));
+  });
+}
+
+TEST_CASE("the bias gradient a max pool gradient sums has the same bits at 1 and 2 threads", "[function]") {
+  // Each image's sums are added in their own rows, then the rows in image order: how the images
+  // are split between threads does not change the order. Values that are not integers (so the
+  // order shows in the bits), 12 images of 32x32x24 (enough work for the kernel to split them 6 +
+  // 6 on two threads: cpu/window_kernels.hpp's plan_parts), float32 and float64; and close to
+  // eager's sum (another order of the same values).
+  const int threads = config::num_threads();
+  for (const DType dtype : {DType::float32, DType::float64}) {
+    INFO(keel::name(dtype));
+    random::set_seed(7);
+    const Tensor x = random::normal(Shape{12, 32, 32, 24}, 0.0, 1.0, dtype);
+    const Tensor b = random::normal(Shape{24}, 0.0, 1.0, dtype);
+    const Tensor w = random::normal(Shape{12, 16, 16, 24}, 0.0, 1.0, dtype);
+    auto body = [](const Tensor& x, const Tensor& b, const Tensor& w) {
+      GradientTape tape;
+      tape.watch(b);
+      const Tensor y = max_pool2d(relu(x + b), {2, 2}, {2, 2}, "valid");
+      return std::vector<Tensor>{tape.gradient(reduce_sum(y * w), b), y};
+    };
+    auto fused = keel::function(body);
+    REQUIRE(count_ops(fused.concrete_graph(x, b, w), "MaxPoolGradWithArgmaxReluGradBiasAddGrad") == 1);
+    config::set_num_threads(1);
+    const Tensor one = fused(x, b, w)[0];
+    config::set_num_threads(2);
+    const Tensor two = fused(x, b, w)[0];
+    config::set_num_threads(threads);
+    CHECK(same_bits(one, two));
+    // Sums of about 1500 values of size 1: float32 rounding differs by far less than 1e-3.
+    const Tensor want = body(x, b, w)[0];
+    const double tolerance = dtype == DType::float32 ? 1e-3 : 1e-11;
+    CHECK(reduce_max(abs(one - want)).astype(DType::float64).item<double>() < tolerance);
+  }
 }
 
 TEST_CASE("a convolution with its bias and activation runs as one kernel with the same bits", "[function]") {

@@ -126,6 +126,12 @@ void max_pool_with_argmax(const kernel::WindowGeom& g, const Tensor& x, const Te
 KernelReplay max_pool_with_argmax_replay(const std::vector<std::int64_t>& ints);
 // Whether `device` has those kernels for g (pool(max_backward_arg_relu) with relu).
 bool max_pool_keeps_choices(const kernel::WindowGeom& g, bool relu, Device device);
+// pool(max_backward_arg[_relu], g, arg, dy, dx) that also writes bias_grad (g.c values): dx summed
+// over images and pixels, from each window's gradient as it is scattered (the sum a bias's
+// gradient takes of dx, without reading dx again). Where max_pool_keeps_choices(g, relu).
+void max_pool_grad_with_argmax_bias(const kernel::WindowGeom& g, bool relu, const Tensor& arg, const Tensor& dy,
+                                    const Tensor& dx, const Tensor& bias_grad);
+KernelReplay max_pool_grad_with_argmax_bias_replay(const std::vector<std::int64_t>& ints, bool relu);
 
 // ---- fused elementwise programs (graph mode's fusion) ---------------------------------------------
 

@@ -170,6 +170,24 @@ void max_pool_with_argmax(const WindowGeom& g, const Tensor& x, const Tensor& y,
   cpu::max_pool_forward_arg(y.dtype(), g, x.raw_data(), y.raw_data(), arg.raw_data());
 }
 
+KernelReplay max_pool_grad_with_argmax_bias_replay(const std::vector<std::int64_t>& ints, bool relu) {
+  const WindowGeom g = geometry_of(ints, "max_pool2d_grad");
+  return [=](const Tensor* t) { max_pool_grad_with_argmax_bias(at_batch_of(g, t[2]), relu, t[0], t[1], t[2], t[3]); };
+}
+
+void max_pool_grad_with_argmax_bias(const WindowGeom& g, bool relu, const Tensor& arg, const Tensor& dy,
+                                    const Tensor& dx, const Tensor& bias_grad) {
+  if (KernelRecorder* r = recorder()) {
+    const auto ints = geometry_ints(g);
+    return r->kernel({"pool_arg_grad_bias", relu ? 1 : 0, 0, ints.data(), ints.size()}, {&arg, &dy}, {&dx, &bias_grad},
+                     max_pool_grad_with_argmax_bias_replay({ints.begin(), ints.end()}, relu));
+  }
+  KernelClock clock;
+  if (!has_fused(Fused::max_pool_argmax, dx.device()))
+    throw DeviceError(fmt::format("max_pool2d_grad_with_argmax: no kernel on {}", dx.device().to_string()));
+  cpu::max_pool_backward_arg(dx.dtype(), g, arg.raw_data(), dy.raw_data(), dx.raw_data(), relu, bias_grad.raw_data());
+}
+
 // ---- the fused convolution + bias + activation ---------------------------------------------------
 
 KernelReplay conv2d_bias_activation_replay(const std::vector<std::int64_t>& ints, bool linear, UnaryOp op) {

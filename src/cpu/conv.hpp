@@ -56,7 +56,10 @@ void max_pool_forward_arg(DType dtype, const WindowGeom& g, const void* x, void*
 // Whether those kernels take g: fewer than 128 taps (simd/pooling_impl.hpp's flag sits above the
 // choice), and with relu, windows that do not overlap (overlapping ones mask each pixel's sum).
 bool max_pool_arg_fits(const WindowGeom& g, bool relu);
-void max_pool_backward_arg(DType dtype, const WindowGeom& g, const void* arg, const void* dy, void* dx, bool relu);
+// A non-null `sum` (C values) also gets dx's sum over images and pixels (a bias gradient), from
+// the windows' gradients as they are scattered.
+void max_pool_backward_arg(DType dtype, const WindowGeom& g, const void* arg, const void* dy, void* dx, bool relu,
+                           void* sum = nullptr);
 // The adjoint of max_pool_backward in dy: out[window] = dx[argmax of the window] (shape of y).
 void max_pool_gather(DType dtype, const WindowGeom& g, const void* x, const void* dx, void* out);
 // Averages over the window's pixels inside the image (padding is not counted).

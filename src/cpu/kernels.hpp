@@ -39,6 +39,10 @@ struct TileStep {
   int out = -1;      // the slot the result is stored to, or -1: only the next step reads it
 };
 
+// window_arg_grad's rows of sums: pixel q adds to row q % kArgSumRows, so that consecutive
+// pixels' additions do not wait for each other's stores.
+constexpr std::int64_t kArgSumRows = 4;
+
 template <class T>
 struct TypedKernels {
   // y[i] = op(x[i]); alpha parameterises leaky_relu and elu.
@@ -68,10 +72,12 @@ struct TypedKernels {
   void (*window_max_arg)(const T* x, std::int64_t step, const std::int64_t* offset, int taps, T* y, T* arg,
                          std::int64_t pixels, std::int64_t channels);
   // window_max_grad from that choice instead of x: the same bits, with or without relu; with
-  // `stream` (not with accumulate), dx is written with streaming stores.
+  // `stream` (not with accumulate), dx is written with streaming stores. A non-null `sum` (rows of
+  // kArgSumRows x channels) gets each window's gradient added to its row q % kArgSumRows (the
+  // pixels' sum of dx, for a bias gradient, in independent chains of additions).
   void (*window_arg_grad)(const T* arg, std::int64_t step, const std::int64_t* offset, int taps, const T* dy,
                           T* dx, std::int64_t pixels, std::int64_t channels, bool accumulate, bool relu,
-                          bool stream);
+                          bool stream, T* sum);
   // The adjoint of window_max_grad in dy: out[q * channels + c] = dx at the tap it chose.
   void (*window_max_gather)(const T* x, std::int64_t step, const std::int64_t* offset, int taps, const T* dx,
                             T* out, std::int64_t pixels, std::int64_t channels);

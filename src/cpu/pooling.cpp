@@ -138,21 +138,30 @@ void max_pool_forward_arg_t(const WindowGeom& g, const T* x, T* y, T* arg) {
   });
 }
 
+// With `sum` (C values), also dx's sum over its images and pixels, a bias gradient: each image's
+// sums in its own rows of `partial` (whichever part runs it), then the rows added in order, so
+// that the bits do not depend on the number of threads.
 template <class T>
-void max_pool_backward_arg_t(const WindowGeom& g, const T* arg, const T* dy, T* dx, bool relu) {
+void max_pool_backward_arg_t(const WindowGeom& g, const T* arg, const T* dy, T* dx, bool relu, T* sum) {
   const i64 C = g.c, image = g.h * g.w * C;
   const auto window_arg_grad = typed_kernels<T>().window_arg_grad;
   // A gradient larger than the caches goes around them: the convolution's gradients read it next,
   // and the read-for-ownership of every line would cost more (3 in 4 values written are zeros).
   const bool stream = static_cast<std::size_t>(g.n * image) * sizeof(T) >= kStreamOutputBytes;
+  const i64 rows = kArgSumRows * C;  // an image's rows of window_arg_grad's sums
+  std::vector<T> partial(sum != nullptr ? static_cast<std::size_t>(g.n * rows) : 0, T(0));
   pool_backward_t(
       g, dx,
       [&](i64 n, i64 oh, i64 ow0, i64 pixels, int taps, const i64* offset, bool accumulate) {
         const i64 at = ((n * g.ho + oh) * g.wo + ow0) * C;
         window_arg_grad(arg + at, g.sw * C, offset, taps, dy + at, dx + n * image, pixels, C, accumulate, relu,
-                        stream && !accumulate);
+                        stream && !accumulate, sum != nullptr ? partial.data() + n * rows : nullptr);
       },
       [](i64) {});
+  if (sum == nullptr) return;
+  std::fill(sum, sum + C, T(0));
+  const auto accumulate = typed_kernels<T>().accumulate;
+  for (i64 r = 0; r < g.n * kArgSumRows; ++r) accumulate(kernel::ReduceOp::sum, sum, partial.data() + r * C, C);
 }
 
 template <class T>
@@ -213,10 +222,11 @@ void max_pool_forward_arg(DType dtype, const WindowGeom& g, const void* x, void*
   });
 }
 
-void max_pool_backward_arg(DType dtype, const WindowGeom& g, const void* arg, const void* dy, void* dx, bool relu) {
+void max_pool_backward_arg(DType dtype, const WindowGeom& g, const void* arg, const void* dy, void* dx, bool relu,
+                           void* sum) {
   check_arg_geometry(g, relu, "max_pool2d_grad_with_argmax");
   detail::dispatch_float(dtype, "max_pool2d_grad_with_argmax", [&]<class T>() {
-    max_pool_backward_arg_t<T>(g, in<T>(arg), in<T>(dy), out<T>(dx), relu);
+    max_pool_backward_arg_t<T>(g, in<T>(arg), in<T>(dy), out<T>(dx), relu, sum != nullptr ? out<T>(sum) : nullptr);
   });
 }
 

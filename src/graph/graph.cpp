@@ -59,6 +59,9 @@ std::string kernel_op_name(const backend::KernelType& type) {
                            "MaxPoolGradReluGrad", "MaxPoolGradWithArgmax", "MaxPoolGradWithArgmaxReluGrad"},
                 k);
   if (f == "pool_argmax") return "MaxPoolWithArgmax";
+  // graph/fuse_patterns.cpp's max pool gradient with the bias gradient (TF's BiasAddGrad) after it
+  if (f == "pool_arg_grad_bias")
+    return pick(std::array{"MaxPoolGradWithArgmaxBiasAddGrad", "MaxPoolGradWithArgmaxReluGradBiasAddGrad"}, k);
   if (f == "gather") return "GatherV2";
   if (f == "segment_sum") return "UnsortedSegmentSum";
   if (f == "one_hot") return "OneHot";

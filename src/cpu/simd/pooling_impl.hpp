@@ -150,20 +150,24 @@ void window_max_arg(const T* x, std::int64_t step, const std::int64_t* offset, i
 
 // window_max_grad from window_max_arg's choices instead of x: the same bits (the relu mask is
 // the choice's flag, which is window_max_grad's m > 0). With `stream` (a gradient larger than
-// the caches; not with accumulate), aligned batches of dx bypass the caches.
+// the caches; not with accumulate), aligned batches of dx bypass the caches. With `sum`, each
+// window's (masked) gradient is also added to sum[(q % kArgSumRows) * channels + c]: every window
+// gives its gradient to one tap, so the rows add up to the sum of dx a bias gradient wants.
 template <class A, class T>
 void window_arg_grad(const T* arg, std::int64_t step, const std::int64_t* offset, int taps, const T* dy, T* dx,
-                     std::int64_t pixels, std::int64_t channels, bool accumulate, bool relu, bool stream) {
+                     std::int64_t pixels, std::int64_t channels, bool accumulate, bool relu, bool stream, T* sum) {
   using B = xsimd::batch<T, A>;
   constexpr std::int64_t W = B::size;
   const B zero(T(0)), one(T(1)), masked(static_cast<T>(kArgMasked));
   for (std::int64_t q = 0; q < pixels; ++q, dx += step, dy += channels, arg += channels) {
+    T* const row = sum != nullptr ? sum + (q % kArgSumRows) * channels : nullptr;
     std::int64_t c = 0;
     for (; c + W <= channels; c += W) {
       B a = B::load_unaligned(arg + c), g = B::load_unaligned(dy + c);
       const auto off = a >= masked;
       if (relu) g = g * xsimd::select(off, zero, one);
       a = xsimd::select(off, a - masked, a);
+      if (row != nullptr) (B::load_unaligned(row + c) + g).store_unaligned(row + c);
       for (int t = 0; t < taps; ++t) {
         const B part = xsimd::select(a == B(T(t)), g, zero);
         T* d = dx + offset[t] + c;
@@ -176,6 +180,7 @@ void window_arg_grad(const T* arg, std::int64_t step, const std::int64_t* offset
       const bool off = arg[c] >= T(kArgMasked);
       const int chosen = static_cast<int>(arg[c]) - (off ? kArgMasked : 0);
       const T g = relu ? dy[c] * (off ? T(0) : T(1)) : dy[c];
+      if (row != nullptr) row[c] += g;
       for (int t = 0; t < taps; ++t) {
         const T part = t == chosen ? g : T(0);
         T& d = dx[offset[t] + c];
