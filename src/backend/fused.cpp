@@ -173,6 +173,35 @@ void lstm_cell_backward(const Tensor& act, const Tensor& tanh_c, const Tensor& d
   });
 }
 
+void lstm_sequence(const Tensor& xz, const Tensor& recurrent_kernel, const Tensor& h, const Tensor& c,
+                   const Tensor& act, const Tensor& tanh_c, const Tensor& g_buf) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"lstm_sequence"}, {&xz, &recurrent_kernel, &h, &c}, {&h, &c, &act, &tanh_c, &g_buf},
+                     [](const Tensor* t) { lstm_sequence(t[0], t[1], t[2], t[3], t[6], t[7], t[8]); });
+  KernelClock clock;
+  on_cpu("lstm", h, [&]<class T>() {
+    cpu::lstm_sequence<T>(act.shape()[0], h.shape()[1], h.shape()[2], xz.data<T>(), recurrent_kernel.data<T>(),
+                          out<T>(h), out<T>(c), out<T>(act), out<T>(tanh_c), out<T>(g_buf));
+  });
+}
+
+void lstm_sequence_backward(const Tensor& act, const Tensor& tanh_c, const Tensor& c, const Tensor& d,
+                            const Tensor& dc_last, const Tensor& recurrent_kernel_t, const Tensor& dz,
+                            const Tensor& dc_first, const Tensor& dh_first, const Tensor& work) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"lstm_sequence_backward"}, {&act, &tanh_c, &c, &d, &dc_last, &recurrent_kernel_t},
+                     {&d, &dz, &dc_first, &dh_first, &work}, [](const Tensor* t) {
+                       lstm_sequence_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[7], t[8], t[9], t[10]);
+                     });
+  KernelClock clock;
+  on_cpu("lstm", act, [&]<class T>() {
+    cpu::lstm_sequence_backward<T>(act.shape()[0], act.shape()[1], tanh_c.shape()[2], act.data<T>(),
+                                   tanh_c.data<T>(), c.data<T>(), out<T>(d), rows<T>(dc_last),
+                                   recurrent_kernel_t.data<T>(), out<T>(dz), out<T>(dc_first),
+                                   dh_first.defined() ? out<T>(dh_first) : nullptr, out<T>(work));
+  });
+}
+
 void gru_cell(const Tensor& x, const Tensor& h, const Tensor& kernel, const Tensor& recurrent_kernel,
               const Tensor& b_in, const Tensor& b_rec, const Tensor& zr, const Tensor& rec_h, const Tensor& cand,
               const Tensor& h_new, const Tensor& x_proj, const Tensor& inner) {

@@ -77,6 +77,21 @@ void lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& 
 void lstm_cell_backward(const Tensor& act, const Tensor& tanh_c, const Tensor& dh, const Tensor& dc,
                         const Tensor& c, const Tensor& dz, const Tensor& dc_prev);
 
+// The whole LSTM recurrence (TensorFlow's BlockLSTM without the input side): xz [time * batch,
+// 4u], the time-major projection with the input bias; recurrent_kernel [u, 4u]; h and c
+// [time + 1, batch, u] with the initial state at index 0, read there and written at 1..time;
+// act [time, batch, 4u] and tanh_c [time, batch, u] as lstm_cell's per step; g_buf [batch, u]
+// workspace. All contiguous. The batch's rows are split over the threads once per sequence.
+void lstm_sequence(const Tensor& xz, const Tensor& recurrent_kernel, const Tensor& h, const Tensor& c,
+                   const Tensor& act, const Tensor& tanh_c, const Tensor& g_buf);
+// Its gradient (BlockLSTMGrad), steps in reverse: d [time, batch, u], dL/dh of every step's
+// output, read and added to in place (step s - 1 gets dz[s] @ R^T); dc_last [batch, u] rows;
+// recurrent_kernel_t = R^T [4u, u] contiguous. Writes dz [time * batch, 4u], dc_first
+// [batch, u] and, when defined, dh_first = dz[0] @ R^T [batch, u]; work [3, batch, u]. time > 0.
+void lstm_sequence_backward(const Tensor& act, const Tensor& tanh_c, const Tensor& c, const Tensor& d,
+                            const Tensor& dc_last, const Tensor& recurrent_kernel_t, const Tensor& dz,
+                            const Tensor& dc_first, const Tensor& dh_first, const Tensor& work);
+
 // GRU (reset_after = true; gate blocks z, r, h). b_in, b_rec: [3u] contiguous or undefined (zeros).
 // Outputs: zr ([batch, 2u], the activated z and r), rec_h ([batch, u], h @ R_h + b_rec_h),
 // cand ([batch, u], the candidate), h_new. Workspace: inner [batch, 3u]; x_proj as above.

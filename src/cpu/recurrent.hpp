@@ -36,6 +36,24 @@ template <class T>
 void lstm_cell_backward(std::int64_t batch, std::int64_t u, const T* act, const T* tanh_c, Rows<T> dh, Rows<T> dc,
                         Rows<T> c, T* dz, T* dc_prev);
 
+// The whole LSTM recurrence of a sequence: lstm_cell for s = 0, 1, ..., time - 1 on the step's
+// projection xz[s] ([time, batch, 4u]), h[s] and c[s] ([time + 1, batch, u]: index 0 holds the
+// initial state), writing h[s + 1], c[s + 1], act[s] ([time, batch, 4u]) and tanh_c[s] ([time,
+// batch, u]); g_buf [batch, u] workspace. A row of the batch depends on its own row only for the
+// whole sequence, so the rows are split over the threads once per sequence, not once per step.
+template <class T>
+void lstm_sequence(std::int64_t time, std::int64_t batch, std::int64_t u, const T* xz, const T* recurrent_kernel,
+                   T* h, T* c, T* act, T* tanh_c, T* g_buf);
+
+// Its gradient, steps in reverse: d ([time, batch, u], dL/dh of each step's output) is read and
+// step s - 1's rows get dz[s] @ R^T added (recurrent_kernel_t = R^T, [4u, u]); dc_last = dL/dc of
+// the last state (rows). Writes dz ([time, batch, 4u]), dc_first = dL/dc0 and, when not null,
+// dh_first = dz[0] @ R^T (dL/dh0 less its direct term). work: [3, batch, u] workspace. time > 0.
+template <class T>
+void lstm_sequence_backward(std::int64_t time, std::int64_t batch, std::int64_t u, const T* act, const T* tanh_c,
+                            const T* c, T* d, Rows<T> dc_last, const T* recurrent_kernel_t, T* dz, T* dc_first,
+                            T* dh_first, T* work);
+
 // GRU (reset_after = true), blocks [z | r | h]: X = x @ kernel + b_in, I = h @ recurrent_kernel
 // + b_rec (biases [3u] or null: zeros); zr = [sigmoid(X_z + I_z) | sigmoid(X_r + I_r)] [batch, 2u],
 // rec_h = I_h, cand = tanh(X_h + r * I_h), h_new = z * h + (1 - z) * cand ([batch, u]).

@@ -75,6 +75,8 @@ std::string kernel_op_name(const backend::KernelType& type) {
   if (f == "layer_norm_backward") return "LayerNormGrad";
   if (f == "lstm_cell") return "LSTMBlockCell";
   if (f == "lstm_cell_backward") return "LSTMBlockCellGrad";
+  if (f == "lstm_sequence") return "BlockLSTM";
+  if (f == "lstm_sequence_backward") return "BlockLSTMGrad";
   if (f == "gru_cell") return "GRUBlockCell";
   if (f == "gru_cell_backward") return "GRUBlockCellGrad";
   if (f == "recurrent_input_projection") return "MatMulBias";

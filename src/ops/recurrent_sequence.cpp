@@ -48,17 +48,17 @@ Tensor states_read(const Tensor& h_all, std::int64_t time) {
   return reshape(slice(h_all, {0, 0, 0}, {time, batch, u}), Shape{time * batch, u});
 }
 
-// dL/dh of each step's output, time-major in a buffer of the node's own (a strided operand made
-// each step's add copy it), the last state's gradient dh added to the last step's. The backward
-// adds each step's gradient from the step after into it in place, and the cells read the sum.
-std::vector<Tensor> output_grads_by_step(const Tensor& g_outputs, const Tensor& dh, std::int64_t time,
-                                         const char* op) {
+// dL/dh of each step's output, time-major ([time, batch, u]) in a buffer of the node's own (a
+// strided operand made each step's add copy it), the last state's gradient dh added to the last
+// step's. The backward adds each step's gradient from the step after into it in place, and the
+// cells read the sum.
+Tensor output_grads(const Tensor& g_outputs, const Tensor& dh, std::int64_t time, const char* op) {
   const std::int64_t batch = dh.shape()[0], u = dh.shape()[1];
   const Tensor d_all = empty_like_shape(dh, Shape{time, batch, u});
   backend::copy(transpose(g_outputs, {1, 0, 2}), d_all, op);
-  const std::vector<Tensor> d_out = steps_of(d_all, d_all.shape());
-  backend::binary(kernel::BinaryOp::add, d_out.back(), dh, d_out.back());
-  return d_out;
+  const Tensor last = steps_of(d_all, d_all.shape()).back();
+  backend::binary(kernel::BinaryOp::add, last, dh, last);
+  return d_all;
 }
 
 }  // namespace
@@ -71,55 +71,45 @@ std::vector<Tensor> output_grads_by_step(const Tensor& g_outputs, const Tensor& 
 // index 0, the activated gates, tanh(c)); the backward runs the cells' backward in reverse, each
 // step's dz into one [time * batch, 4u] buffer, so that the recurrent kernel's gradient is ONE
 // product H^T dZ over all steps (a node per step made T small products and T accumulations) and
-// dZ is already the projection's gradient. Under a recording outer tape the backward recomputes
+// dZ is already the projection's gradient. Both loops are one backend call each
+// (backend::lstm_sequence[_backward], a traced graph's BlockLSTM and BlockLSTMGrad), which splits
+// the batch's rows over the threads for the whole sequence. Under a recording outer tape the backward recomputes
 // the states and gates with ops instead, so that tape sees how the gradients depend on the inputs.
 LSTMSequence lstm_sequence_node(const Tensor& xz, const Tensor& h0, const Tensor& c0, const Tensor& recurrent_kernel,
                                 std::int64_t time) {
   const std::int64_t batch = h0.shape()[0], u = h0.shape()[1];
   // Every step's state (the initial one at index 0), activated gates and tanh(c), kept for the
-  // backward as these views.
-  const Shape states{time + 1, batch, u}, gates{time, batch, 4 * u}, per_step{time, batch, u};
-  const Tensor h_all = empty_like_shape(h0, states);
-  const std::vector<Tensor> h = steps_of(h_all, states), c = steps_of(empty_like_shape(h0, states), states);
-  const std::vector<Tensor> act = steps_of(empty_like_shape(h0, gates), gates);
-  const std::vector<Tensor> tanh_c = steps_of(empty_like_shape(h0, per_step), per_step);
-  const Tensor rk = recurrent_kernel.contiguous(), g_buf = empty_like_shape(h0, Shape{batch, u});
-  const std::vector<Tensor> xs = steps_of(xz, gates);
+  // backward.
+  const Shape states{time + 1, batch, u};
+  const Tensor h_all = empty_like_shape(h0, states), c_all = empty_like_shape(h0, states);
+  const Tensor act = empty_like_shape(h0, Shape{time, batch, 4 * u});
+  const Tensor tanh_c = empty_like_shape(h0, Shape{time, batch, u});
+  const std::vector<Tensor> h = steps_of(h_all, states), c = steps_of(c_all, states);
   backend::copy(h0, h[0], "lstm");
   backend::copy(c0, c[0], "lstm");
-  for (std::int64_t s = 0; s < time; ++s) {
-    const auto i = static_cast<std::size_t>(s);
-    backend::lstm_cell(xs[i], h[i], c[i], Tensor(), rk, Tensor(), act[i], c[i + 1], tanh_c[i], h[i + 1], Tensor(),
-                       g_buf);
-  }
+  backend::lstm_sequence(xz.contiguous(), recurrent_kernel.contiguous(), h_all, c_all, act, tanh_c,
+                         empty_like_shape(h0, Shape{batch, u}));
   const Tensor outputs = outputs_of(h_all, time);
   const Tensor h_t = h.back(), c_t = c.back();
   if (autograd::recording())
     autograd::record(
         "lstm", {xz, h0, c0, recurrent_kernel}, {outputs, h_t, c_t},
-        [xz, h0, c0, recurrent_kernel, h_all, c, act, tanh_c, time](const Grads& g, const Needs& need) {
+        [xz, h0, c0, recurrent_kernel, h_all, c_all, act, tanh_c, time](const Grads& g, const Needs& need) {
           const std::int64_t batch = h0.shape()[0], u = h0.shape()[1];
           Tensor dh = g[1], dc = g[2], dr;
           if (!autograd::recording()) {
-            const std::vector<Tensor> d_out = output_grads_by_step(g[0], dh, time, "lstm");
             const Tensor dz_all = empty_like_shape(h0, Shape{time * batch, 4 * u});
-            const std::vector<Tensor> dz = steps_of(dz_all, Shape{time, batch, 4 * u});
-            // R^T laid out once: the float GEMM took twice as long for dz R^T with a transposed
-            // operand (8.4 against 4.8 us for [32, 200] x [200, 50]).
-            const Tensor rk_t = transpose(recurrent_kernel).contiguous();
-            const Tensor dh_step = empty_like_shape(h0, Shape{batch, u});
-            const Tensor dc_bufs[2] = {empty_like_shape(h0, Shape{batch, u}), empty_like_shape(h0, Shape{batch, u})};
-            for (std::int64_t s = time - 1; s >= 0; --s) {
-              const auto i = static_cast<std::size_t>(s);
-              const Tensor& dc_prev = dc_bufs[s % 2];  // the other buffer holds dc, read now
-              backend::lstm_cell_backward(act[i], tanh_c[i], d_out[i], row_major(dc), c[i], dz[i], dc_prev);
-              if (s > 0) {
-                backend::matmul(dz[i], false, rk_t, false, dh_step);
-                backend::binary(kernel::BinaryOp::add, d_out[i - 1], dh_step, d_out[i - 1]);
-              } else if (need[1]) {
-                dh = matmul(dz[i], rk_t);
-              }
-              dc = dc_prev;
+            if (time > 0) {
+              const Tensor d_all = output_grads(g[0], dh, time, "lstm");
+              // R^T laid out once: the float GEMM took twice as long for dz R^T with a transposed
+              // operand (8.4 against 4.8 us for [32, 200] x [200, 50]).
+              const Tensor rk_t = transpose(recurrent_kernel).contiguous();
+              const Tensor dc_first = empty_like_shape(h0, Shape{batch, u});
+              const Tensor dh_first = need[1] ? empty_like_shape(h0, Shape{batch, u}) : Tensor();
+              backend::lstm_sequence_backward(act, tanh_c, c_all, d_all, row_major(dc), rk_t, dz_all, dc_first,
+                                              dh_first, empty_like_shape(h0, Shape{3, batch, u}));
+              dh = dh_first;
+              dc = dc_first;
             }
             if (need[3]) dr = matmul(states_read(h_all, time), dz_all, true, false);  // H^T dZ
             return Grads{need[0] ? dz_all : Tensor(), need[1] ? dh : Tensor(), need[2] ? dc : Tensor(), dr};
@@ -184,7 +174,7 @@ GRUSequence gru_sequence_node(const Tensor& xz, const Tensor& h0, const Tensor& 
           const std::int64_t batch = h0.shape()[0], u = h0.shape()[1];
           Tensor dh = g[1], dr, db;
           if (!autograd::recording()) {
-            const std::vector<Tensor> d_out = output_grads_by_step(g[0], dh, time, "gru");
+            const std::vector<Tensor> d_out = steps_of(output_grads(g[0], dh, time, "gru"), Shape{time, batch, u});
             const Tensor dx_all = empty_like_shape(h0, Shape{time * batch, 3 * u});
             const Tensor di_all = empty_like_shape(h0, Shape{time * batch, 3 * u});
             const std::vector<Tensor> dX = steps_of(dx_all, Shape{time, batch, 3 * u});
