@@ -480,40 +480,6 @@ TEST_CASE("lstm sequence gradients equal those of its steps as separate cells (T
   }
 }
 
-TEST_CASE("an lstm sequence split over threads by its batch rows equals the one-thread sequence") {
-  // backend::lstm_sequence[_backward] run every step of a part of the batch's rows on one thread
-  // (a row's recurrence reads its own row only), the parts on parallel threads. Batch 32, 24 units,
-  // 32 steps: 2.4M multiply-adds, enough for cpu/recurrent.cpp to split the rows in two (16 each)
-  // on two threads; one thread runs the whole batch. Outputs, final states and the gradients of
-  // every input against the one-thread run, float64 and float32.
-  const std::int64_t n = 32, t = 32, m = 3, u = 24;
-  const int threads = config::num_threads();
-  for (const DType dtype : {DType::float64, DType::float32}) {
-    INFO(keel::name(dtype));
-    const LstmData d = lstm_data(n, m, u);
-    const std::vector<Tensor> in{wavy64({n, t, m}, 2.3).astype(dtype), d.h.astype(dtype), d.c.astype(dtype),
-                                 d.k.astype(dtype), d.r.astype(dtype), d.b.astype(dtype)};
-    auto run = [&](int n_threads) {
-      config::set_num_threads(n_threads);
-      GradientTape tape;
-      for (const Tensor& s : in) tape.watch(s);
-      const LSTMSequence s = lstm(in[0], in[1], in[2], in[3], in[4], in[5]);
-      std::vector<Tensor> out = tape.gradient(reduce_sum(s.outputs * s.outputs) + reduce_sum(s.h * s.c), in);
-      for (const Tensor& v : {s.outputs, s.h, s.c}) out.push_back(v);
-      config::set_num_threads(threads);
-      return out;
-    };
-    const std::vector<Tensor> one = run(1), two = run(2);
-    for (std::size_t i = 0; i < one.size(); ++i) {
-      INFO("result " << i);
-      // Relative to the result's largest value (the bias's gradient reaches a few hundred).
-      const double scale = 1 + reduce_max(abs(one[i])).astype(DType::float64).item<double>();
-      check_close(two[i].astype(DType::float64), one[i].astype(DType::float64),
-                  (dtype == DType::float64 ? 1e-12 : 1e-5) * scale);
-    }
-  }
-}
-
 TEST_CASE("gru sequence gradients equal those of its steps as separate cells (T = 6)") {
   // One node over the whole sequence (the recurrent kernel's and bias's gradients one product and
   // one column sum over all steps) against a chain of gru_cell nodes, for the subsets of watched

@@ -230,6 +230,34 @@ void gru_cell_backward(const Tensor& zr, const Tensor& rec_h, const Tensor& cand
   });
 }
 
+void gru_sequence(const Tensor& xz, const Tensor& recurrent_kernel, const Tensor& b_rec, const Tensor& h,
+                  const Tensor& zr, const Tensor& rec_h, const Tensor& cand, const Tensor& inner) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"gru_sequence"}, {&xz, &recurrent_kernel, &b_rec, &h}, {&h, &zr, &rec_h, &cand, &inner},
+                     [](const Tensor* t) { gru_sequence(t[0], t[1], t[2], t[3], t[5], t[6], t[7], t[8]); });
+  KernelClock clock;
+  on_cpu("gru", h, [&]<class T>() {
+    cpu::gru_sequence<T>(cand.shape()[0], h.shape()[1], h.shape()[2], xz.data<T>(), recurrent_kernel.data<T>(),
+                         typed_or_null<T>(b_rec), out<T>(h), out<T>(zr), out<T>(rec_h), out<T>(cand), out<T>(inner));
+  });
+}
+
+void gru_sequence_backward(const Tensor& zr, const Tensor& rec_h, const Tensor& cand, const Tensor& h,
+                           const Tensor& d, const Tensor& recurrent_kernel_t, const Tensor& dX, const Tensor& dI,
+                           const Tensor& dh_first, const Tensor& work) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"gru_sequence_backward"}, {&zr, &rec_h, &cand, &h, &d, &recurrent_kernel_t},
+                     {&d, &dX, &dI, &dh_first, &work}, [](const Tensor* t) {
+                       gru_sequence_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[7], t[8], t[9], t[10]);
+                     });
+  KernelClock clock;
+  on_cpu("gru", cand, [&]<class T>() {
+    cpu::gru_sequence_backward<T>(cand.shape()[0], cand.shape()[1], cand.shape()[2], zr.data<T>(), rec_h.data<T>(),
+                                  cand.data<T>(), h.data<T>(), out<T>(d), recurrent_kernel_t.data<T>(), out<T>(dX),
+                                  out<T>(dI), dh_first.defined() ? out<T>(dh_first) : nullptr, out<T>(work));
+  });
+}
+
 void recurrent_input_projection(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Tensor& y) {
   if (KernelRecorder* r = recorder())
     return r->kernel({"recurrent_input_projection"}, {&x, &kernel, &bias}, {&y},

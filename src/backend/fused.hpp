@@ -102,6 +102,18 @@ void gru_cell(const Tensor& x, const Tensor& h, const Tensor& kernel, const Tens
 // term dh_direct ([batch, u]) from the saved zr, rec_h, cand; h, d: rows.
 void gru_cell_backward(const Tensor& zr, const Tensor& rec_h, const Tensor& cand, const Tensor& h,
                        const Tensor& d, const Tensor& dX, const Tensor& dI, const Tensor& dh_direct);
+// The whole GRU recurrence (BlockGRU), as lstm_sequence: xz [time * batch, 3u] with the input
+// bias; recurrent_kernel [u, 3u]; b_rec [3u] or undefined; h [time + 1, batch, u], h0 at index 0;
+// zr [time, batch, 2u], rec_h and cand [time, batch, u] as gru_cell's per step; inner [batch, 3u]
+// workspace. All contiguous.
+void gru_sequence(const Tensor& xz, const Tensor& recurrent_kernel, const Tensor& b_rec, const Tensor& h,
+                  const Tensor& zr, const Tensor& rec_h, const Tensor& cand, const Tensor& inner);
+// Its gradient (BlockGRUGrad), as lstm_sequence_backward: d [time, batch, u] read and added to in
+// place; recurrent_kernel_t = R^T [3u, u]. Writes dX and dI [time * batch, 3u] and, when defined,
+// dh_first = dL/dh0 [batch, u]; work [2, batch, u]. time > 0.
+void gru_sequence_backward(const Tensor& zr, const Tensor& rec_h, const Tensor& cand, const Tensor& h,
+                           const Tensor& d, const Tensor& recurrent_kernel_t, const Tensor& dX, const Tensor& dI,
+                           const Tensor& dh_first, const Tensor& work);
 
 // y [n, w] = x [n, f] @ kernel [f, w] (+ bias [w]): the whole-sequence input projection, all
 // contiguous.

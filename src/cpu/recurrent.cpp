@@ -287,6 +287,54 @@ void gru_cell_backward(std::int64_t batch, std::int64_t u, const T* zr, const T*
   }
 }
 
+// The GRU recurrence, split as the LSTM's (lstm_sequence).
+template <class T>
+void gru_sequence(std::int64_t time, std::int64_t batch, std::int64_t u, const T* xz, const T* recurrent_kernel,
+                  const T* b_rec, T* h, T* zr, T* rec_h, T* cand, T* inner) {
+  const std::int64_t width = 3 * u, state = batch * u, gates = batch * width;
+  parallel_ranges(batch, recurrence_parts(time, batch, u, width), [&](std::int64_t r0, std::int64_t r1) {
+    for (std::int64_t s = 0; s < time; ++s) {
+      CellInput<T> in;
+      in.x = {xz + s * gates + r0 * width, width};
+      const std::int64_t at = s * state + r0 * u;
+      gru_cell<T>(r1 - r0, u, in, h + at, recurrent_kernel, nullptr, b_rec, zr + 2 * at, rec_h + at, cand + at,
+                  h + at + state, inner + r0 * width);
+    }
+  });
+}
+
+template <class T>
+void gru_sequence_backward(std::int64_t time, std::int64_t batch, std::int64_t u, const T* zr, const T* rec_h,
+                           const T* cand, const T* h, T* d, const T* recurrent_kernel_t, T* dX, T* dI, T* dh_first,
+                           T* work) {
+  const std::int64_t width = 3 * u, state = batch * u, gates = batch * width;
+  parallel_ranges(batch, recurrence_parts(time, batch, u, width), [&](std::int64_t r0, std::int64_t r1) {
+    const std::int64_t rows = r1 - r0;
+    T* dh_direct = work + r0 * u;
+    T* dh_step = work + state + r0 * u;
+    for (std::int64_t s = time - 1; s >= 0; --s) {
+      const std::int64_t at = s * state + r0 * u;
+      T* dI_s = dI + s * gates + r0 * width;
+      gru_cell_backward<T>(rows, u, zr + 2 * at, rec_h + at, cand + at, {h + at, u}, {d + at, u},
+                           dX + s * gates + r0 * width, dI_s, dh_direct);
+      // h's gradient to the step before: (d + dI R^T) + d * z, as the two adds made it; for h0,
+      // d * z + dI R^T.
+      if (s > 0) {
+        gemm_to<T>(dI_s, recurrent_kernel_t, rows, width, u, dh_step);
+        T* d_before = d + at - state;
+        for (std::int64_t r = 0; r < rows; ++r) {
+          add_row<T>(u, d_before + r * u, dh_step + r * u, nullptr);
+          add_row<T>(u, d_before + r * u, dh_direct + r * u, nullptr);
+        }
+      } else if (dh_first != nullptr) {
+        T* first = dh_first + r0 * u;
+        gemm_to<T>(dI_s, recurrent_kernel_t, rows, width, u, first);
+        for (std::int64_t r = 0; r < rows; ++r) add_row<T>(u, first + r * u, dh_direct + r * u, nullptr);
+      }
+    }
+  });
+}
+
 // ---- the input projection of a sequence --------------------------------------------------------
 
 // The bias is added in a pass over the rows of the fresh product.
@@ -308,6 +356,10 @@ void linear(std::int64_t n, std::int64_t f, std::int64_t w, const T* x, const T*
                                           const T*, T*, Rows<T>, const T*, T*, T*, T*, T*);                  \
   template void gru_cell<T>(std::int64_t, std::int64_t, const CellInput<T>&, const T*, const T*, const T*,   \
                             const T*, T*, T*, T*, T*, T*);                                                   \
+  template void gru_sequence<T>(std::int64_t, std::int64_t, std::int64_t, const T*, const T*, const T*, T*,   \
+                                T*, T*, T*, T*);                                                             \
+  template void gru_sequence_backward<T>(std::int64_t, std::int64_t, std::int64_t, const T*, const T*,        \
+                                         const T*, const T*, T*, const T*, T*, T*, T*, T*);                  \
   template void gru_cell_backward<T>(std::int64_t, std::int64_t, const T*, const T*, const T*, Rows<T>,      \
                                      Rows<T>, T*, T*, T*);                                                   \
   template void linear<T>(std::int64_t, std::int64_t, std::int64_t, const T*, const T*, const T*, T*);

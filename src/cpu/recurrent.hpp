@@ -67,6 +67,23 @@ template <class T>
 void gru_cell_backward(std::int64_t batch, std::int64_t u, const T* zr, const T* rec_h, const T* cand, Rows<T> h,
                        Rows<T> d, T* dX, T* dI, T* dh_direct);
 
+// The whole GRU recurrence, as lstm_sequence: gru_cell for every step on xz[s] ([time, batch,
+// 3u], the input bias included), h[s] ([time + 1, batch, u], h0 at index 0) and b_rec (or null),
+// writing h[s + 1], zr[s] ([time, batch, 2u]), rec_h[s] and cand[s] ([time, batch, u]); inner
+// [batch, 3u] workspace. The batch's rows are split over the threads once per sequence.
+template <class T>
+void gru_sequence(std::int64_t time, std::int64_t batch, std::int64_t u, const T* xz, const T* recurrent_kernel,
+                  const T* b_rec, T* h, T* zr, T* rec_h, T* cand, T* inner);
+
+// Its gradient, steps in reverse: d ([time, batch, u], dL/dh of each step's output) is read and
+// step s - 1's rows get dI[s] @ R^T and h's direct term added (recurrent_kernel_t = R^T, [3u, u]).
+// Writes dX and dI ([time, batch, 3u]) and, when not null, dh_first = dL/dh0. work: [2, batch, u]
+// workspace. time > 0.
+template <class T>
+void gru_sequence_backward(std::int64_t time, std::int64_t batch, std::int64_t u, const T* zr, const T* rec_h,
+                           const T* cand, const T* h, T* d, const T* recurrent_kernel_t, T* dX, T* dI, T* dh_first,
+                           T* work);
+
 // y [n, w] = x [n, f] @ kernel [f, w], plus bias [w] (or null) on every row.
 template <class T>
 void linear(std::int64_t n, std::int64_t f, std::int64_t w, const T* x, const T* kernel, const T* bias, T* y);

@@ -79,6 +79,8 @@ std::string kernel_op_name(const backend::KernelType& type) {
   if (f == "lstm_sequence_backward") return "BlockLSTMGrad";
   if (f == "gru_cell") return "GRUBlockCell";
   if (f == "gru_cell_backward") return "GRUBlockCellGrad";
+  if (f == "gru_sequence") return "BlockGRU";
+  if (f == "gru_sequence_backward") return "BlockGRUGrad";
   if (f == "recurrent_input_projection") return "MatMulBias";
   if (f == "softmax_cross_entropy") return "SoftmaxCrossEntropyWithLogits";
   if (f == "sparse_softmax_cross_entropy") return "SparseSoftmaxCrossEntropyWithLogits";

@@ -146,25 +146,19 @@ LSTMSequence lstm_sequence_node(const Tensor& xz, const Tensor& h0, const Tensor
 // (h0 at index 0), its [z | r] gates, I_h (the recurrent candidate term with its bias) and the
 // candidate are kept; the backward's dX buffer is the projection's gradient, dR = H^T dI and
 // db_rec = the column sums of dI over all steps; h's gradient to the step before is its direct
-// term d * z plus dI R^T.
+// term d * z plus dI R^T. The loops are backend::gru_sequence[_backward] (BlockGRU, BlockGRUGrad),
+// split over the threads by the batch's rows as the LSTM's.
 GRUSequence gru_sequence_node(const Tensor& xz, const Tensor& h0, const Tensor& recurrent_kernel, const Tensor& b_rec,
                               std::int64_t time) {
   const std::int64_t batch = h0.shape()[0], u = h0.shape()[1];
-  const Shape states{time + 1, batch, u}, gates{time, batch, 3 * u}, zr_shape{time, batch, 2 * u};
-  const Shape per_step{time, batch, u};
+  const Shape states{time + 1, batch, u};
   const Tensor h_all = empty_like_shape(h0, states);
+  const Tensor zr = empty_like_shape(h0, Shape{time, batch, 2 * u});
+  const Tensor rec_h = empty_like_shape(h0, Shape{time, batch, u}), cand = empty_like_shape(h0, Shape{time, batch, u});
   const std::vector<Tensor> h = steps_of(h_all, states);
-  const std::vector<Tensor> zr = steps_of(empty_like_shape(h0, zr_shape), zr_shape);
-  const std::vector<Tensor> rec_h = steps_of(empty_like_shape(h0, per_step), per_step);
-  const std::vector<Tensor> cand = steps_of(empty_like_shape(h0, per_step), per_step);
-  const Tensor rk = recurrent_kernel.contiguous(), b = b_rec.defined() ? b_rec.contiguous() : Tensor();
-  const Tensor inner = empty_like_shape(h0, Shape{batch, 3 * u});
-  const std::vector<Tensor> xs = steps_of(xz, gates);
   backend::copy(h0, h[0], "gru");
-  for (std::int64_t s = 0; s < time; ++s) {
-    const auto i = static_cast<std::size_t>(s);
-    backend::gru_cell(xs[i], h[i], Tensor(), rk, Tensor(), b, zr[i], rec_h[i], cand[i], h[i + 1], Tensor(), inner);
-  }
+  backend::gru_sequence(xz.contiguous(), recurrent_kernel.contiguous(), b_rec.defined() ? b_rec.contiguous() : Tensor(),
+                        h_all, zr, rec_h, cand, empty_like_shape(h0, Shape{batch, 3 * u}));
   const Tensor outputs = outputs_of(h_all, time);
   const Tensor h_t = h.back();
   if (autograd::recording())
@@ -174,25 +168,15 @@ GRUSequence gru_sequence_node(const Tensor& xz, const Tensor& h0, const Tensor& 
           const std::int64_t batch = h0.shape()[0], u = h0.shape()[1];
           Tensor dh = g[1], dr, db;
           if (!autograd::recording()) {
-            const std::vector<Tensor> d_out = steps_of(output_grads(g[0], dh, time, "gru"), Shape{time, batch, u});
             const Tensor dx_all = empty_like_shape(h0, Shape{time * batch, 3 * u});
             const Tensor di_all = empty_like_shape(h0, Shape{time * batch, 3 * u});
-            const std::vector<Tensor> dX = steps_of(dx_all, Shape{time, batch, 3 * u});
-            const std::vector<Tensor> dI = steps_of(di_all, Shape{time, batch, 3 * u});
-            const std::vector<Tensor> hs = steps_of(h_all, Shape{time + 1, batch, u});
-            const Tensor rk_t = transpose(recurrent_kernel).contiguous();  // R^T laid out once
-            const Tensor dh_direct = empty_like_shape(h0, Shape{batch, u});
-            const Tensor dh_step = empty_like_shape(h0, Shape{batch, u});
-            for (std::int64_t s = time - 1; s >= 0; --s) {
-              const auto i = static_cast<std::size_t>(s);
-              backend::gru_cell_backward(zr[i], rec_h[i], cand[i], hs[i], d_out[i], dX[i], dI[i], dh_direct);
-              if (s > 0) {
-                backend::matmul(dI[i], false, rk_t, false, dh_step);
-                backend::binary(kernel::BinaryOp::add, d_out[i - 1], dh_step, d_out[i - 1]);
-                backend::binary(kernel::BinaryOp::add, d_out[i - 1], dh_direct, d_out[i - 1]);
-              } else if (need[1]) {
-                dh = add(dh_direct, matmul(dI[i], rk_t));
-              }
+            if (time > 0) {
+              const Tensor d_all = output_grads(g[0], dh, time, "gru");
+              const Tensor rk_t = transpose(recurrent_kernel).contiguous();  // R^T laid out once
+              const Tensor dh_first = need[1] ? empty_like_shape(h0, Shape{batch, u}) : Tensor();
+              backend::gru_sequence_backward(zr, rec_h, cand, h_all, d_all, rk_t, dx_all, di_all, dh_first,
+                                             empty_like_shape(h0, Shape{2, batch, u}));
+              dh = dh_first;
             }
             if (need[2]) dr = matmul(states_read(h_all, time), di_all, true, false);  // H^T dI
             if (need[3] && b_rec.defined()) db = reduce_sum(di_all, {0});
