@@ -292,12 +292,16 @@ template <class T>
 void gru_sequence(std::int64_t time, std::int64_t batch, std::int64_t u, const T* xz, const T* recurrent_kernel,
                   const T* b_rec, T* h, T* zr, T* rec_h, T* cand, T* inner) {
   const std::int64_t width = 3 * u, state = batch * u, gates = batch * width;
+  // xz holds the input bias; zeros in its place (and b_rec's, when absent) once per sequence, so
+  // that no step's cell allocates its own.
+  const std::vector<T> zeros(static_cast<std::size_t>(width), T(0));
+  const T* b_r = b_rec != nullptr ? b_rec : zeros.data();
   parallel_ranges(batch, recurrence_parts(time, batch, u, width), [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t s = 0; s < time; ++s) {
       CellInput<T> in;
       in.x = {xz + s * gates + r0 * width, width};
       const std::int64_t at = s * state + r0 * u;
-      gru_cell<T>(r1 - r0, u, in, h + at, recurrent_kernel, nullptr, b_rec, zr + 2 * at, rec_h + at, cand + at,
+      gru_cell<T>(r1 - r0, u, in, h + at, recurrent_kernel, zeros.data(), b_r, zr + 2 * at, rec_h + at, cand + at,
                   h + at + state, inner + r0 * width);
     }
   });
