@@ -173,30 +173,45 @@ void lstm_cell_backward(const Tensor& act, const Tensor& tanh_c, const Tensor& d
   });
 }
 
-void lstm_sequence(const Tensor& xz, const Tensor& recurrent_kernel, const Tensor& h, const Tensor& c,
-                   const Tensor& act, const Tensor& tanh_c, const Tensor& g_buf) {
-  if (KernelRecorder* r = recorder())
-    return r->kernel({"lstm_sequence"}, {&xz, &recurrent_kernel, &h, &c}, {&h, &c, &act, &tanh_c, &g_buf},
-                     [](const Tensor* t) { lstm_sequence(t[0], t[1], t[2], t[3], t[6], t[7], t[8]); });
+int recurrence_parts(std::int64_t time, std::int64_t batch, std::int64_t units, std::int64_t width) {
+  return cpu::recurrence_parts(time, batch, units, width);
+}
+
+void lstm_sequence(int parts, const Tensor& xz, const Tensor& recurrent_kernel, const Tensor& h0, const Tensor& c0,
+                   const Tensor& h_read, const Tensor& c_read, const Tensor& act, const Tensor& tanh_c,
+                   const Tensor& outputs, const Tensor& h_last, const Tensor& c_last, const Tensor& g_buf) {
+  if (KernelRecorder* r = recorder()) {
+    const std::int64_t ints[] = {parts};
+    return r->kernel({"lstm_sequence", 0, 0, ints, 1}, {&xz, &recurrent_kernel, &h0, &c0},
+                     {&h_read, &c_read, &act, &tanh_c, &outputs, &h_last, &c_last, &g_buf}, [parts](const Tensor* t) {
+                       lstm_sequence(parts, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11]);
+                     });
+  }
   KernelClock clock;
-  on_cpu("lstm", h, [&]<class T>() {
-    cpu::lstm_sequence<T>(act.shape()[0], h.shape()[1], h.shape()[2], xz.data<T>(), recurrent_kernel.data<T>(),
-                          out<T>(h), out<T>(c), out<T>(act), out<T>(tanh_c), out<T>(g_buf));
+  on_cpu("lstm", h_last, [&]<class T>() {
+    cpu::lstm_sequence<T>(outputs.shape()[1], h_last.shape()[0], h_last.shape()[1], parts, xz.data<T>(),
+                          recurrent_kernel.data<T>(), rows<T>(h0), rows<T>(c0), out<T>(h_read), out<T>(c_read),
+                          out<T>(act), out<T>(tanh_c), out<T>(outputs), out<T>(h_last), out<T>(c_last), out<T>(g_buf));
   });
 }
 
-void lstm_sequence_backward(const Tensor& act, const Tensor& tanh_c, const Tensor& c, const Tensor& d,
-                            const Tensor& dc_last, const Tensor& recurrent_kernel_t, const Tensor& dz,
-                            const Tensor& dc_first, const Tensor& dh_first, const Tensor& work) {
-  if (KernelRecorder* r = recorder())
-    return r->kernel({"lstm_sequence_backward"}, {&act, &tanh_c, &c, &d, &dc_last, &recurrent_kernel_t},
-                     {&d, &dz, &dc_first, &dh_first, &work}, [](const Tensor* t) {
-                       lstm_sequence_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[7], t[8], t[9], t[10]);
+void lstm_sequence_backward(int parts, const Tensor& act, const Tensor& tanh_c, const Tensor& c_read,
+                            const Tensor& d_out, const Tensor& dh_last, const Tensor& dc_last,
+                            const Tensor& recurrent_kernel_t, const Tensor& dz, const Tensor& dc_first,
+                            const Tensor& dh_first, const Tensor& work) {
+  if (KernelRecorder* r = recorder()) {
+    const std::int64_t ints[] = {parts};
+    return r->kernel({"lstm_sequence_backward", 0, 0, ints, 1},
+                     {&act, &tanh_c, &c_read, &d_out, &dh_last, &dc_last, &recurrent_kernel_t},
+                     {&dz, &dc_first, &dh_first, &work}, [parts](const Tensor* t) {
+                       lstm_sequence_backward(parts, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10]);
                      });
+  }
   KernelClock clock;
+  const std::int64_t batch = dc_first.shape()[0], u = dc_first.shape()[1];
   on_cpu("lstm", act, [&]<class T>() {
-    cpu::lstm_sequence_backward<T>(act.shape()[0], act.shape()[1], tanh_c.shape()[2], act.data<T>(),
-                                   tanh_c.data<T>(), c.data<T>(), out<T>(d), rows<T>(dc_last),
+    cpu::lstm_sequence_backward<T>(act.shape()[0] / batch, batch, u, parts, act.data<T>(), tanh_c.data<T>(),
+                                   c_read.data<T>(), typed_or_null<T>(d_out), rows<T>(dh_last), rows<T>(dc_last),
                                    recurrent_kernel_t.data<T>(), out<T>(dz), out<T>(dc_first),
                                    dh_first.defined() ? out<T>(dh_first) : nullptr, out<T>(work));
   });
@@ -230,42 +245,73 @@ void gru_cell_backward(const Tensor& zr, const Tensor& rec_h, const Tensor& cand
   });
 }
 
-void gru_sequence(const Tensor& xz, const Tensor& recurrent_kernel, const Tensor& b_rec, const Tensor& h,
-                  const Tensor& zr, const Tensor& rec_h, const Tensor& cand, const Tensor& inner) {
-  if (KernelRecorder* r = recorder())
-    return r->kernel({"gru_sequence"}, {&xz, &recurrent_kernel, &b_rec, &h}, {&h, &zr, &rec_h, &cand, &inner},
-                     [](const Tensor* t) { gru_sequence(t[0], t[1], t[2], t[3], t[5], t[6], t[7], t[8]); });
-  KernelClock clock;
-  on_cpu("gru", h, [&]<class T>() {
-    cpu::gru_sequence<T>(cand.shape()[0], h.shape()[1], h.shape()[2], xz.data<T>(), recurrent_kernel.data<T>(),
-                         typed_or_null<T>(b_rec), out<T>(h), out<T>(zr), out<T>(rec_h), out<T>(cand), out<T>(inner));
-  });
-}
-
-void gru_sequence_backward(const Tensor& zr, const Tensor& rec_h, const Tensor& cand, const Tensor& h,
-                           const Tensor& d, const Tensor& recurrent_kernel_t, const Tensor& dX, const Tensor& dI,
-                           const Tensor& dh_first, const Tensor& work) {
-  if (KernelRecorder* r = recorder())
-    return r->kernel({"gru_sequence_backward"}, {&zr, &rec_h, &cand, &h, &d, &recurrent_kernel_t},
-                     {&d, &dX, &dI, &dh_first, &work}, [](const Tensor* t) {
-                       gru_sequence_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[7], t[8], t[9], t[10]);
+void gru_sequence(int parts, const Tensor& xz, const Tensor& recurrent_kernel, const Tensor& b_rec, const Tensor& h0,
+                  const Tensor& h_read, const Tensor& zr, const Tensor& rec_h, const Tensor& cand,
+                  const Tensor& outputs, const Tensor& h_last, const Tensor& inner) {
+  if (KernelRecorder* r = recorder()) {
+    const std::int64_t ints[] = {parts};
+    return r->kernel({"gru_sequence", 0, 0, ints, 1}, {&xz, &recurrent_kernel, &b_rec, &h0},
+                     {&h_read, &zr, &rec_h, &cand, &outputs, &h_last, &inner}, [parts](const Tensor* t) {
+                       gru_sequence(parts, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10]);
                      });
+  }
   KernelClock clock;
-  on_cpu("gru", cand, [&]<class T>() {
-    cpu::gru_sequence_backward<T>(cand.shape()[0], cand.shape()[1], cand.shape()[2], zr.data<T>(), rec_h.data<T>(),
-                                  cand.data<T>(), h.data<T>(), out<T>(d), recurrent_kernel_t.data<T>(), out<T>(dX),
-                                  out<T>(dI), dh_first.defined() ? out<T>(dh_first) : nullptr, out<T>(work));
+  on_cpu("gru", h_last, [&]<class T>() {
+    cpu::gru_sequence<T>(outputs.shape()[1], h_last.shape()[0], h_last.shape()[1], parts, xz.data<T>(),
+                         recurrent_kernel.data<T>(), typed_or_null<T>(b_rec), rows<T>(h0), out<T>(h_read), out<T>(zr),
+                         out<T>(rec_h), out<T>(cand), out<T>(outputs), out<T>(h_last), out<T>(inner));
   });
 }
 
-void recurrent_input_projection(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Tensor& y) {
-  if (KernelRecorder* r = recorder())
-    return r->kernel({"recurrent_input_projection"}, {&x, &kernel, &bias}, {&y},
-                     [](const Tensor* t) { recurrent_input_projection(t[0], t[1], t[2], t[3]); });
+void gru_sequence_backward(int parts, const Tensor& zr, const Tensor& rec_h, const Tensor& cand, const Tensor& h_read,
+                           const Tensor& d_out, const Tensor& dh_last, const Tensor& recurrent_kernel_t,
+                           const Tensor& dX, const Tensor& dI, const Tensor& dh_first, const Tensor& work) {
+  if (KernelRecorder* r = recorder()) {
+    const std::int64_t ints[] = {parts};
+    return r->kernel({"gru_sequence_backward", 0, 0, ints, 1},
+                     {&zr, &rec_h, &cand, &h_read, &d_out, &dh_last, &recurrent_kernel_t}, {&dX, &dI, &dh_first, &work},
+                     [parts](const Tensor* t) {
+                       gru_sequence_backward(parts, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10]);
+                     });
+  }
+  KernelClock clock;
+  const std::int64_t batch = dh_last.shape()[0], u = dh_last.shape()[1];
+  on_cpu("gru", cand, [&]<class T>() {
+    cpu::gru_sequence_backward<T>(cand.shape()[0] / batch, batch, u, parts, zr.data<T>(), rec_h.data<T>(),
+                                  cand.data<T>(), h_read.data<T>(), typed_or_null<T>(d_out), rows<T>(dh_last),
+                                  recurrent_kernel_t.data<T>(), out<T>(dX), out<T>(dI),
+                                  dh_first.defined() ? out<T>(dh_first) : nullptr, out<T>(work));
+  });
+}
+
+void recurrent_input_projection(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Tensor& y, int parts,
+                                std::int64_t time) {
+  if (KernelRecorder* r = recorder()) {
+    const std::int64_t ints[] = {parts, time};
+    return r->kernel({"recurrent_input_projection", 0, 0, ints, 2}, {&x, &kernel, &bias}, {&y},
+                     [=](const Tensor* t) { recurrent_input_projection(t[0], t[1], t[2], t[3], parts, time); });
+  }
   KernelClock clock;
   on_cpu("recurrent_input_projection", x, [&]<class T>() {
     cpu::linear<T>(x.shape()[0], x.shape()[1], kernel.shape()[1], x.data<T>(), kernel.data<T>(), typed_or_null<T>(bias),
-                   out<T>(y));
+                   out<T>(y), parts, time);
+  });
+}
+
+void recurrent_input_projection_backward(const Tensor& x, const Tensor& kernel, const Tensor& dy, const Tensor& dx,
+                                         const Tensor& dkernel, const Tensor& dbias, int parts, std::int64_t time) {
+  if (KernelRecorder* r = recorder()) {
+    const std::int64_t ints[] = {parts, time};
+    return r->kernel({"recurrent_input_projection_backward", 0, 0, ints, 2}, {&x, &kernel, &dy},
+                     {&dx, &dkernel, &dbias}, [=](const Tensor* t) {
+                       recurrent_input_projection_backward(t[0], t[1], t[2], t[3], t[4], t[5], parts, time);
+                     });
+  }
+  KernelClock clock;
+  on_cpu("recurrent_input_projection", x, [&]<class T>() {
+    const auto maybe = [](const Tensor& t) { return t.defined() ? out<T>(t) : nullptr; };
+    cpu::linear_backward<T>(x.shape()[0], x.shape()[1], kernel.shape()[1], x.data<T>(), kernel.data<T>(), dy.data<T>(),
+                            maybe(dx), maybe(dkernel), maybe(dbias), parts, time);
   });
 }
 

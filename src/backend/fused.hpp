@@ -77,20 +77,28 @@ void lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& 
 void lstm_cell_backward(const Tensor& act, const Tensor& tanh_c, const Tensor& dh, const Tensor& dc,
                         const Tensor& c, const Tensor& dz, const Tensor& dc_prev);
 
-// The whole LSTM recurrence (TensorFlow's BlockLSTM without the input side): xz [time * batch,
-// 4u], the time-major projection with the input bias; recurrent_kernel [u, 4u]; h and c
-// [time + 1, batch, u] with the initial state at index 0, read there and written at 1..time;
-// act [time, batch, 4u] and tanh_c [time, batch, u] as lstm_cell's per step; g_buf [batch, u]
-// workspace. All contiguous. The batch's rows are split over the threads once per sequence.
-void lstm_sequence(const Tensor& xz, const Tensor& recurrent_kernel, const Tensor& h, const Tensor& c,
-                   const Tensor& act, const Tensor& tanh_c, const Tensor& g_buf);
-// Its gradient (BlockLSTMGrad), steps in reverse: d [time, batch, u], dL/dh of every step's
-// output, read and added to in place (step s - 1 gets dz[s] @ R^T); dc_last [batch, u] rows;
-// recurrent_kernel_t = R^T [4u, u] contiguous. Writes dz [time * batch, 4u], dc_first
-// [batch, u] and, when defined, dh_first = dz[0] @ R^T [batch, u]; work [3, batch, u]. time > 0.
-void lstm_sequence_backward(const Tensor& act, const Tensor& tanh_c, const Tensor& c, const Tensor& d,
-                            const Tensor& dc_last, const Tensor& recurrent_kernel_t, const Tensor& dz,
-                            const Tensor& dc_first, const Tensor& dh_first, const Tensor& work);
+// How many parts a recurrence splits the batch's rows into (cpu/recurrent.hpp: one per thread
+// when it has the work). The op asks once per sequence and gives the answer to the forward and the
+// backward, whose buffers are laid out in that many parts ("part order", cpu/recurrent.hpp: each
+// part's rows of every step together, steps in order; one part is plain time-major order).
+int recurrence_parts(std::int64_t time, std::int64_t batch, std::int64_t units, std::int64_t width);
+
+// The whole LSTM recurrence (TensorFlow's BlockLSTM without the input side) over `parts`: xz
+// [time * batch, 4u], the projection with the input bias in part order; recurrent_kernel [u, 4u];
+// h0, c0 [batch, u] rows. Writes in part order h_read and c_read ([time * batch, u], the state each
+// step reads), act ([time * batch, 4u]) and tanh_c ([time * batch, u]); outputs [batch, time, u];
+// h_last, c_last [batch, u]. g_buf: [batch, u] workspace. All contiguous but h0 and c0.
+void lstm_sequence(int parts, const Tensor& xz, const Tensor& recurrent_kernel, const Tensor& h0, const Tensor& c0,
+                   const Tensor& h_read, const Tensor& c_read, const Tensor& act, const Tensor& tanh_c,
+                   const Tensor& outputs, const Tensor& h_last, const Tensor& c_last, const Tensor& g_buf);
+// Its gradient (BlockLSTMGrad), steps in reverse over the forward's parts: d_out [batch, time, u]
+// contiguous (or undefined: zeros), dh_last and dc_last [batch, u] rows; recurrent_kernel_t =
+// R^T [4u, u] contiguous. Writes dz [time * batch, 4u] in part order, dc_first [batch, u] and, when
+// defined, dh_first [batch, u]; work [4, batch, u]. time > 0.
+void lstm_sequence_backward(int parts, const Tensor& act, const Tensor& tanh_c, const Tensor& c_read,
+                            const Tensor& d_out, const Tensor& dh_last, const Tensor& dc_last,
+                            const Tensor& recurrent_kernel_t, const Tensor& dz, const Tensor& dc_first,
+                            const Tensor& dh_first, const Tensor& work);
 
 // GRU (reset_after = true; gate blocks z, r, h). b_in, b_rec: [3u] contiguous or undefined (zeros).
 // Outputs: zr ([batch, 2u], the activated z and r), rec_h ([batch, u], h @ R_h + b_rec_h),
@@ -102,22 +110,31 @@ void gru_cell(const Tensor& x, const Tensor& h, const Tensor& kernel, const Tens
 // term dh_direct ([batch, u]) from the saved zr, rec_h, cand; h, d: rows.
 void gru_cell_backward(const Tensor& zr, const Tensor& rec_h, const Tensor& cand, const Tensor& h,
                        const Tensor& d, const Tensor& dX, const Tensor& dI, const Tensor& dh_direct);
-// The whole GRU recurrence (BlockGRU), as lstm_sequence: xz [time * batch, 3u] with the input
-// bias; recurrent_kernel [u, 3u]; b_rec [3u] or undefined; h [time + 1, batch, u], h0 at index 0;
-// zr [time, batch, 2u], rec_h and cand [time, batch, u] as gru_cell's per step; inner [batch, 3u]
-// workspace. All contiguous.
-void gru_sequence(const Tensor& xz, const Tensor& recurrent_kernel, const Tensor& b_rec, const Tensor& h,
-                  const Tensor& zr, const Tensor& rec_h, const Tensor& cand, const Tensor& inner);
-// Its gradient (BlockGRUGrad), as lstm_sequence_backward: d [time, batch, u] read and added to in
-// place; recurrent_kernel_t = R^T [3u, u]. Writes dX and dI [time * batch, 3u] and, when defined,
-// dh_first = dL/dh0 [batch, u]; work [2, batch, u]. time > 0.
-void gru_sequence_backward(const Tensor& zr, const Tensor& rec_h, const Tensor& cand, const Tensor& h,
-                           const Tensor& d, const Tensor& recurrent_kernel_t, const Tensor& dX, const Tensor& dI,
-                           const Tensor& dh_first, const Tensor& work);
+// The whole GRU recurrence (BlockGRU) over `parts`, as lstm_sequence: xz [time * batch, 3u] in
+// part order with the input bias; recurrent_kernel [u, 3u]; b_rec [3u] or undefined; h0 [batch, u]
+// rows. Writes in part order h_read ([time * batch, u]), zr ([time * batch, 2u]), rec_h and cand
+// ([time * batch, u]) as gru_cell's per step; outputs [batch, time, u]; h_last [batch, u]. inner:
+// [batch, 3u] workspace.
+void gru_sequence(int parts, const Tensor& xz, const Tensor& recurrent_kernel, const Tensor& b_rec, const Tensor& h0,
+                  const Tensor& h_read, const Tensor& zr, const Tensor& rec_h, const Tensor& cand,
+                  const Tensor& outputs, const Tensor& h_last, const Tensor& inner);
+// Its gradient (BlockGRUGrad), as lstm_sequence_backward: d_out [batch, time, u] (or undefined),
+// dh_last [batch, u] rows; recurrent_kernel_t = R^T [3u, u]. Writes dX and dI [time * batch, 3u]
+// in part order and, when defined, dh_first [batch, u]; work [3, batch, u]. time > 0.
+void gru_sequence_backward(int parts, const Tensor& zr, const Tensor& rec_h, const Tensor& cand, const Tensor& h_read,
+                           const Tensor& d_out, const Tensor& dh_last, const Tensor& recurrent_kernel_t,
+                           const Tensor& dX, const Tensor& dI, const Tensor& dh_first, const Tensor& work);
 
 // y [n, w] = x [n, f] @ kernel [f, w] (+ bias [w]): the whole-sequence input projection, all
-// contiguous.
-void recurrent_input_projection(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Tensor& y);
+// contiguous. With parts > 1, x is a sequence of `time` steps in part order, and each part's block
+// is projected on the thread that runs its recurrence.
+void recurrent_input_projection(const Tensor& x, const Tensor& kernel, const Tensor& bias, const Tensor& y,
+                                int parts = 1, std::int64_t time = 0);
+// Its gradient over the same parts (time > 0), all contiguous: dx = dy @ kernel^T, dkernel =
+// x^T @ dy, dbias = the column sums of dy, each written when defined; each thread reads the rows
+// of dy that its part of the recurrence's backward wrote.
+void recurrent_input_projection_backward(const Tensor& x, const Tensor& kernel, const Tensor& dy, const Tensor& dx,
+                                         const Tensor& dkernel, const Tensor& dbias, int parts, std::int64_t time);
 
 // ---- cross-entropies with logits -----------------------------------------------------------------
 

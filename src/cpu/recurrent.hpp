@@ -36,23 +36,37 @@ template <class T>
 void lstm_cell_backward(std::int64_t batch, std::int64_t u, const T* act, const T* tanh_c, Rows<T> dh, Rows<T> dc,
                         Rows<T> c, T* dz, T* dc_prev);
 
-// The whole LSTM recurrence of a sequence: lstm_cell for s = 0, 1, ..., time - 1 on the step's
-// projection xz[s] ([time, batch, 4u]), h[s] and c[s] ([time + 1, batch, u]: index 0 holds the
-// initial state), writing h[s + 1], c[s + 1], act[s] ([time, batch, 4u]) and tanh_c[s] ([time,
-// batch, u]); g_buf [batch, u] workspace. A row of the batch depends on its own row only for the
-// whole sequence, so the rows are split over the threads once per sequence, not once per step.
-template <class T>
-void lstm_sequence(std::int64_t time, std::int64_t batch, std::int64_t u, const T* xz, const T* recurrent_kernel,
-                   T* h, T* c, T* act, T* tanh_c, T* g_buf);
+// How many parts a recurrence of `time` steps over `batch` rows (u units, `width` gate columns)
+// splits its rows into: one per thread when it has the work, else 1.
+int recurrence_parts(std::int64_t time, std::int64_t batch, std::int64_t u, std::int64_t width);
 
-// Its gradient, steps in reverse: d ([time, batch, u], dL/dh of each step's output) is read and
-// step s - 1's rows get dz[s] @ R^T added (recurrent_kernel_t = R^T, [4u, u]); dc_last = dL/dc of
-// the last state (rows). Writes dz ([time, batch, 4u]), dc_first = dL/dc0 and, when not null,
-// dh_first = dz[0] @ R^T (dL/dh0 less its direct term). work: [3, batch, u] workspace. time > 0.
+// Part order, the layout of a sequence's per-step buffers ([time * batch, w]): the batch's rows
+// are split into `parts` ranges [r0, r1) as parallel_ranges splits them, and part p's rows of
+// every step lie together, steps in order: row r of step s at r0 * time + s * (r1 - r0) + r - r0.
+// One part is plain time-major order. Each thread then reads and writes one block of memory for
+// the whole sequence, forward and backward: with the parts' rows interleaved step by step, every
+// call moved cache lines between the cores, and two threads were no faster than one.
+
+// The whole LSTM recurrence of a sequence, its rows split over the threads in `parts` (a row
+// depends on its own row only): lstm_cell for s = 0, 1, ..., time - 1 on the step's projection
+// xz ([time * batch, 4u], part order) from h0 and c0 ([batch, u] rows). Writes, in part order,
+// the state each step reads (h_read, c_read: [time * batch, u], the initial one first), act
+// ([time * batch, 4u]) and tanh_c ([time * batch, u]); outputs [batch, time, u]; the last state
+// h_last, c_last [batch, u]. g_buf: [batch, u] workspace.
 template <class T>
-void lstm_sequence_backward(std::int64_t time, std::int64_t batch, std::int64_t u, const T* act, const T* tanh_c,
-                            const T* c, T* d, Rows<T> dc_last, const T* recurrent_kernel_t, T* dz, T* dc_first,
-                            T* dh_first, T* work);
+void lstm_sequence(std::int64_t time, std::int64_t batch, std::int64_t u, int parts, const T* xz,
+                   const T* recurrent_kernel, Rows<T> h0, Rows<T> c0, T* h_read, T* c_read, T* act, T* tanh_c,
+                   T* outputs, T* h_last, T* c_last, T* g_buf);
+
+// Its gradient, steps in reverse, over the forward's parts: d_out ([batch, time, u], dL/d of each
+// output, or null for zeros), dh_last and dc_last (dL/dh and dL/dc of the last state, rows);
+// recurrent_kernel_t = R^T ([4u, u]). Writes dz ([time * batch, 4u], part order), dc_first =
+// dL/dc0 and, when not null, dh_first = dz[0] @ R^T (dL/dh0). work: [4, batch, u] workspace.
+// time > 0.
+template <class T>
+void lstm_sequence_backward(std::int64_t time, std::int64_t batch, std::int64_t u, int parts, const T* act,
+                            const T* tanh_c, const T* c_read, const T* d_out, Rows<T> dh_last, Rows<T> dc_last,
+                            const T* recurrent_kernel_t, T* dz, T* dc_first, T* dh_first, T* work);
 
 // GRU (reset_after = true), blocks [z | r | h]: X = x @ kernel + b_in, I = h @ recurrent_kernel
 // + b_rec (biases [3u] or null: zeros); zr = [sigmoid(X_z + I_z) | sigmoid(X_r + I_r)] [batch, 2u],
@@ -67,25 +81,36 @@ template <class T>
 void gru_cell_backward(std::int64_t batch, std::int64_t u, const T* zr, const T* rec_h, const T* cand, Rows<T> h,
                        Rows<T> d, T* dX, T* dI, T* dh_direct);
 
-// The whole GRU recurrence, as lstm_sequence: gru_cell for every step on xz[s] ([time, batch,
-// 3u], the input bias included), h[s] ([time + 1, batch, u], h0 at index 0) and b_rec (or null),
-// writing h[s + 1], zr[s] ([time, batch, 2u]), rec_h[s] and cand[s] ([time, batch, u]); inner
-// [batch, 3u] workspace. The batch's rows are split over the threads once per sequence.
+// The whole GRU recurrence over parts, as lstm_sequence: gru_cell for every step on xz ([time *
+// batch, 3u] in part order, the input bias included) from h0 ([batch, u] rows), b_rec [3u] or
+// null. Writes in part order h_read ([time * batch, u], the state each step reads), zr ([time *
+// batch, 2u]), rec_h and cand ([time * batch, u]); outputs [batch, time, u]; h_last [batch, u].
+// inner: [batch, 3u] workspace.
 template <class T>
-void gru_sequence(std::int64_t time, std::int64_t batch, std::int64_t u, const T* xz, const T* recurrent_kernel,
-                  const T* b_rec, T* h, T* zr, T* rec_h, T* cand, T* inner);
+void gru_sequence(std::int64_t time, std::int64_t batch, std::int64_t u, int parts, const T* xz,
+                  const T* recurrent_kernel, const T* b_rec, Rows<T> h0, T* h_read, T* zr, T* rec_h, T* cand,
+                  T* outputs, T* h_last, T* inner);
 
-// Its gradient, steps in reverse: d ([time, batch, u], dL/dh of each step's output) is read and
-// step s - 1's rows get dI[s] @ R^T and h's direct term added (recurrent_kernel_t = R^T, [3u, u]).
-// Writes dX and dI ([time, batch, 3u]) and, when not null, dh_first = dL/dh0. work: [2, batch, u]
-// workspace. time > 0.
+// Its gradient, steps in reverse over the forward's parts: d_out ([batch, time, u], or null for
+// zeros) and dh_last (rows); recurrent_kernel_t = R^T ([3u, u]). Writes dX and dI ([time * batch,
+// 3u], part order) and, when not null, dh_first = dL/dh0. work: [3, batch, u] workspace. time > 0.
 template <class T>
-void gru_sequence_backward(std::int64_t time, std::int64_t batch, std::int64_t u, const T* zr, const T* rec_h,
-                           const T* cand, const T* h, T* d, const T* recurrent_kernel_t, T* dX, T* dI, T* dh_first,
-                           T* work);
+void gru_sequence_backward(std::int64_t time, std::int64_t batch, std::int64_t u, int parts, const T* zr,
+                           const T* rec_h, const T* cand, const T* h_read, const T* d_out, Rows<T> dh_last,
+                           const T* recurrent_kernel_t, T* dX, T* dI, T* dh_first, T* work);
 
-// y [n, w] = x [n, f] @ kernel [f, w], plus bias [w] (or null) on every row.
+// y [n, w] = x [n, f] @ kernel [f, w], plus bias [w] (or null) on every row. parts > 1: x is a
+// sequence of `time` steps in part order, and each part's block is projected on the thread that
+// will run its recurrence.
 template <class T>
-void linear(std::int64_t n, std::int64_t f, std::int64_t w, const T* x, const T* kernel, const T* bias, T* y);
+void linear(std::int64_t n, std::int64_t f, std::int64_t w, const T* x, const T* kernel, const T* bias, T* y,
+            int parts = 1, std::int64_t time = 0);
+
+// Its gradient over the same parts (parts >= 1, time > 0): dx = dy @ kernel^T, dkernel = x^T @ dy
+// and dbias = the column sums of dy, each written when not null. Each thread takes its part's
+// rows; the parts' dkernel and dbias are added in part order.
+template <class T>
+void linear_backward(std::int64_t n, std::int64_t f, std::int64_t w, const T* x, const T* kernel, const T* dy,
+                     T* dx, T* dkernel, T* dbias, int parts, std::int64_t time);
 
 }  // namespace keel::cpu

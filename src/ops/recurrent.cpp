@@ -349,14 +349,25 @@ Tensor gru_dispatch(const char* op, const Tensor& x, const Tensor& h, const Tens
 
 // x [n, f] @ kernel [f, w] + bias [w] as one node: the bias is added in a pass over the rows
 // of the fresh product (a broadcasting add would be another op, node and output). Linear, so
-// its gradient needs no recomputation: the usual dense rule, written with ops.
-Tensor projection_node(const Tensor& x, const Tensor& kernel, const Tensor& bias) {
+// its gradient needs no recomputation: the usual dense rule, written with ops. With parts > 1, x
+// is a sequence of `time` steps in part order (backend::recurrent_input_projection).
+Tensor projection_node(const Tensor& x, const Tensor& kernel, const Tensor& bias, int parts, std::int64_t time) {
   Tensor y = empty_like_shape(kernel, Shape{x.shape()[0], kernel.shape()[1]});
-  backend::recurrent_input_projection(x.contiguous(), kernel.contiguous(), detail::contiguous_or_none(bias), y);
+  backend::recurrent_input_projection(x.contiguous(), kernel.contiguous(), detail::contiguous_or_none(bias), y, parts,
+                                      time);
   if (autograd::recording())
     autograd::record(
         "recurrent_input_projection", {x, kernel, bias}, {y},
-        [x, kernel](const Grads& g, const Needs& need) {
+        [x, kernel, parts, time](const Grads& g, const Needs& need) {
+          if (parts > 1 && !autograd::recording()) {
+            // In the recurrence's parts (backend::recurrent_input_projection_backward).
+            const Tensor dx = need[0] ? empty_like_shape(kernel, x.shape()) : Tensor();
+            const Tensor dk = need[1] ? empty_like_shape(kernel, kernel.shape()) : Tensor();
+            const Tensor db = need[2] ? empty_like_shape(kernel, Shape{kernel.shape()[1]}) : Tensor();
+            backend::recurrent_input_projection_backward(x.contiguous(), kernel.contiguous(), g[0].contiguous(), dx, dk,
+                                                         db, parts, time);
+            return Grads{dx, dk, db};
+          }
           return Grads{need[0] ? matmul(g[0], kernel, false, true) : Tensor(),
                        need[1] ? matmul(x, g[0], true, false) : Tensor(),
                        need[2] ? reduce_sum(g[0], {0}) : Tensor()};
@@ -377,7 +388,7 @@ std::vector<Tensor> project_steps(const Tensor& x, const Tensor& kernel, const T
     if (bias.defined()) xz = add(xz, bias);
     return unstack(reshape(xz, Shape{batch, time, width}), 1);
   }
-  const Tensor xz = projection_node(x2, kernel, bias);
+  const Tensor xz = projection_node(x2, kernel, bias, 1, 0);
   return unstack(reshape(xz, Shape{batch, time, width}), 1);
 }
 
@@ -478,10 +489,11 @@ LSTMSequence lstm(const Tensor& x, const Tensor& h0, const Tensor& c0, const Ten
   }
   if (backend::has_fused(backend::Fused::lstm_cell, x.device()) &&
       backend::has_fused(backend::Fused::recurrent_input_projection, x.device())) {
-    // Time-major steps (in the order they run), projected at once: the sequence node's rows.
+    // The steps in the order they run, in part order, projected at once: the sequence node's rows.
+    const int parts = backend::recurrence_parts(time, batch, units, 4 * units);
     const Tensor steps_first = transpose(go_backwards ? reverse(x, {1}) : x, {1, 0, 2});
-    const Tensor xt = reshape(steps_first, Shape{time * batch, x.shape()[2]});
-    return lstm_sequence_node(projection_node(xt, kernel, bias), h0, c0, recurrent_kernel, time);
+    return lstm_sequence_node(projection_node(to_part_order(steps_first, parts), kernel, bias, parts, time), h0, c0,
+                              recurrent_kernel, time, parts);
   }
   const std::vector<Tensor> steps = project_steps(x, kernel, bias);
   std::vector<Tensor> outputs;
@@ -519,10 +531,11 @@ GRUSequence gru(const Tensor& x, const Tensor& h0, const Tensor& kernel, const T
   const auto [b_in, b_rec] = split_gru_bias(bias);
   if (backend::has_fused(backend::Fused::gru_cell, x.device()) &&
       backend::has_fused(backend::Fused::recurrent_input_projection, x.device())) {
-    // Time-major steps (in the order they run), projected at once: the sequence node's rows.
+    // The steps in the order they run, in part order, projected at once: the sequence node's rows.
+    const int parts = backend::recurrence_parts(time, batch, units, 3 * units);
     const Tensor steps_first = transpose(go_backwards ? reverse(x, {1}) : x, {1, 0, 2});
-    const Tensor xt = reshape(steps_first, Shape{time * batch, x.shape()[2]});
-    return gru_sequence_node(projection_node(xt, kernel, b_in), h0, recurrent_kernel, b_rec, time);
+    return gru_sequence_node(projection_node(to_part_order(steps_first, parts), kernel, b_in, parts, time), h0,
+                             recurrent_kernel, b_rec, time, parts);
   }
   const std::vector<Tensor> steps = project_steps(x, kernel, b_in);
   std::vector<Tensor> outputs;

@@ -34,13 +34,18 @@ GRUGateGrads gru_gate_grads_with_ops(const Tensor& x, const Tensor& h, const Ten
                                      const Tensor& recurrent_kernel, const Tensor& b_in, const Tensor& b_rec,
                                      const Tensor& d);
 
-// A whole recurrence as ONE tape node over xz, the time-major input projection ([time * batch,
-// gates * u], step s in rows [s * batch, (s + 1) * batch), the input bias included), where the
-// device has the fused cells. outputs: [batch, time, u].
+// The steps [time, batch, w] as rows [time * batch, w] in part order (backend::recurrence_parts:
+// part p's rows of every step together, steps in order), and back. Ops, so gradients flow.
+Tensor to_part_order(const Tensor& steps, int parts);
+Tensor from_part_order(const Tensor& rows, std::int64_t time, std::int64_t batch, int parts);
+
+// A whole recurrence as ONE tape node over xz, the input projection (the input bias included),
+// where the device has the fused cells, in part order over `parts` ([time * batch, gates * u]).
+// outputs: [batch, time, u].
 LSTMSequence lstm_sequence_node(const Tensor& xz, const Tensor& h0, const Tensor& c0, const Tensor& recurrent_kernel,
-                                std::int64_t time);
+                                std::int64_t time, int parts);
 // b_rec: the recurrent bias [3u], or undefined.
 GRUSequence gru_sequence_node(const Tensor& xz, const Tensor& h0, const Tensor& recurrent_kernel, const Tensor& b_rec,
-                              std::int64_t time);
+                              std::int64_t time, int parts);
 
 }  // namespace keel::rnn
