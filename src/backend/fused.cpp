@@ -211,7 +211,7 @@ void lstm_sequence_backward(int parts, const Tensor& act, const Tensor& tanh_c, 
   const std::int64_t batch = dc_first.shape()[0], u = dc_first.shape()[1];
   on_cpu("lstm", act, [&]<class T>() {
     cpu::lstm_sequence_backward<T>(act.shape()[0] / batch, batch, u, parts, act.data<T>(), tanh_c.data<T>(),
-                                   c_read.data<T>(), typed_or_null<T>(d_out), rows<T>(dh_last), rows<T>(dc_last),
+                                   c_read.data<T>(), d_out.data<T>(), rows<T>(dh_last), rows<T>(dc_last),
                                    recurrent_kernel_t.data<T>(), out<T>(dz), out<T>(dc_first),
                                    dh_first.defined() ? out<T>(dh_first) : nullptr, out<T>(work));
   });
@@ -278,7 +278,7 @@ void gru_sequence_backward(int parts, const Tensor& zr, const Tensor& rec_h, con
   const std::int64_t batch = dh_last.shape()[0], u = dh_last.shape()[1];
   on_cpu("gru", cand, [&]<class T>() {
     cpu::gru_sequence_backward<T>(cand.shape()[0] / batch, batch, u, parts, zr.data<T>(), rec_h.data<T>(),
-                                  cand.data<T>(), h_read.data<T>(), typed_or_null<T>(d_out), rows<T>(dh_last),
+                                  cand.data<T>(), h_read.data<T>(), d_out.data<T>(), rows<T>(dh_last),
                                   recurrent_kernel_t.data<T>(), out<T>(dX), out<T>(dI),
                                   dh_first.defined() ? out<T>(dh_first) : nullptr, out<T>(work));
   });

@@ -92,7 +92,7 @@ void lstm_sequence(int parts, const Tensor& xz, const Tensor& recurrent_kernel, 
                    const Tensor& h_read, const Tensor& c_read, const Tensor& act, const Tensor& tanh_c,
                    const Tensor& outputs, const Tensor& h_last, const Tensor& c_last, const Tensor& g_buf);
 // Its gradient (BlockLSTMGrad), steps in reverse over the forward's parts: d_out [batch, time, u]
-// contiguous (or undefined: zeros), dh_last and dc_last [batch, u] rows; recurrent_kernel_t =
+// contiguous, dh_last and dc_last [batch, u] rows; recurrent_kernel_t =
 // R^T [4u, u] contiguous. Writes dz [time * batch, 4u] in part order, dc_first [batch, u] and, when
 // defined, dh_first [batch, u]; work [4, batch, u]. time > 0.
 void lstm_sequence_backward(int parts, const Tensor& act, const Tensor& tanh_c, const Tensor& c_read,
@@ -118,7 +118,7 @@ void gru_cell_backward(const Tensor& zr, const Tensor& rec_h, const Tensor& cand
 void gru_sequence(int parts, const Tensor& xz, const Tensor& recurrent_kernel, const Tensor& b_rec, const Tensor& h0,
                   const Tensor& h_read, const Tensor& zr, const Tensor& rec_h, const Tensor& cand,
                   const Tensor& outputs, const Tensor& h_last, const Tensor& inner);
-// Its gradient (BlockGRUGrad), as lstm_sequence_backward: d_out [batch, time, u] (or undefined),
+// Its gradient (BlockGRUGrad), as lstm_sequence_backward: d_out [batch, time, u] contiguous,
 // dh_last [batch, u] rows; recurrent_kernel_t = R^T [3u, u]. Writes dX and dI [time * batch, 3u]
 // in part order and, when defined, dh_first [batch, u]; work [3, batch, u]. time > 0.
 void gru_sequence_backward(int parts, const Tensor& zr, const Tensor& rec_h, const Tensor& cand, const Tensor& h_read,

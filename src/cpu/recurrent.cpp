@@ -182,11 +182,20 @@ void lstm_cell_backward(std::int64_t batch, std::int64_t u, const T* act, const 
 
 // ---- the LSTM recurrence -------------------------------------------------------------------------
 
+namespace {
+
+// dL/dh of step s's output for `rows` rows of a part starting at batch row r0: the output
+// gradient d_out ([batch, time, u]) plus what the step after gives (`later`, rows).
+template <class T>
+void step_output_grads(std::int64_t rows, std::int64_t u, std::int64_t time, std::int64_t s, std::int64_t r0,
+                       const T* d_out, Rows<T> later, T* dh) {
+  for (std::int64_t r = 0; r < rows; ++r) sum_row<T>(u, d_out + ((r0 + r) * time + s) * u, later.row(r), dh + r * u);
+}
+
 // Multiply-adds of a whole recurrence below which it runs on one thread, and the fewest rows a
 // part takes. A region per step cost more than it saved (the 2-thread cell of a [32, 50] LSTM took
 // longer than the 1-thread one: a part's 4 us of work against a worker's wake-up); one region per
 // sequence pays once.
-namespace {
 constexpr double kMinRecurrenceMacs = 1 << 21;
 constexpr std::int64_t kMinRecurrenceRows = 8;
 }  // namespace
@@ -240,11 +249,8 @@ void lstm_sequence_backward(std::int64_t time, std::int64_t batch, std::int64_t 
     Rows<T> dc{dc_last.row(r0), dc_last.ld};
     for (std::int64_t s = time - 1; s >= 0; --s) {
       const std::int64_t at = block + s * rows;
-      for (std::int64_t r = 0; r < rows; ++r) {
-        const T* later = s + 1 == time ? dh_last.row(r0 + r) : dh_next + r * u;
-        if (d_out != nullptr) sum_row<T>(u, d_out + ((r0 + r) * time + s) * u, later, dh + r * u);
-        else std::copy_n(later, u, dh + r * u);
-      }
+      const Rows<T> later = s + 1 == time ? Rows<T>{dh_last.row(r0), dh_last.ld} : Rows<T>{dh_next, u};
+      step_output_grads<T>(rows, u, time, s, r0, d_out, later, dh);
       T* dc_prev = s == 0 ? dc_first + r0 * u : dc_bufs[s % 2];
       T* dz_s = dz + at * width;
       lstm_cell_backward<T>(rows, u, act + at * width, tanh_c + at * u, {dh, u}, dc, {c_read + at * u, u}, dz_s,
@@ -338,11 +344,8 @@ void gru_sequence_backward(std::int64_t time, std::int64_t batch, std::int64_t u
     T* dh_direct = work + 2 * state + r0 * u;
     for (std::int64_t s = time - 1; s >= 0; --s) {
       const std::int64_t at = block + s * rows;
-      for (std::int64_t r = 0; r < rows; ++r) {
-        const T* later = s + 1 == time ? dh_last.row(r0 + r) : dh_next + r * u;
-        if (d_out != nullptr) sum_row<T>(u, d_out + ((r0 + r) * time + s) * u, later, dh + r * u);
-        else std::copy_n(later, u, dh + r * u);
-      }
+      const Rows<T> later = s + 1 == time ? Rows<T>{dh_last.row(r0), dh_last.ld} : Rows<T>{dh_next, u};
+      step_output_grads<T>(rows, u, time, s, r0, d_out, later, dh);
       T* dI_s = dI + at * width;
       gru_cell_backward<T>(rows, u, zr + 2 * at * u, rec_h + at * u, cand + at * u, {h_read + at * u, u}, {dh, u},
                            dX + at * width, dI_s, dh_direct);
@@ -423,10 +426,7 @@ void linear_backward(std::int64_t n, std::int64_t f, std::int64_t w, const T* x,
       for (std::int64_t r = 0; r < rows; ++r) add_row<T>(w, sum, dyp + r * w, nullptr);
     }
   });
-  for (int p = 1; p < parts; ++p) {
-    const T* q = partial.data() + p * stride;
-    for (std::int64_t j = 0; j < kw + w; ++j) partial[static_cast<std::size_t>(j)] += q[j];
-  }
+  for (int p = 1; p < parts; ++p) add_row<T>(kw + w, partial.data(), partial.data() + p * stride, nullptr);
   if (dkernel != nullptr) std::copy_n(partial.data(), kw, dkernel);
   if (dbias != nullptr) std::copy_n(partial.data() + kw, w, dbias);
 }

@@ -59,7 +59,7 @@ void lstm_sequence(std::int64_t time, std::int64_t batch, std::int64_t u, int pa
                    T* outputs, T* h_last, T* c_last, T* g_buf);
 
 // Its gradient, steps in reverse, over the forward's parts: d_out ([batch, time, u], dL/d of each
-// output, or null for zeros), dh_last and dc_last (dL/dh and dL/dc of the last state, rows);
+// output), dh_last and dc_last (dL/dh and dL/dc of the last state, rows);
 // recurrent_kernel_t = R^T ([4u, u]). Writes dz ([time * batch, 4u], part order), dc_first =
 // dL/dc0 and, when not null, dh_first = dz[0] @ R^T (dL/dh0). work: [4, batch, u] workspace.
 // time > 0.
@@ -91,8 +91,8 @@ void gru_sequence(std::int64_t time, std::int64_t batch, std::int64_t u, int par
                   const T* recurrent_kernel, const T* b_rec, Rows<T> h0, T* h_read, T* zr, T* rec_h, T* cand,
                   T* outputs, T* h_last, T* inner);
 
-// Its gradient, steps in reverse over the forward's parts: d_out ([batch, time, u], or null for
-// zeros) and dh_last (rows); recurrent_kernel_t = R^T ([3u, u]). Writes dX and dI ([time * batch,
+// Its gradient, steps in reverse over the forward's parts: d_out ([batch, time, u]) and dh_last
+// (rows); recurrent_kernel_t = R^T ([3u, u]). Writes dX and dI ([time * batch,
 // 3u], part order) and, when not null, dh_first = dL/dh0. work: [3, batch, u] workspace. time > 0.
 template <class T>
 void gru_sequence_backward(std::int64_t time, std::int64_t batch, std::int64_t u, int parts, const T* zr,

@@ -376,6 +376,22 @@ Tensor projection_node(const Tensor& x, const Tensor& kernel, const Tensor& bias
   return y;
 }
 
+// A sequence node's input projection and the number of parts its rows are laid out in.
+struct SequenceInput {
+  Tensor xz;
+  int parts;
+};
+
+// The input side of a sequence node of `gates` gates: x [batch, time, features], its steps in the
+// order they run, in part order over backend::recurrence_parts' split, projected at once.
+SequenceInput sequence_input(const Tensor& x, const Tensor& kernel, const Tensor& bias, bool go_backwards,
+                             std::int64_t gates) {
+  const std::int64_t batch = x.shape()[0], time = x.shape()[1], units = kernel.shape()[1] / gates;
+  const int parts = backend::recurrence_parts(time, batch, units, gates * units);
+  const Tensor steps_first = transpose(go_backwards ? reverse(x, {1}) : x, {1, 0, 2});
+  return {projection_node(to_part_order(steps_first, parts), kernel, bias, parts, time), parts};
+}
+
 // [batch, time, features] -> x @ kernel (+ bias) for every step at once (ONE product), as
 // per-step views [batch, gates*units]. unstack is one tape node, so the backward pass stacks
 // the T step gradients once instead of padding each to the full sequence.
@@ -489,11 +505,8 @@ LSTMSequence lstm(const Tensor& x, const Tensor& h0, const Tensor& c0, const Ten
   }
   if (backend::has_fused(backend::Fused::lstm_cell, x.device()) &&
       backend::has_fused(backend::Fused::recurrent_input_projection, x.device())) {
-    // The steps in the order they run, in part order, projected at once: the sequence node's rows.
-    const int parts = backend::recurrence_parts(time, batch, units, 4 * units);
-    const Tensor steps_first = transpose(go_backwards ? reverse(x, {1}) : x, {1, 0, 2});
-    return lstm_sequence_node(projection_node(to_part_order(steps_first, parts), kernel, bias, parts, time), h0, c0,
-                              recurrent_kernel, time, parts);
+    const SequenceInput in = sequence_input(x, kernel, bias, go_backwards, 4);
+    return lstm_sequence_node(in.xz, h0, c0, recurrent_kernel, time, in.parts);
   }
   const std::vector<Tensor> steps = project_steps(x, kernel, bias);
   std::vector<Tensor> outputs;
@@ -531,11 +544,8 @@ GRUSequence gru(const Tensor& x, const Tensor& h0, const Tensor& kernel, const T
   const auto [b_in, b_rec] = split_gru_bias(bias);
   if (backend::has_fused(backend::Fused::gru_cell, x.device()) &&
       backend::has_fused(backend::Fused::recurrent_input_projection, x.device())) {
-    // The steps in the order they run, in part order, projected at once: the sequence node's rows.
-    const int parts = backend::recurrence_parts(time, batch, units, 3 * units);
-    const Tensor steps_first = transpose(go_backwards ? reverse(x, {1}) : x, {1, 0, 2});
-    return gru_sequence_node(projection_node(to_part_order(steps_first, parts), kernel, b_in, parts, time), h0,
-                             recurrent_kernel, b_rec, time, parts);
+    const SequenceInput in = sequence_input(x, kernel, b_in, go_backwards, 3);
+    return gru_sequence_node(in.xz, h0, recurrent_kernel, b_rec, time, in.parts);
   }
   const std::vector<Tensor> steps = project_steps(x, kernel, b_in);
   std::vector<Tensor> outputs;

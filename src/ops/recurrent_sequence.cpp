@@ -86,8 +86,8 @@ LSTMSequence lstm_sequence_node(const Tensor& xz, const Tensor& h0, const Tensor
             const Tensor rk_t = transpose(recurrent_kernel).contiguous();
             const Tensor dc_first = empty_like_shape(h0, Shape{batch, u});
             const Tensor dh_first = need[1] ? empty_like_shape(h0, Shape{batch, u}) : Tensor();
-            backend::lstm_sequence_backward(parts, act, tanh_c, c_read, g[0].defined() ? g[0].contiguous() : Tensor(),
-                                            row_major(g[1]), row_major(g[2]), rk_t, dz_all, dc_first, dh_first,
+            backend::lstm_sequence_backward(parts, act, tanh_c, c_read, g[0].contiguous(), row_major(g[1]),
+                                            row_major(g[2]), rk_t, dz_all, dc_first, dh_first,
                                             empty_like_shape(h0, Shape{4, batch, u}));
             // H^T dZ: both in part order, so a split of the product's rows over the threads
             // finds each part's rows where its recurrence left them.
@@ -151,10 +151,8 @@ GRUSequence gru_sequence_node(const Tensor& xz, const Tensor& h0, const Tensor& 
             const Tensor di_all = empty_like_shape(h0, Shape{time * batch, 3 * u});
             const Tensor rk_t = transpose(recurrent_kernel).contiguous();  // R^T laid out once
             const Tensor dh_first = need[1] ? empty_like_shape(h0, Shape{batch, u}) : Tensor();
-            const Tensor d_out = g[0].defined() ? g[0].contiguous() : Tensor();
-            backend::gru_sequence_backward(parts, zr, rec_h, cand, h_read, d_out, row_major(g[1]), rk_t, dx_all, di_all,
-                                           dh_first,
-                                           empty_like_shape(h0, Shape{3, batch, u}));
+            backend::gru_sequence_backward(parts, zr, rec_h, cand, h_read, g[0].contiguous(), row_major(g[1]), rk_t,
+                                           dx_all, di_all, dh_first, empty_like_shape(h0, Shape{3, batch, u}));
             if (need[2]) dr = matmul(h_read, di_all, true, false);  // H^T dI, both in part order
             if (need[3] && b_rec.defined()) db = reduce_sum(di_all, {0});
             return Grads{need[0] ? dx_all : Tensor(), dh_first, dr, db};
