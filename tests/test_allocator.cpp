@@ -3,6 +3,7 @@
 // cached bytes and the out-of-memory path run on any machine; and its use by host tensors.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <set>
@@ -179,4 +180,24 @@ TEST_CASE("host tensors of 1 KiB and more reuse the buffers of freed tensors of 
   CHECK(u.raw_data() == first);
   CHECK(u.to_vector<float>() == std::vector<float>(4096, 1.0f));  // a reused buffer is rewritten
   CHECK(reinterpret_cast<std::uintptr_t>(u.raw_data()) % 64 == 0);  // 64-byte aligned, as every buffer
+}
+
+TEST_CASE("host tensors under 1 KiB are 64-byte aligned and hold every byte of their size") {
+  // Every size from 0 to 1023 bytes (uint8 tensors), with many alive at once: a buffer aligned
+  // by hand inside a malloc'd block must not overlap its neighbours or the block's bookkeeping.
+  std::vector<keel::Tensor> alive;
+  for (std::int64_t n = 0; n < 1024; ++n) {
+    keel::Tensor t = keel::full({n}, static_cast<double>(n % 251), keel::DType::uint8);
+    CHECK(reinterpret_cast<std::uintptr_t>(t.raw_data()) % 64 == 0);
+    alive.push_back(std::move(t));
+  }
+  for (std::int64_t n = 0; n < 1024; ++n) {
+    const auto v = alive[static_cast<std::size_t>(n)].to_vector<std::uint8_t>();
+    REQUIRE(v.size() == static_cast<std::size_t>(n));
+    CHECK(std::all_of(v.begin(), v.end(), [&](std::uint8_t b) { return b == n % 251; }));
+  }
+  alive.clear();  // freed in order of size, then made again: the same checks on reused blocks
+  const keel::Tensor small = keel::ones({3});
+  CHECK(reinterpret_cast<std::uintptr_t>(small.raw_data()) % 64 == 0);
+  CHECK(small.to_vector<float>() == std::vector<float>(3, 1.0f));
 }

@@ -16,6 +16,33 @@ std::vector<std::shared_ptr<TapeState>>& tape_stack() {
   return stack;
 }
 
+namespace {
+
+// This thread's spare node buffer; null once the thread's own objects are being destroyed (a
+// tape that ends after that frees its buffer).
+std::vector<Node>* spare_nodes() {
+  thread_local bool gone = false;  // trivially destructible: readable until the thread ends
+  struct Spare {
+    std::vector<Node> nodes;
+    ~Spare() { gone = true; }
+  };
+  if (gone) return nullptr;
+  thread_local Spare spare;
+  return &spare.nodes;
+}
+
+}  // namespace
+
+TapeState::TapeState() {
+  if (std::vector<Node>* spare = spare_nodes()) nodes.swap(*spare);
+}
+
+TapeState::~TapeState() {
+  nodes.clear();
+  std::vector<Node>* spare = spare_nodes();
+  if (spare && nodes.capacity() > spare->capacity()) nodes.swap(*spare);
+}
+
 void recount_active_tapes() {
   int n = 0;
   for (const auto& t : tape_stack()) n += t->recording() ? 1 : 0;
@@ -31,7 +58,14 @@ void record(const char* op, const std::vector<Tensor>& inputs, const std::vector
   bool any_float_output = false;
   for (const auto& o : outputs) any_float_output |= o.defined() && is_floating(o.dtype());
   if (!any_float_output) return;
-  for (const auto& tape : keel::detail::tape_stack()) {
+  const auto& tapes = keel::detail::tape_stack();
+  // The last recording tape takes `backward` itself, the others copies (a copy allocates again
+  // when its captures do not fit in std::function: most backward functions keep two tensors).
+  std::size_t last = tapes.size();
+  for (std::size_t k = 0; k < tapes.size(); ++k)
+    if (tapes[k]->recording()) last = k;
+  for (std::size_t k = 0; k < tapes.size(); ++k) {
+    const auto& tape = tapes[k];
     if (!tape->recording()) continue;
     std::vector<bool> watched(inputs.size(), false);
     bool any = false;
@@ -47,13 +81,10 @@ void record(const char* op, const std::vector<Tensor>& inputs, const std::vector
     for (const auto& t : inputs) node.inputs.push_back(t.defined() ? t.id() : 0);
     node.input_watched = std::move(watched);
     for (const auto& o : outputs) {
-      node.outputs.push_back(o.id());
-      node.output_shapes.push_back(o.shape());
-      node.output_dtypes.push_back(o.dtype());
-      node.output_devices.push_back(o.device());
+      node.add_output(o);
       if (is_floating(o.dtype())) tape->watched.insert(o.id());
     }
-    node.backward = backward;
+    node.backward = k == last ? std::move(backward) : backward;
     for (const auto& s : saved)
       if (s.defined()) node.saved_versions.emplace_back(s.impl()->storage, s.impl()->storage->version());
     tape->nodes.push_back(std::move(node));

@@ -35,9 +35,9 @@ void backward_node(const Node& node, GradMap& grads, const std::unordered_set<st
     if (it != grads.end()) {
       gout.push_back(it->second);
       if (!keep.count(node.outputs[j])) grads.erase(it);
-    } else if (is_floating(node.output_dtypes[j]) && !node.sparse_grads) {
-      DeviceScope scope(node.output_devices[j]);
-      gout.push_back(zeros(node.output_shapes[j], node.output_dtypes[j]));
+    } else if (const OutputKind& kind = node.output_kinds[j]; is_floating(kind.dtype) && !node.sparse_grads) {
+      DeviceScope scope(kind.device);
+      gout.push_back(zeros(kind.shape, kind.dtype));
     } else {
       gout.emplace_back();
     }

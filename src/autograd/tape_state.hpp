@@ -10,19 +10,29 @@
 
 namespace keel::detail {
 
+// What a node's backward needs of an output that got no gradient (zeros of its kind).
+struct OutputKind {
+  Shape shape;
+  DType dtype;
+  Device device;
+};
+
 struct Node {
   const char* op;
   std::vector<std::uint64_t> inputs;
   std::vector<bool> input_watched;  // floating and watched when recorded
   std::vector<std::uint64_t> outputs;
-  std::vector<Shape> output_shapes;
-  std::vector<DType> output_dtypes;
-  std::vector<Device> output_devices;
+  std::vector<OutputKind> output_kinds;  // one list, not three: a recorded op allocates less
   autograd::BackwardFn backward;
   std::vector<std::pair<std::shared_ptr<Storage>, std::uint64_t>> saved_versions;
   // An output with no gradient gets an undefined one, not zeros (keel::cond's node, whose
   // outputs include every tensor its branches made: zeros for each would be work for nothing).
   bool sparse_grads = false;
+
+  void add_output(const Tensor& t) {
+    outputs.push_back(t.id());
+    output_kinds.push_back({t.shape(), t.dtype(), t.device()});
+  }
 };
 
 using GradMap = std::unordered_map<std::uint64_t, Tensor>;
@@ -42,6 +52,15 @@ std::vector<char> nodes_on_path(const std::vector<Node>& nodes, std::unordered_s
 GradMap backprop(const std::vector<Node>& nodes, GradMap seeds, const std::vector<std::uint64_t>& sources);
 
 struct TapeState {
+  // The node list takes the buffer of the last tape that ended on this thread, and gives its own
+  // back when it ends: a training loop makes a tape per step, and a freed list of a thousand
+  // nodes (200 KB) went back to the system (glibc trims the heap's top) to be faulted in again
+  // by the next step's tape.
+  TapeState();
+  ~TapeState();
+  TapeState(const TapeState&) = delete;
+  TapeState& operator=(const TapeState&) = delete;
+
   bool persistent = false;
   bool watch_accessed_variables = true;
   bool used = false;  // a non-persistent tape after its gradient() call

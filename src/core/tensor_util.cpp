@@ -56,7 +56,7 @@ std::int64_t checked_elements(const Shape& shape, const char* op) {
   }
 }
 
-Tensor empty_tensor(const Shape& shape, DType dtype, Device device, const char* op) {
+Tensor empty_tensor(Shape shape, DType dtype, Device device, const char* op) {
   for (auto d : shape.dims())
     if (d < 0) throw ShapeError(fmt::format("{}: negative dimension in shape {}", op, shape.to_string()));
   const std::int64_t n = checked_elements(shape, op);
@@ -71,7 +71,7 @@ Tensor empty_tensor(const Shape& shape, DType dtype, Device device, const char* 
     throw ResourceExhaustedError(fmt::format("{}: {} tensor of shape {}: {}", op, name(dtype), shape.to_string(), e.what()));
   }
   impl->strides = contiguous_strides(shape);
-  impl->shape = shape;
+  impl->shape = std::move(shape);
   impl->dtype = dtype;
   return Tensor(std::move(impl));
 }

@@ -15,8 +15,9 @@ namespace keel::detail {
 
 // A new contiguous tensor with uninitialised memory. `op` names the op in the errors: a
 // ValueError when the shape's element or byte count overflows 64 bits, a
-// ResourceExhaustedError with the bytes requested when the memory cannot be had.
-Tensor empty_tensor(const Shape& shape, DType dtype, Device device, const char* op = "allocate");
+// ResourceExhaustedError with the bytes requested when the memory cannot be had. A shape passed
+// as a temporary (or moved) becomes the tensor's own, without a copy.
+Tensor empty_tensor(Shape shape, DType dtype, Device device, const char* op = "allocate");
 
 // Runs f() for the composite op `op`: an error raised by an op inside it gets `op` in front of
 // its message, keeping its type, so that it names what the user called ("softmax: reduce_max:

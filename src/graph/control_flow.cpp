@@ -134,10 +134,7 @@ void splice(const TapeStretch& s, const Tensor& pred, int taken, const std::vect
   for (std::size_t k = 0; k < outs.size(); ++k) {
     if (!outs[k].defined() || !is_floating(outs[k].dtype())) continue;
     c->result_of_output.push_back(k);
-    node.outputs.push_back(outs[k].id());
-    node.output_shapes.push_back(outs[k].shape());
-    node.output_dtypes.push_back(outs[k].dtype());
-    node.output_devices.push_back(outs[k].device());
+    node.add_output(outs[k]);
   }
   for (int r = 0; r < 2; ++r) {  // r = 0: the branch taken
     const int b = r == 0 ? taken : 1 - taken;
@@ -151,12 +148,10 @@ void splice(const TapeStretch& s, const Tensor& pred, int taken, const std::vect
           c->inputs.push_back(n.inputs[i]);
       for (std::size_t j = 0; j < n.outputs.size(); ++j) {
         made.insert(n.outputs[j]);
-        if (!is_floating(n.output_dtypes[j])) continue;
+        if (!is_floating(n.output_kinds[j].dtype)) continue;
         c->made.push_back(n.outputs[j]);
         node.outputs.push_back(n.outputs[j]);
-        node.output_shapes.push_back(n.output_shapes[j]);
-        node.output_dtypes.push_back(n.output_dtypes[j]);
-        node.output_devices.push_back(n.output_devices[j]);
+        node.output_kinds.push_back(n.output_kinds[j]);
       }
       // The branch that ran checks what it saved when the cond's node runs backward; the other
       // ran on copies, so that what it saved is not the user's to keep.

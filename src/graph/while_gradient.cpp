@@ -170,10 +170,14 @@ bool TraceRecorder::while_under_tape(const std::function<Tensor(const std::vecto
   keel::detail::TapeState& tape = *tapes[0].tape;
   auto loop = std::make_shared<LoopTape>();
   loop->values = std::make_shared<IterationValues>();
-  // The state's buffers and the counter are filled once the loop is known to be recorded.
+  // The state's buffers and the counter are filled once the loop is known to be recorded; the
+  // dry recording of the test and the body reads zeros meanwhile (not recorded: the trace's own),
+  // rather than memory never written.
   for (const Tensor& v : loop_vars) {
     loop->state.push_back(keel::detail::empty_tensor(v.shape(), v.dtype(), v.device(), "while_loop"));
     if (is_floating(v.dtype())) tape.watched.insert(loop->state.back().id());
+    backend::RecordedCall not_recorded;
+    backend::fill(loop->state.back(), 0.0);
   }
   // The counter lives on the host: only host steps read and write it.
   loop->counter = keel::detail::empty_tensor(Shape{}, DType::float64, Device::cpu(), "while_loop");
@@ -277,10 +281,7 @@ bool TraceRecorder::while_under_tape(const std::function<Tensor(const std::vecto
   tnode.input_watched.assign(tnode.inputs.size(), true);
   for (const Tensor& r : results) {
     if (!is_floating(r.dtype())) continue;
-    tnode.outputs.push_back(r.id());
-    tnode.output_shapes.push_back(r.shape());
-    tnode.output_dtypes.push_back(r.dtype());
-    tnode.output_devices.push_back(r.device());
+    tnode.add_output(r);
     tape.watched.insert(r.id());
   }
   tnode.backward = [loop](const autograd::Grads& g, const autograd::Needs& needs) {

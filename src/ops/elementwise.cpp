@@ -62,9 +62,9 @@ Shape check_binary(const Tensor& x, const Tensor& y, const char* op) {
 }
 
 Tensor binary_op(const char* name, BinaryOp op, const Tensor& x, const Tensor& y) {
-  const Shape shape = check_binary(x, y, name);
+  Shape shape = check_binary(x, y, name);
   if (!is_half(x.dtype())) detail::check_numeric(x, name);
-  Tensor z = detail::empty_tensor(shape, x.dtype(), x.device());
+  Tensor z = detail::empty_tensor(std::move(shape), x.dtype(), x.device());
   backend::binary(op, x, y, z);
   return z;
 }
