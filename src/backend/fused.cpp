@@ -147,16 +147,16 @@ void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
 
 void lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& kernel,
                const Tensor& recurrent_kernel, const Tensor& bias, const Tensor& act, const Tensor& c_new,
-               const Tensor& tanh_c, const Tensor& h_new, const Tensor& x_proj, const Tensor& g_buf) {
+               const Tensor& tanh_c, const Tensor& h_new, const Tensor& x_proj) {
   if (KernelRecorder* r = recorder())
     return r->kernel({"lstm_cell"}, {&x, &h, &c, &kernel, &recurrent_kernel, &bias},
-                     {&act, &c_new, &tanh_c, &h_new, &x_proj, &g_buf}, [](const Tensor* t) {
-                       lstm_cell(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11]);
+                     {&act, &c_new, &tanh_c, &h_new, &x_proj}, [](const Tensor* t) {
+                       lstm_cell(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10]);
                      });
   KernelClock clock;
   on_cpu("lstm_cell", h, [&]<class T>() {
     cpu::lstm_cell<T>(h.shape()[0], h.shape()[1], cell_input<T>(x, kernel, x_proj), h.data<T>(),
-                      recurrent_kernel.data<T>(), typed_or_null<T>(bias), rows<T>(c), out<T>(act), out<T>(g_buf),
+                      recurrent_kernel.data<T>(), typed_or_null<T>(bias), rows<T>(c), out<T>(act),
                       out<T>(c_new), out<T>(tanh_c), out<T>(h_new));
   });
 }
@@ -179,19 +179,19 @@ int recurrence_parts(std::int64_t time, std::int64_t batch, std::int64_t units, 
 
 void lstm_sequence(int parts, const Tensor& xz, const Tensor& recurrent_kernel, const Tensor& h0, const Tensor& c0,
                    const Tensor& h_read, const Tensor& c_read, const Tensor& act, const Tensor& tanh_c,
-                   const Tensor& outputs, const Tensor& h_last, const Tensor& c_last, const Tensor& g_buf) {
+                   const Tensor& outputs, const Tensor& h_last, const Tensor& c_last) {
   if (KernelRecorder* r = recorder()) {
     const std::int64_t ints[] = {parts};
     return r->kernel({"lstm_sequence", 0, 0, ints, 1}, {&xz, &recurrent_kernel, &h0, &c0},
-                     {&h_read, &c_read, &act, &tanh_c, &outputs, &h_last, &c_last, &g_buf}, [parts](const Tensor* t) {
-                       lstm_sequence(parts, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11]);
+                     {&h_read, &c_read, &act, &tanh_c, &outputs, &h_last, &c_last}, [parts](const Tensor* t) {
+                       lstm_sequence(parts, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10]);
                      });
   }
   KernelClock clock;
   on_cpu("lstm", h_last, [&]<class T>() {
     cpu::lstm_sequence<T>(outputs.shape()[1], h_last.shape()[0], h_last.shape()[1], parts, xz.data<T>(),
                           recurrent_kernel.data<T>(), rows<T>(h0), rows<T>(c0), out<T>(h_read), out<T>(c_read),
-                          out<T>(act), out<T>(tanh_c), out<T>(outputs), out<T>(h_last), out<T>(c_last), out<T>(g_buf));
+                          out<T>(act), out<T>(tanh_c), out<T>(outputs), out<T>(h_last), out<T>(c_last));
   });
 }
 

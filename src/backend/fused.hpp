@@ -68,10 +68,10 @@ void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
 
 // LSTM (Keras' gate order i, f, g, o). bias: [4u] contiguous or undefined. c: rows.
 // Outputs: act ([batch, 4u], the activated gates the backward reuses), c_new, tanh_c = tanh(c_new),
-// h_new ([batch, u]). Workspace: g_buf [batch, u]; x_proj as above.
+// h_new ([batch, u]). Workspace: x_proj as above.
 void lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& kernel,
                const Tensor& recurrent_kernel, const Tensor& bias, const Tensor& act, const Tensor& c_new,
-               const Tensor& tanh_c, const Tensor& h_new, const Tensor& x_proj, const Tensor& g_buf);
+               const Tensor& tanh_c, const Tensor& h_new, const Tensor& x_proj);
 // The gate gradients dz ([batch, 4u]) and dc_prev ([batch, u]) from the saved act and tanh_c;
 // dh, dc, c: rows.
 void lstm_cell_backward(const Tensor& act, const Tensor& tanh_c, const Tensor& dh, const Tensor& dc,
@@ -87,10 +87,10 @@ int recurrence_parts(std::int64_t time, std::int64_t batch, std::int64_t units, 
 // [time * batch, 4u], the projection with the input bias in part order; recurrent_kernel [u, 4u];
 // h0, c0 [batch, u] rows. Writes in part order h_read and c_read ([time * batch, u], the state each
 // step reads), act ([time * batch, 4u]) and tanh_c ([time * batch, u]); outputs [batch, time, u];
-// h_last, c_last [batch, u]. g_buf: [batch, u] workspace. All contiguous but h0 and c0.
+// h_last, c_last [batch, u]. All contiguous but h0 and c0.
 void lstm_sequence(int parts, const Tensor& xz, const Tensor& recurrent_kernel, const Tensor& h0, const Tensor& c0,
                    const Tensor& h_read, const Tensor& c_read, const Tensor& act, const Tensor& tanh_c,
-                   const Tensor& outputs, const Tensor& h_last, const Tensor& c_last, const Tensor& g_buf);
+                   const Tensor& outputs, const Tensor& h_last, const Tensor& c_last);
 // Its gradient (BlockLSTMGrad), steps in reverse over the forward's parts: d_out [batch, time, u]
 // contiguous, dh_last and dc_last [batch, u] rows; recurrent_kernel_t =
 // R^T [4u, u] contiguous. Writes dz [time * batch, 4u] in part order, dc_first [batch, u] and, when

@@ -94,6 +94,12 @@ struct TypedKernels {
   // Runs steps[0..count) on elements [0, n) of the slots, element by element in program order:
   // each op gives the bits of its unary/binary kernel above.
   void (*program)(const TileStep* steps, std::size_t count, T* const* slots, std::int64_t n);
+  // The LSTM cell's gates for `rows` rows of u units, Keras' gate blocks [i | f | g | o] of u
+  // columns: a (rows of 4u, the recurrent product h @ R) becomes the activated gates of
+  // a + (x + bias) (x's rows xld apart; bias 4u or null): sigmoid of i, f and o, tanh of g; then
+  // c_new = f*c + i*g (c's rows cld apart), tanh_c = tanh(c_new), h_new = o * tanh_c (rows of u).
+  void (*lstm_gates)(std::int64_t rows, std::int64_t u, T* a, const T* x, std::int64_t xld, const T* bias,
+                     const T* c, std::int64_t cld, T* c_new, T* tanh_c, T* h_new);
 };
 
 struct SimdKernels {

@@ -50,18 +50,6 @@ void sum_row(std::int64_t n, const T* __restrict a, const T* __restrict b, T* __
   for (std::int64_t j = 0; j < n; ++j) y[j] = a[j] + b[j];
 }
 
-// c' = f*c + i*g
-template <class T>
-void lstm_state_row(std::int64_t u, const T* __restrict i, const T* __restrict f,
-                    const T* __restrict g, const T* __restrict c, T* __restrict c_new) {
-  for (std::int64_t j = 0; j < u; ++j) c_new[j] = f[j] * c[j] + i[j] * g[j];
-}
-
-template <class T>
-void mul_row(std::int64_t n, const T* __restrict a, const T* __restrict b, T* __restrict y) {
-  for (std::int64_t j = 0; j < n; ++j) y[j] = a[j] * b[j];
-}
-
 // The LSTM gate gradients of one row, with dh = dL/dh', dc = dL/dc' and tc = tanh(c'):
 //   dct = dc + dh * o * (1 - tc^2)            (everything that reaches c')
 //   dz_i = dct * g * i(1-i)      dz_f = dct * c * f(1-f)
@@ -134,38 +122,16 @@ void gru_grad_row(std::int64_t u, const T* __restrict z, const T* __restrict r,
 
 // ---- LSTM --------------------------------------------------------------------------------------
 
+// The recurrent product, then the gates, the state and the output in one SIMD pass per row
+// (lstm_gates): as separate passes (the sums, sigmoid over all four gates, tanh over a copy of
+// g, the state, tanh, the product) the gates took as long as the product.
 template <class T>
 void lstm_cell(std::int64_t batch, std::int64_t u, const CellInput<T>& in, const T* h, const T* recurrent_kernel,
-               const T* bias, Rows<T> c, T* act, T* g_buf, T* c_new, T* tanh_c, T* h_new) {
+               const T* bias, Rows<T> c, T* act, T* c_new, T* tanh_c, T* h_new) {
   const std::int64_t width = 4 * u;
-  const auto& k = typed_kernels<T>();
-  T* a = act;
-  gemm_to<T>(h, recurrent_kernel, batch, u, width, a);
+  gemm_to<T>(h, recurrent_kernel, batch, u, width, act);
   const Rows<T> xs = projected_rows<T>(in, batch, width);
-  const T* b = bias;
-
-  // Sum the pre-activations; the g block goes to its own buffer so that both nonlinearities
-  // run as one kernel call each over contiguous memory (sigmoid over all of act; its g block
-  // is overwritten below).
-  T* gb = g_buf;
-  for (std::int64_t r = 0; r < batch; ++r) {
-    T* ar = a + r * width;
-    add_row<T>(width, ar, xs.row(r), b);
-    std::copy_n(ar + 2 * u, u, gb + r * u);
-  }
-  k.unary(UnaryOp::sigmoid, a, a, batch * width, T(0));
-  k.unary(UnaryOp::tanh, gb, gb, batch * u, T(0));
-
-  T* cn = c_new;
-  T* tc = tanh_c;
-  T* hn = h_new;
-  for (std::int64_t r = 0; r < batch; ++r) {
-    T* ar = a + r * width;
-    std::copy_n(gb + r * u, u, ar + 2 * u);
-    lstm_state_row<T>(u, ar, ar + u, gb + r * u, c.row(r), cn + r * u);
-  }
-  k.unary(UnaryOp::tanh, cn, tc, batch * u, T(0));
-  for (std::int64_t r = 0; r < batch; ++r) mul_row<T>(u, a + r * width + 3 * u, tc + r * u, hn + r * u);
+  typed_kernels<T>().lstm_gates(batch, u, act, xs.p, xs.ld, bias, c.p, c.ld, c_new, tanh_c, h_new);
 }
 
 template <class T>
@@ -212,7 +178,7 @@ int recurrence_parts(std::int64_t time, std::int64_t batch, std::int64_t u, std:
 template <class T>
 void lstm_sequence(std::int64_t time, std::int64_t batch, std::int64_t u, int parts, const T* xz,
                    const T* recurrent_kernel, Rows<T> h0, Rows<T> c0, T* h_read, T* c_read, T* act, T* tanh_c,
-                   T* outputs, T* h_last, T* c_last, T* g_buf) {
+                   T* outputs, T* h_last, T* c_last) {
   const std::int64_t width = 4 * u;
   parallel_ranges(batch, parts, [&](std::int64_t r0, std::int64_t r1) {
     const std::int64_t rows = r1 - r0, block = r0 * time;
@@ -230,7 +196,7 @@ void lstm_sequence(std::int64_t time, std::int64_t batch, std::int64_t u, int pa
       CellInput<T> in;
       in.x = {xz + (block + at) * width, width};
       lstm_cell<T>(rows, u, in, hr + at * u, recurrent_kernel, nullptr, {cr + at * u, u}, act + (block + at) * width,
-                   g_buf + r0 * u, c_new, tanh_c + (block + at) * u, h_new);
+                   c_new, tanh_c + (block + at) * u, h_new);
       for (std::int64_t r = 0; r < rows; ++r) std::copy_n(h_new + r * u, u, outputs + ((r0 + r) * time + s) * u);
     }
   });
@@ -433,11 +399,11 @@ void linear_backward(std::int64_t n, std::int64_t f, std::int64_t w, const T* x,
 
 #define KEEL_RECURRENT_KERNELS(T)                                                                            \
   template void lstm_cell<T>(std::int64_t, std::int64_t, const CellInput<T>&, const T*, const T*, const T*,  \
-                             Rows<T>, T*, T*, T*, T*, T*);                                                   \
+                             Rows<T>, T*, T*, T*, T*);                                                       \
   template void lstm_cell_backward<T>(std::int64_t, std::int64_t, const T*, const T*, Rows<T>, Rows<T>,      \
                                       Rows<T>, T*, T*);                                                      \
   template void lstm_sequence<T>(std::int64_t, std::int64_t, std::int64_t, int, const T*, const T*, Rows<T>,    \
-                                 Rows<T>, T*, T*, T*, T*, T*, T*, T*, T*);                                   \
+                                 Rows<T>, T*, T*, T*, T*, T*, T*, T*);                                       \
   template void lstm_sequence_backward<T>(std::int64_t, std::int64_t, std::int64_t, int, const T*, const T*,  \
                                           const T*, const T*, Rows<T>, Rows<T>, const T*, T*, T*, T*, T*);   \
   template void gru_cell<T>(std::int64_t, std::int64_t, const CellInput<T>&, const T*, const T*, const T*,   \

@@ -26,10 +26,10 @@ struct CellInput {
 
 // LSTM, gates [i | f | g | o] of u columns each: z = x @ kernel + h @ recurrent_kernel + bias
 // (bias [4u] or null); act = the activated gates [batch, 4u]; c_new = f*c + i*g,
-// tanh_c = tanh(c_new), h_new = o * tanh_c ([batch, u]). g_buf: [batch, u] workspace.
+// tanh_c = tanh(c_new), h_new = o * tanh_c ([batch, u]).
 template <class T>
 void lstm_cell(std::int64_t batch, std::int64_t u, const CellInput<T>& in, const T* h, const T* recurrent_kernel,
-               const T* bias, Rows<T> c, T* act, T* g_buf, T* c_new, T* tanh_c, T* h_new);
+               const T* bias, Rows<T> c, T* act, T* c_new, T* tanh_c, T* h_new);
 
 // The LSTM gate gradients: dz [batch, 4u] and dc_prev [batch, u] from act and tanh_c.
 template <class T>
@@ -52,11 +52,11 @@ int recurrence_parts(std::int64_t time, std::int64_t batch, std::int64_t u, std:
 // xz ([time * batch, 4u], part order) from h0 and c0 ([batch, u] rows). Writes, in part order,
 // the state each step reads (h_read, c_read: [time * batch, u], the initial one first), act
 // ([time * batch, 4u]) and tanh_c ([time * batch, u]); outputs [batch, time, u]; the last state
-// h_last, c_last [batch, u]. g_buf: [batch, u] workspace.
+// h_last, c_last [batch, u].
 template <class T>
 void lstm_sequence(std::int64_t time, std::int64_t batch, std::int64_t u, int parts, const T* xz,
                    const T* recurrent_kernel, Rows<T> h0, Rows<T> c0, T* h_read, T* c_read, T* act, T* tanh_c,
-                   T* outputs, T* h_last, T* c_last, T* g_buf);
+                   T* outputs, T* h_last, T* c_last);
 
 // Its gradient, steps in reverse, over the forward's parts: d_out ([batch, time, u], dL/d of each
 // output), dh_last and dc_last (dL/dh and dL/dc of the last state, rows);

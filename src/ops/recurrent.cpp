@@ -199,10 +199,9 @@ LSTMState lstm_node(const char* op, const Tensor& x, const Tensor& h, const Tens
   Tensor tanh_c = empty_like_shape(h, Shape{batch, u});
   Tensor h_new = empty_like_shape(h, Shape{batch, u});
   const Tensor x_proj = kernel.defined() ? empty_like_shape(h, Shape{batch, width}) : Tensor();
-  const Tensor g_buf = empty_like_shape(h, Shape{batch, u});
   backend::lstm_cell(cell_x(x, kernel), h.contiguous(), row_major(c), detail::contiguous_or_none(kernel),
-                     recurrent_kernel.contiguous(), detail::contiguous_or_none(bias), act, c_new, tanh_c, h_new, x_proj,
-                     g_buf);
+                     recurrent_kernel.contiguous(), detail::contiguous_or_none(bias), act, c_new, tanh_c, h_new,
+                     x_proj);
 
   if (autograd::recording()) {
     autograd::record(

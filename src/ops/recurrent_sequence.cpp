@@ -73,7 +73,7 @@ LSTMSequence lstm_sequence_node(const Tensor& xz, const Tensor& h0, const Tensor
   const Tensor outputs = empty_like_shape(h0, Shape{batch, time, u});
   const Tensor h_t = empty_like_shape(h0, Shape{batch, u}), c_t = empty_like_shape(h0, Shape{batch, u});
   backend::lstm_sequence(parts, xz.contiguous(), recurrent_kernel.contiguous(), row_major(h0), row_major(c0), h_read,
-                         c_read, act, tanh_c, outputs, h_t, c_t, empty_like_shape(h0, Shape{batch, u}));
+                         c_read, act, tanh_c, outputs, h_t, c_t);
   if (autograd::recording())
     autograd::record(
         "lstm", {xz, h0, c0, recurrent_kernel}, {outputs, h_t, c_t},

@@ -200,6 +200,83 @@ bool bias_unary(UnaryOp op, bool linear, const T* x, const T* bias, std::int64_t
   }
 }
 
+// The LSTM cell after its recurrent product (cpu/kernels.hpp's lstm_gates): each batch of units
+// takes its four gates' pre-activations, activates them, and gives c', tanh(c') and h' while all
+// of it is in registers. The arithmetic is the unary and binary kernels', in the order the
+// separate passes took: a + (x + bias), sigmoid_batch, xsimd::tanh, f*c + i*g, o * tanh(c').
+template <class B>
+struct LstmGateBatch {
+  B i, f, g, o, c_new, tanh_c, h_new;
+  // z: the pre-activations of i, f, g, o; c: the state before.
+  [[gnu::always_inline]] LstmGateBatch(B zi, B zf, B zg, B zo, B c)
+      : i(sigmoid_batch(zi)), f(sigmoid_batch(zf)), g(xsimd::tanh(zg)), o(sigmoid_batch(zo)),
+        c_new(f * c + i * g), tanh_c(xsimd::tanh(c_new)), h_new(o * tanh_c) {}
+};
+
+template <class A, class T>
+void lstm_gates(std::int64_t rows, std::int64_t u, T* a, const T* x, std::int64_t xld, const T* bias, const T* c,
+                std::int64_t cld, T* c_new, T* tanh_c, T* h_new) {
+  using B = xsimd::batch<T, A>;
+  constexpr std::int64_t W = B::size;
+  const std::int64_t full = u / W * W;
+  const auto z = [&](const T* ar, const T* xr, std::int64_t at) {
+    B in = B::load_unaligned(xr + at);
+    if (bias != nullptr) in = in + B::load_unaligned(bias + at);
+    return B::load_unaligned(ar + at) + in;
+  };
+  for (std::int64_t r = 0; r < rows; ++r) {
+    T* ar = a + r * 4 * u;
+    const T* xr = x + r * xld;
+    for (std::int64_t j = 0; j < full; j += W) {
+      const LstmGateBatch<B> v(z(ar, xr, j), z(ar, xr, u + j), z(ar, xr, 2 * u + j), z(ar, xr, 3 * u + j),
+                               B::load_unaligned(c + r * cld + j));
+      v.i.store_unaligned(ar + j);
+      v.f.store_unaligned(ar + u + j);
+      v.g.store_unaligned(ar + 2 * u + j);
+      v.o.store_unaligned(ar + 3 * u + j);
+      v.c_new.store_unaligned(c_new + r * u + j);
+      v.tanh_c.store_unaligned(tanh_c + r * u + j);
+      v.h_new.store_unaligned(h_new + r * u + j);
+    }
+  }
+  if (full == u) return;
+  // The units past the last whole batch (u = 50: 2 of every 16), of all rows together: gathered
+  // into whole batches (the sums in scalar code, which rounds as the batch adds do), then
+  // scattered back.
+  alignas(64) T in[5][W], out[7][W];
+  std::int64_t row[W], unit[W];
+  int n = 0;
+  const auto flush = [&] {
+    const LstmGateBatch<B> v(B::load_aligned(in[0]), B::load_aligned(in[1]), B::load_aligned(in[2]),
+                             B::load_aligned(in[3]), B::load_aligned(in[4]));
+    const B* outs[7] = {&v.i, &v.f, &v.g, &v.o, &v.c_new, &v.tanh_c, &v.h_new};
+    for (int k = 0; k < 7; ++k) outs[k]->store_aligned(out[k]);
+    for (int l = 0; l < n; ++l) {
+      T* ar = a + row[l] * 4 * u;
+      for (int g = 0; g < 4; ++g) ar[g * u + unit[l]] = out[g][l];
+      c_new[row[l] * u + unit[l]] = out[4][l];
+      tanh_c[row[l] * u + unit[l]] = out[5][l];
+      h_new[row[l] * u + unit[l]] = out[6][l];
+    }
+    n = 0;
+  };
+  for (auto& lane : in) std::fill(lane, lane + W, T(0));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = full; j < u; ++j) {
+      const T* ar = a + r * 4 * u;
+      const T* xr = x + r * xld;
+      for (int g = 0; g < 4; ++g) {
+        const std::int64_t at = g * u + j;
+        in[g][n] = ar[at] + (bias != nullptr ? xr[at] + bias[at] : xr[at]);
+      }
+      in[4][n] = c[r * cld + j];
+      row[n] = r;
+      unit[n] = j;
+      if (++n == W) flush();
+    }
+  if (n > 0) flush();
+}
+
 // Calls visit(f) with f the batch function of op (a batch to a batch): the one definition the
 // contiguous kernels (unary below) and the fused programs' register blocks (program_impl.hpp)
 // both run, so the two agree bit for bit.
@@ -389,11 +466,13 @@ SimdKernels make_kernels(const char* isa) {
   k.f32 = {&unary<A, float>, &binary<A, float>, &reduce<A, float>, &accumulate<A, float>, &stream_copy<A, float>,
            &window_max<A, float>, &window_max_grad<A, float>, &window_max_arg<A, float>,
            &window_arg_grad<A, float>, &window_max_gather<A, float>,
-           &window_mean<A, float>, &window_mean_grad<A, float>, &bias_unary<A, float>, &program<A, float>};
+           &window_mean<A, float>, &window_mean_grad<A, float>, &bias_unary<A, float>, &program<A, float>,
+           &lstm_gates<A, float>};
   k.f64 = {&unary<A, double>, &binary<A, double>, &reduce<A, double>, &accumulate<A, double>, &stream_copy<A, double>,
            &window_max<A, double>, &window_max_grad<A, double>, &window_max_arg<A, double>,
            &window_arg_grad<A, double>, &window_max_gather<A, double>,
-           &window_mean<A, double>, &window_mean_grad<A, double>, &bias_unary<A, double>, &program<A, double>};
+           &window_mean<A, double>, &window_mean_grad<A, double>, &bias_unary<A, double>, &program<A, double>,
+           &lstm_gates<A, double>};
   k.optimizer_update = &optimizer_update<A>;
   return k;
 }
