@@ -1,8 +1,9 @@
 // The LSTM cell's gates run as one SIMD pass per row (cpu/kernels.hpp's lstm_gates). They must
 // give the bits of the ops they replace, written here with the public ops in the order the cell
 // defines: z = h @ R + (x @ K + b); i, f, o = sigmoid, g = tanh of z's blocks; c' = f*c + i*g;
-// h' = o * tanh(c'). Checked at every SIMD level, for unit counts with and without a partial last
-// batch (the partial units of all rows are gathered into whole batches), float32 and float64.
+// h' = o * tanh(c'); and their gradient (lstm_gate_grads), whose formula the second test writes
+// with the public ops. Checked at every SIMD level, for unit counts with and without a partial
+// last batch (the partial units of all rows are gathered into whole batches), float32 and float64.
 #include <catch2/catch.hpp>
 
 #include <keel/keel.hpp>
@@ -63,6 +64,45 @@ TEST_CASE("lstm_cell's fused gates give the bits of the separate ops at every SI
             const Reference want = by_ops(x, h, c, k, r, bias);
             check_bits(s.h, want.h);
             check_bits(s.c, want.c);
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST_CASE("lstm_cell's fused gate gradients give the bits of their formula at every SIMD level", "[recurrent][simd]") {
+  // loss = sum(h' * wh) + sum(c' * wc): the cell's backward gets dh = wh and dc = wc, and the
+  // gradient of c is dc_prev = dct * f; with one row, the bias gradient is dz itself.
+  testing::at_every_simd_level([&](const std::string&) {
+    for (DType dtype : {DType::float32, DType::float64}) {
+      for (std::int64_t batch : {1, 4}) {
+        for (std::int64_t u : {1, 7, 16, 37}) {
+          INFO(name(dtype) << ", batch " << batch << ", " << u << " units");
+          random::set_seed(static_cast<std::uint64_t>(batch * 1000 + u));
+          const Tensor x = cast(random::normal({batch, 2}), dtype);
+          const Tensor h = cast(random::normal({batch, u}) * 0.5, dtype);
+          const Tensor c = cast(random::normal({batch, u}) * 2.0, dtype);
+          const Tensor k = cast(random::normal({2, 4 * u}), dtype);
+          const Tensor r = cast(random::normal({u, 4 * u}) * 0.4, dtype);
+          const Tensor b = cast(random::normal({4 * u}), dtype);
+          const Tensor wh = cast(random::normal({batch, u}), dtype), wc = cast(random::normal({batch, u}), dtype);
+          GradientTape tape;
+          tape.watch(c);
+          tape.watch(b);
+          const LSTMState s = lstm_cell(x, h, c, k, r, b);
+          const std::vector<Tensor> got = tape.gradient(reduce_sum(s.h * wh) + reduce_sum(s.c * wc), {c, b});
+
+          const Tensor z = matmul(h, r) + (matmul(x, k) + b);
+          const Tensor i = sigmoid(block(z, u, 0)), f = sigmoid(block(z, u, 1)), g = tanh(block(z, u, 2));
+          const Tensor o = sigmoid(block(z, u, 3));
+          const Tensor tc = tanh(f * c + i * g);
+          const Tensor dct = wc + wh * o * (1.0 - tc * tc);
+          check_bits(got[0], dct * f);
+          if (batch == 1) {
+            const Tensor dz = concat({dct * g * i * (1.0 - i), dct * c * f * (1.0 - f), dct * i * (1.0 - g * g),
+                                      wh * tc * o * (1.0 - o)}, 1);
+            check_bits(got[1], reshape(dz, {4 * u}));
           }
         }
       }

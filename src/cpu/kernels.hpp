@@ -100,6 +100,16 @@ struct TypedKernels {
   // c_new = f*c + i*g (c's rows cld apart), tanh_c = tanh(c_new), h_new = o * tanh_c (rows of u).
   void (*lstm_gates)(std::int64_t rows, std::int64_t u, T* a, const T* x, std::int64_t xld, const T* bias,
                      const T* c, std::int64_t cld, T* c_new, T* tanh_c, T* h_new);
+  // Its gradient for `rows` rows: from act (rows of 4u, the activated gates) and tanh_c, with
+  // dh = dL/dh' and dc = dL/dc' (rows dhld and dcld apart) and c the state before (cld), writes
+  // dz (rows of 4u, the pre-activations' gradients) and dc_prev (rows of u):
+  //   dct = dc + dh * o * (1 - tc^2)            (everything that reaches c')
+  //   dz_i = dct * g * i * (1 - i)    dz_f = dct * c * f * (1 - f)
+  //   dz_g = dct * i * (1 - g^2)      dz_o = dh * tc * o * (1 - o)      dc_prev = dct * f
+  // each product taken left to right.
+  void (*lstm_gate_grads)(std::int64_t rows, std::int64_t u, const T* act, const T* tanh_c, const T* dh,
+                          std::int64_t dhld, const T* dc, std::int64_t dcld, const T* c, std::int64_t cld, T* dz,
+                          T* dc_prev);
 };
 
 struct SimdKernels {

@@ -50,28 +50,6 @@ void sum_row(std::int64_t n, const T* __restrict a, const T* __restrict b, T* __
   for (std::int64_t j = 0; j < n; ++j) y[j] = a[j] + b[j];
 }
 
-// The LSTM gate gradients of one row, with dh = dL/dh', dc = dL/dc' and tc = tanh(c'):
-//   dct = dc + dh * o * (1 - tc^2)            (everything that reaches c')
-//   dz_i = dct * g * i(1-i)      dz_f = dct * c * f(1-f)
-//   dz_g = dct * i * (1-g^2)     dz_o = dh * tc * o(1-o)
-//   dc_prev = dct * f
-template <class T>
-void lstm_grad_row(std::int64_t u, const T* __restrict i, const T* __restrict f,
-                   const T* __restrict g, const T* __restrict o, const T* __restrict tc,
-                   const T* __restrict dh, const T* __restrict dc, const T* __restrict c,
-                   T* __restrict dzi, T* __restrict dzf, T* __restrict dzg, T* __restrict dzo,
-                   T* __restrict dc_prev) {
-  for (std::int64_t j = 0; j < u; ++j) {
-    const T one(1);
-    const T dct = dc[j] + dh[j] * o[j] * (one - tc[j] * tc[j]);
-    dzi[j] = dct * g[j] * i[j] * (one - i[j]);
-    dzf[j] = dct * c[j] * f[j] * (one - f[j]);
-    dzg[j] = dct * i[j] * (one - g[j] * g[j]);
-    dzo[j] = dh[j] * tc[j] * o[j] * (one - o[j]);
-    dc_prev[j] = dct * f[j];
-  }
-}
-
 // GRU: the z and r pre-activations x + i + b_in + b_rec.
 template <class T>
 void gru_zr_row(std::int64_t n, const T* __restrict x, const T* __restrict in,
@@ -137,13 +115,7 @@ void lstm_cell(std::int64_t batch, std::int64_t u, const CellInput<T>& in, const
 template <class T>
 void lstm_cell_backward(std::int64_t batch, std::int64_t u, const T* act, const T* tanh_c, Rows<T> dh, Rows<T> dc,
                         Rows<T> c, T* dz, T* dc_prev) {
-  const std::int64_t width = 4 * u;
-  for (std::int64_t r = 0; r < batch; ++r) {
-    const T* ar = act + r * width;
-    T* dzr = dz + r * width;
-    lstm_grad_row<T>(u, ar, ar + u, ar + 2 * u, ar + 3 * u, tanh_c + r * u, dh.row(r), dc.row(r), c.row(r), dzr,
-                     dzr + u, dzr + 2 * u, dzr + 3 * u, dc_prev + r * u);
-  }
+  typed_kernels<T>().lstm_gate_grads(batch, u, act, tanh_c, dh.p, dh.ld, dc.p, dc.ld, c.p, c.ld, dz, dc_prev);
 }
 
 // ---- the LSTM recurrence -------------------------------------------------------------------------

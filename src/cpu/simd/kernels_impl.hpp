@@ -277,6 +277,41 @@ void lstm_gates(std::int64_t rows, std::int64_t u, T* a, const T* x, std::int64_
   if (n > 0) flush();
 }
 
+// lstm_gates' gradient (cpu/kernels.hpp's lstm_gate_grads): plain arithmetic, so the units past
+// the last whole batch take the same formula in scalar code, which rounds as the batches do.
+template <class A, class T>
+void lstm_gate_grads(std::int64_t rows, std::int64_t u, const T* act, const T* tanh_c, const T* dh, std::int64_t dhld,
+                     const T* dc, std::int64_t dcld, const T* c, std::int64_t cld, T* dz, T* dc_prev) {
+  using B = xsimd::batch<T, A>;
+  constexpr std::int64_t W = B::size;
+  const auto step = [](auto i, auto f, auto g, auto o, auto tc, auto dhv, auto dcv, auto cv, auto one, auto put) {
+    const auto dct = dcv + dhv * o * (one - tc * tc);
+    put(0, dct * g * i * (one - i));
+    put(1, dct * cv * f * (one - f));
+    put(2, dct * i * (one - g * g));
+    put(3, dhv * tc * o * (one - o));
+    put(4, dct * f);
+  };
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* ar = act + r * 4 * u;
+    const T* tr = tanh_c + r * u;
+    const T* dhr = dh + r * dhld;
+    const T* dcr = dc + r * dcld;
+    const T* cr = c + r * cld;
+    T* dzr = dz + r * 4 * u;
+    T* dcp = dc_prev + r * u;
+    std::int64_t j = 0;
+    for (; j + W <= u; j += W) {
+      const auto ld = [&](const T* p) { return B::load_unaligned(p + j); };
+      step(ld(ar), ld(ar + u), ld(ar + 2 * u), ld(ar + 3 * u), ld(tr), ld(dhr), ld(dcr), ld(cr), B(T(1)),
+           [&](int k, const B& v) { v.store_unaligned(k < 4 ? dzr + k * u + j : dcp + j); });
+    }
+    for (; j < u; ++j)
+      step(ar[j], ar[u + j], ar[2 * u + j], ar[3 * u + j], tr[j], dhr[j], dcr[j], cr[j], T(1),
+           [&](int k, T v) { (k < 4 ? dzr[k * u + j] : dcp[j]) = v; });
+  }
+}
+
 // Calls visit(f) with f the batch function of op (a batch to a batch): the one definition the
 // contiguous kernels (unary below) and the fused programs' register blocks (program_impl.hpp)
 // both run, so the two agree bit for bit.
@@ -467,12 +502,12 @@ SimdKernels make_kernels(const char* isa) {
            &window_max<A, float>, &window_max_grad<A, float>, &window_max_arg<A, float>,
            &window_arg_grad<A, float>, &window_max_gather<A, float>,
            &window_mean<A, float>, &window_mean_grad<A, float>, &bias_unary<A, float>, &program<A, float>,
-           &lstm_gates<A, float>};
+           &lstm_gates<A, float>, &lstm_gate_grads<A, float>};
   k.f64 = {&unary<A, double>, &binary<A, double>, &reduce<A, double>, &accumulate<A, double>, &stream_copy<A, double>,
            &window_max<A, double>, &window_max_grad<A, double>, &window_max_arg<A, double>,
            &window_arg_grad<A, double>, &window_max_gather<A, double>,
            &window_mean<A, double>, &window_mean_grad<A, double>, &bias_unary<A, double>, &program<A, double>,
-           &lstm_gates<A, double>};
+           &lstm_gates<A, double>, &lstm_gate_grads<A, double>};
   k.optimizer_update = &optimizer_update<A>;
   return k;
 }
