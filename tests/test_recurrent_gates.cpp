@@ -2,8 +2,9 @@
 // give the bits of the ops they replace, written here with the public ops in the order the cell
 // defines: z = h @ R + (x @ K + b); i, f, o = sigmoid, g = tanh of z's blocks; c' = f*c + i*g;
 // h' = o * tanh(c'); and their gradient (lstm_gate_grads), whose formula the second test writes
-// with the public ops. Checked at every SIMD level, for unit counts with and without a partial
-// last batch (the partial units of all rows are gathered into whole batches), float32 and float64.
+// with the public ops. The GRU's (gru_gates, gru_gate_grads) likewise. Checked at every SIMD
+// level, for unit counts with and without a partial last batch (the partial units of all rows
+// are gathered into whole batches), float32 and float64.
 #include <catch2/catch.hpp>
 
 #include <keel/keel.hpp>
@@ -103,6 +104,49 @@ TEST_CASE("lstm_cell's fused gate gradients give the bits of their formula at ev
             const Tensor dz = concat({dct * g * i * (1.0 - i), dct * c * f * (1.0 - f), dct * i * (1.0 - g * g),
                                       wh * tc * o * (1.0 - o)}, 1);
             check_bits(got[1], reshape(dz, {4 * u}));
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST_CASE("gru_cell's fused gates and their gradient give the bits of their formulas at every SIMD level",
+          "[recurrent][simd]") {
+  // in = h @ R; z, r = sigmoid(x @ K + in + b_in + b_rec) of their blocks; rec = in_h + b_rec_h;
+  // cand = tanh(x_h + b_in_h + r * rec); h' = z * h + (1 - z) * cand. loss = sum(h' * w) gives
+  // d = w, and with one row the bias gradient is [dX; dI] itself.
+  testing::at_every_simd_level([&](const std::string&) {
+    for (DType dtype : {DType::float32, DType::float64}) {
+      for (std::int64_t batch : {1, 4}) {
+        for (std::int64_t u : {1, 7, 16, 37}) {
+          INFO(name(dtype) << ", batch " << batch << ", " << u << " units");
+          random::set_seed(static_cast<std::uint64_t>(batch * 10000 + u));
+          const Tensor x = cast(random::normal({batch, 2}), dtype);
+          const Tensor h = cast(random::normal({batch, u}) * 0.5, dtype);
+          const Tensor k = cast(random::normal({2, 3 * u}), dtype);
+          const Tensor r = cast(random::normal({u, 3 * u}) * 0.4, dtype);
+          const Tensor b = cast(random::normal({2, 3 * u}), dtype);
+          const Tensor w = cast(random::normal({batch, u}), dtype);
+          GradientTape tape;
+          tape.watch(b);
+          const Tensor got_h = gru_cell(x, h, k, r, b);
+          const Tensor got_db = tape.gradient(reduce_sum(got_h * w), b);
+
+          const Tensor bi = reshape(slice(b, {0, 0}, {1, 3 * u}), {3 * u});
+          const Tensor br = reshape(slice(b, {1, 0}, {1, 3 * u}), {3 * u});
+          const Tensor in = matmul(h, r), xk = matmul(x, k);
+          const Tensor pre = ((xk + in) + bi) + br;
+          const Tensor z = sigmoid(block(pre, u, 0)), rg = sigmoid(block(pre, u, 1));
+          const Tensor rec = block(in, u, 2) + block(reshape(br, {1, 3 * u}), u, 2);
+          const Tensor cand = tanh((block(xk, u, 2) + block(reshape(bi, {1, 3 * u}), u, 2)) + rg * rec);
+          check_bits(got_h, z * h + (1.0 - z) * cand);
+          if (batch == 1) {
+            const Tensor dz_pre = w * (h - cand) * z * (1.0 - z);
+            const Tensor dh_pre = w * (1.0 - z) * (1.0 - cand * cand);
+            const Tensor dr_pre = dh_pre * rec * rg * (1.0 - rg);
+            check_bits(got_db, concat({concat({dz_pre, dr_pre, dh_pre}, 1), concat({dz_pre, dr_pre, dh_pre * rg}, 1)},
+                                      0));
           }
         }
       }

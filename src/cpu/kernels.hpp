@@ -110,6 +110,21 @@ struct TypedKernels {
   void (*lstm_gate_grads)(std::int64_t rows, std::int64_t u, const T* act, const T* tanh_c, const T* dh,
                           std::int64_t dhld, const T* dc, std::int64_t dcld, const T* c, std::int64_t cld, T* dz,
                           T* dc_prev);
+  // The GRU cell (reset_after) after its recurrent product, gate blocks [z | r | h] of u columns,
+  // for `rows` rows: with in (rows of 3u) = h @ R, x the input projection (rows xld apart) and
+  // the biases bi, br (3u each; zeros where absent), each sum left to right:
+  //   zr (rows of 2u) = sigmoid(x + in + bi + br) of the z and r blocks
+  //   rec_h (rows of u) = in_h + br_h,  cand = tanh(x_h + bi_h + r * rec_h)
+  //   h_new = z * h + (1 - z) * cand    (h: rows of u)
+  void (*gru_gates)(std::int64_t rows, std::int64_t u, const T* in, const T* x, std::int64_t xld, const T* bi,
+                    const T* br, const T* h, T* zr, T* rec_h, T* cand, T* h_new);
+  // Its gradient, with d = dL/dh' (rows dld apart) and h (rows hld apart), products left to right:
+  //   dz_pre = d * (h - cand) * z * (1 - z),  dh_pre = d * (1 - z) * (1 - cand^2)
+  //   dr_pre = dh_pre * rec_h * r * (1 - r)
+  //   dX = [dz_pre | dr_pre | dh_pre],  dI = [dz_pre | dr_pre | dh_pre * r] (rows of 3u)
+  //   dh_direct = d * z (rows of u)
+  void (*gru_gate_grads)(std::int64_t rows, std::int64_t u, const T* zr, const T* rec_h, const T* cand, const T* h,
+                         std::int64_t hld, const T* d, std::int64_t dld, T* dX, T* dI, T* dh_direct);
 };
 
 struct SimdKernels {

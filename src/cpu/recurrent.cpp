@@ -50,52 +50,6 @@ void sum_row(std::int64_t n, const T* __restrict a, const T* __restrict b, T* __
   for (std::int64_t j = 0; j < n; ++j) y[j] = a[j] + b[j];
 }
 
-// GRU: the z and r pre-activations x + i + b_in + b_rec.
-template <class T>
-void gru_zr_row(std::int64_t n, const T* __restrict x, const T* __restrict in,
-                const T* __restrict bi, const T* __restrict br, T* __restrict zr) {
-  for (std::int64_t j = 0; j < n; ++j) zr[j] = x[j] + in[j] + bi[j] + br[j];
-}
-
-// hh pre-activation: x_h (+ b_in_h) + r * rec_h.
-template <class T>
-void gru_cand_row(std::int64_t u, const T* __restrict x, const T* __restrict bi,
-                  const T* __restrict r, const T* __restrict rec, T* __restrict hh) {
-  for (std::int64_t j = 0; j < u; ++j) hh[j] = x[j] + bi[j] + r[j] * rec[j];
-}
-
-// h' = z*h + (1-z)*hh
-template <class T>
-void gru_out_row(std::int64_t u, const T* __restrict z, const T* __restrict h,
-                 const T* __restrict hh, T* __restrict out) {
-  for (std::int64_t j = 0; j < u; ++j) out[j] = z[j] * h[j] + (T(1) - z[j]) * hh[j];
-}
-
-// The GRU gate gradients of one row, with d = dL/dh':
-//   dz_pre = d * (h - hh) * z(1-z)
-//   dh_pre = d * (1 - z) * (1 - hh^2)            (the candidate's pre-activation)
-//   dr_pre = dh_pre * I_h * r(1-r)
-//   dX = [dz_pre | dr_pre | dh_pre],  dI = [dz_pre | dr_pre | dh_pre * r],  dh_direct = d * z
-template <class T>
-void gru_grad_row(std::int64_t u, const T* __restrict z, const T* __restrict r,
-                  const T* __restrict hh, const T* __restrict rec, const T* __restrict h,
-                  const T* __restrict d, T* __restrict dxz, T* __restrict dxr, T* __restrict dxh,
-                  T* __restrict diz, T* __restrict dir, T* __restrict dih, T* __restrict dh_direct) {
-  for (std::int64_t j = 0; j < u; ++j) {
-    const T one(1);
-    const T dz_pre = d[j] * (h[j] - hh[j]) * z[j] * (one - z[j]);
-    const T dh_pre = d[j] * (one - z[j]) * (one - hh[j] * hh[j]);
-    const T dr_pre = dh_pre * rec[j] * r[j] * (one - r[j]);
-    dxz[j] = dz_pre;
-    diz[j] = dz_pre;
-    dxr[j] = dr_pre;
-    dir[j] = dr_pre;
-    dxh[j] = dh_pre;
-    dih[j] = dh_pre * r[j];
-    dh_direct[j] = d[j] * z[j];
-  }
-}
-
 }  // namespace
 
 // ---- LSTM --------------------------------------------------------------------------------------
@@ -206,42 +160,22 @@ template <class T>
 void gru_cell(std::int64_t batch, std::int64_t u, const CellInput<T>& input, const T* h, const T* recurrent_kernel,
               const T* b_in, const T* b_rec, T* zr, T* rec_h, T* cand, T* h_new, T* inner) {
   const std::int64_t width = 3 * u;
-  const auto& k = typed_kernels<T>();
-
   gemm_to<T>(h, recurrent_kernel, batch, u, width, inner);  // h @ R (+ b_rec below)
   const T* in = inner;
   const Rows<T> xs = projected_rows<T>(input, batch, width);
-  // An absent bias reads as zeros (the loops stay branch-free).
+  // An absent bias reads as zeros (gru_gates adds both biases, as the passes before it did).
   std::vector<T> no_bias;
   if (b_in == nullptr || b_rec == nullptr) no_bias.assign(static_cast<std::size_t>(width), T(0));
   const T* bi = b_in != nullptr ? b_in : no_bias.data();
   const T* br = b_rec != nullptr ? b_rec : no_bias.data();
 
-  T* zrp = zr;
-  T* rh = rec_h;
-  T* hh = cand;
-  for (std::int64_t r = 0; r < batch; ++r) {
-    const T* ir = in + r * width;
-    gru_zr_row<T>(2 * u, xs.row(r), ir, bi, br, zrp + r * 2 * u);
-    sum_row<T>(u, ir + 2 * u, br + 2 * u, rh + r * u);
-  }
-  k.unary(UnaryOp::sigmoid, zrp, zrp, batch * 2 * u, T(0));
-  for (std::int64_t r = 0; r < batch; ++r)
-    gru_cand_row<T>(u, xs.row(r) + 2 * u, bi + 2 * u, zrp + r * 2 * u + u, rh + r * u, hh + r * u);
-  k.unary(UnaryOp::tanh, hh, hh, batch * u, T(0));
-  T* hn = h_new;
-  for (std::int64_t r = 0; r < batch; ++r) gru_out_row<T>(u, zrp + r * 2 * u, h + r * u, hh + r * u, hn + r * u);
+  typed_kernels<T>().gru_gates(batch, u, in, xs.p, xs.ld, bi, br, h, zr, rec_h, cand, h_new);
 }
 
 template <class T>
 void gru_cell_backward(std::int64_t batch, std::int64_t u, const T* zr, const T* rec_h, const T* cand, Rows<T> h,
                        Rows<T> d, T* dX, T* dI, T* dh_direct) {
-  const std::int64_t width = 3 * u;
-  for (std::int64_t r = 0; r < batch; ++r) {
-    T *dxr = dX + r * width, *dir = dI + r * width;
-    gru_grad_row<T>(u, zr + r * 2 * u, zr + r * 2 * u + u, cand + r * u, rec_h + r * u, h.row(r), d.row(r), dxr,
-                    dxr + u, dxr + 2 * u, dir, dir + u, dir + 2 * u, dh_direct + r * u);
-  }
+  typed_kernels<T>().gru_gate_grads(batch, u, zr, rec_h, cand, h.p, h.ld, d.p, d.ld, dX, dI, dh_direct);
 }
 
 // The GRU recurrence, over parts as the LSTM's (lstm_sequence).

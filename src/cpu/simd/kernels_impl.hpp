@@ -14,6 +14,7 @@
 #include "cpu/simd/optimizer_impl.hpp"
 #include "cpu/simd/pooling_impl.hpp"
 #include "cpu/simd/program_impl.hpp"
+#include "cpu/simd/recurrent_impl.hpp"
 #include "cpu/simd/store_stream.hpp"
 
 namespace keel::cpu::simd_impl {
@@ -132,21 +133,6 @@ inline void map_binary(const T* a, std::int64_t sa, const T* b, std::int64_t sb,
   }
 }
 
-// The activations bias_unary fuses, defined once for it and unary() (the same bits either way).
-// Always inlined: as templates on the batch alone they were exported symbols, called through the
-// PLT once per batch.
-// maxps(0, v) is `0 > v ? 0 : v`: one instruction that keeps a NaN v (tf.nn.relu(NaN) is NaN)
-// and, like TensorFlow's Eigen max, relu(-0) = -0.
-template <class B>
-[[gnu::always_inline]] inline B relu_batch(B v) {
-  return xsimd::max(B(typename B::value_type(0)), v);
-}
-template <class B>
-[[gnu::always_inline]] inline B sigmoid_batch(B v) {
-  const B one(typename B::value_type(1));
-  return one / (one + xsimd::exp(-v));
-}
-
 // y = f(x + bias) with bias repeating every c elements (n a multiple of c). A bias shorter than
 // a batch is first repeated into a block of lcm(c, W) elements, so that every batch reads its
 // bias with one load; rows that are whole batches keep y's alignment, and then a large output
@@ -197,118 +183,6 @@ bool bias_unary(UnaryOp op, bool linear, const T* x, const T* bias, std::int64_t
     case UnaryOp::tanh: map_bias<A>(x, bias, c, y, n, [](B v) { return xsimd::tanh(v); }); return true;
     case UnaryOp::exp: map_bias<A>(x, bias, c, y, n, [](B v) { return xsimd::exp(v); }); return true;
     default: return false;
-  }
-}
-
-// The LSTM cell after its recurrent product (cpu/kernels.hpp's lstm_gates): each batch of units
-// takes its four gates' pre-activations, activates them, and gives c', tanh(c') and h' while all
-// of it is in registers. The arithmetic is the unary and binary kernels', in the order the
-// separate passes took: a + (x + bias), sigmoid_batch, xsimd::tanh, f*c + i*g, o * tanh(c').
-template <class B>
-struct LstmGateBatch {
-  B i, f, g, o, c_new, tanh_c, h_new;
-  // z: the pre-activations of i, f, g, o; c: the state before.
-  [[gnu::always_inline]] LstmGateBatch(B zi, B zf, B zg, B zo, B c)
-      : i(sigmoid_batch(zi)), f(sigmoid_batch(zf)), g(xsimd::tanh(zg)), o(sigmoid_batch(zo)),
-        c_new(f * c + i * g), tanh_c(xsimd::tanh(c_new)), h_new(o * tanh_c) {}
-};
-
-template <class A, class T>
-void lstm_gates(std::int64_t rows, std::int64_t u, T* a, const T* x, std::int64_t xld, const T* bias, const T* c,
-                std::int64_t cld, T* c_new, T* tanh_c, T* h_new) {
-  using B = xsimd::batch<T, A>;
-  constexpr std::int64_t W = B::size;
-  const std::int64_t full = u / W * W;
-  const auto z = [&](const T* ar, const T* xr, std::int64_t at) {
-    B in = B::load_unaligned(xr + at);
-    if (bias != nullptr) in = in + B::load_unaligned(bias + at);
-    return B::load_unaligned(ar + at) + in;
-  };
-  for (std::int64_t r = 0; r < rows; ++r) {
-    T* ar = a + r * 4 * u;
-    const T* xr = x + r * xld;
-    for (std::int64_t j = 0; j < full; j += W) {
-      const LstmGateBatch<B> v(z(ar, xr, j), z(ar, xr, u + j), z(ar, xr, 2 * u + j), z(ar, xr, 3 * u + j),
-                               B::load_unaligned(c + r * cld + j));
-      v.i.store_unaligned(ar + j);
-      v.f.store_unaligned(ar + u + j);
-      v.g.store_unaligned(ar + 2 * u + j);
-      v.o.store_unaligned(ar + 3 * u + j);
-      v.c_new.store_unaligned(c_new + r * u + j);
-      v.tanh_c.store_unaligned(tanh_c + r * u + j);
-      v.h_new.store_unaligned(h_new + r * u + j);
-    }
-  }
-  if (full == u) return;
-  // The units past the last whole batch (u = 50: 2 of every 16), of all rows together: gathered
-  // into whole batches (the sums in scalar code, which rounds as the batch adds do), then
-  // scattered back.
-  alignas(64) T in[5][W], out[7][W];
-  std::int64_t row[W], unit[W];
-  int n = 0;
-  const auto flush = [&] {
-    const LstmGateBatch<B> v(B::load_aligned(in[0]), B::load_aligned(in[1]), B::load_aligned(in[2]),
-                             B::load_aligned(in[3]), B::load_aligned(in[4]));
-    const B* outs[7] = {&v.i, &v.f, &v.g, &v.o, &v.c_new, &v.tanh_c, &v.h_new};
-    for (int k = 0; k < 7; ++k) outs[k]->store_aligned(out[k]);
-    for (int l = 0; l < n; ++l) {
-      T* ar = a + row[l] * 4 * u;
-      for (int g = 0; g < 4; ++g) ar[g * u + unit[l]] = out[g][l];
-      c_new[row[l] * u + unit[l]] = out[4][l];
-      tanh_c[row[l] * u + unit[l]] = out[5][l];
-      h_new[row[l] * u + unit[l]] = out[6][l];
-    }
-    n = 0;
-  };
-  for (auto& lane : in) std::fill(lane, lane + W, T(0));
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t j = full; j < u; ++j) {
-      const T* ar = a + r * 4 * u;
-      const T* xr = x + r * xld;
-      for (int g = 0; g < 4; ++g) {
-        const std::int64_t at = g * u + j;
-        in[g][n] = ar[at] + (bias != nullptr ? xr[at] + bias[at] : xr[at]);
-      }
-      in[4][n] = c[r * cld + j];
-      row[n] = r;
-      unit[n] = j;
-      if (++n == W) flush();
-    }
-  if (n > 0) flush();
-}
-
-// lstm_gates' gradient (cpu/kernels.hpp's lstm_gate_grads): plain arithmetic, so the units past
-// the last whole batch take the same formula in scalar code, which rounds as the batches do.
-template <class A, class T>
-void lstm_gate_grads(std::int64_t rows, std::int64_t u, const T* act, const T* tanh_c, const T* dh, std::int64_t dhld,
-                     const T* dc, std::int64_t dcld, const T* c, std::int64_t cld, T* dz, T* dc_prev) {
-  using B = xsimd::batch<T, A>;
-  constexpr std::int64_t W = B::size;
-  const auto step = [](auto i, auto f, auto g, auto o, auto tc, auto dhv, auto dcv, auto cv, auto one, auto put) {
-    const auto dct = dcv + dhv * o * (one - tc * tc);
-    put(0, dct * g * i * (one - i));
-    put(1, dct * cv * f * (one - f));
-    put(2, dct * i * (one - g * g));
-    put(3, dhv * tc * o * (one - o));
-    put(4, dct * f);
-  };
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const T* ar = act + r * 4 * u;
-    const T* tr = tanh_c + r * u;
-    const T* dhr = dh + r * dhld;
-    const T* dcr = dc + r * dcld;
-    const T* cr = c + r * cld;
-    T* dzr = dz + r * 4 * u;
-    T* dcp = dc_prev + r * u;
-    std::int64_t j = 0;
-    for (; j + W <= u; j += W) {
-      const auto ld = [&](const T* p) { return B::load_unaligned(p + j); };
-      step(ld(ar), ld(ar + u), ld(ar + 2 * u), ld(ar + 3 * u), ld(tr), ld(dhr), ld(dcr), ld(cr), B(T(1)),
-           [&](int k, const B& v) { v.store_unaligned(k < 4 ? dzr + k * u + j : dcp + j); });
-    }
-    for (; j < u; ++j)
-      step(ar[j], ar[u + j], ar[2 * u + j], ar[3 * u + j], tr[j], dhr[j], dcr[j], cr[j], T(1),
-           [&](int k, T v) { (k < 4 ? dzr[k * u + j] : dcp[j]) = v; });
   }
 }
 
@@ -502,12 +376,13 @@ SimdKernels make_kernels(const char* isa) {
            &window_max<A, float>, &window_max_grad<A, float>, &window_max_arg<A, float>,
            &window_arg_grad<A, float>, &window_max_gather<A, float>,
            &window_mean<A, float>, &window_mean_grad<A, float>, &bias_unary<A, float>, &program<A, float>,
-           &lstm_gates<A, float>, &lstm_gate_grads<A, float>};
+           &lstm_gates<A, float>, &lstm_gate_grads<A, float>, &gru_gates<A, float>, &gru_gate_grads<A, float>};
   k.f64 = {&unary<A, double>, &binary<A, double>, &reduce<A, double>, &accumulate<A, double>, &stream_copy<A, double>,
            &window_max<A, double>, &window_max_grad<A, double>, &window_max_arg<A, double>,
            &window_arg_grad<A, double>, &window_max_gather<A, double>,
            &window_mean<A, double>, &window_mean_grad<A, double>, &bias_unary<A, double>, &program<A, double>,
-           &lstm_gates<A, double>, &lstm_gate_grads<A, double>};
+           &lstm_gates<A, double>, &lstm_gate_grads<A, double>, &gru_gates<A, double>,
+           &gru_gate_grads<A, double>};
   k.optimizer_update = &optimizer_update<A>;
   return k;
 }

@@ -14,6 +14,22 @@
 
 namespace keel::cpu::simd_impl {
 
+// The activations bias_unary fuses (kernels_impl.hpp), defined once for it, unary() and the
+// recurrent cells (recurrent_impl.hpp): the same bits each way.
+// Always inlined: as templates on the batch alone they were exported symbols, called through the
+// PLT once per batch.
+// maxps(0, v) is `0 > v ? 0 : v`: one instruction that keeps a NaN v (tf.nn.relu(NaN) is NaN)
+// and, like TensorFlow's Eigen max, relu(-0) = -0.
+template <class B>
+[[gnu::always_inline]] inline B relu_batch(B v) {
+  return xsimd::max(B(typename B::value_type(0)), v);
+}
+template <class B>
+[[gnu::always_inline]] inline B sigmoid_batch(B v) {
+  const B one(typename B::value_type(1));
+  return one / (one + xsimd::exp(-v));
+}
+
 // Keras 3's selu constants (keras.activations.selu).
 inline constexpr double kSeluAlpha = 1.67326324235437728481704299;
 inline constexpr double kSeluScale = 1.05070098735548049341933498;
