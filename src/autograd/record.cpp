@@ -18,6 +18,10 @@ std::vector<std::shared_ptr<TapeState>>& tape_stack() {
 
 namespace {
 
+// The largest node buffer a thread keeps for its next tape (16K nodes, a few MB): a tape of a
+// million nodes would otherwise keep its buffer for as long as its thread lives.
+constexpr std::size_t kMaxSpareNodes = std::size_t{1} << 14;
+
 // This thread's spare node buffer; null once the thread's own objects are being destroyed (a
 // tape that ends after that frees its buffer).
 std::vector<Node>* spare_nodes() {
@@ -40,7 +44,7 @@ TapeState::TapeState() {
 TapeState::~TapeState() {
   nodes.clear();
   std::vector<Node>* spare = spare_nodes();
-  if (spare && nodes.capacity() > spare->capacity()) nodes.swap(*spare);
+  if (spare && nodes.capacity() > spare->capacity() && nodes.capacity() <= kMaxSpareNodes) nodes.swap(*spare);
 }
 
 void recount_active_tapes() {
