@@ -12,6 +12,9 @@
 //   round, tan, mish,
 //   hard_swish              tf.math / Keras 3 unary ops (xsimd kernels): read 1, write 1 array
 //   add, maximum            binary: read 2, write 1 array
+//   mul/repeated_scalar,    mul(g, x) with g a broadcast_to view of one value, or of a [1024]
+//   mul/repeated_row        row, over [4096, 1024] (stride 0 along the repeated axes): a sum's or
+//                           a bias's gradient times a tensor (read 1, write 1 array)
 //   mod, floordiv, atan2    binary; mod is a scalar std::fmod loop (exact remainders)
 //   memcpy/...              the baseline: a plain memcpy moving the same number of bytes
 //                           (half read, half written), split over the same number of threads
@@ -114,6 +117,21 @@ void BM_binary(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * 3 * kN * kF);
 }
 
+// mul with a broadcast view (stride 0 along its repeated axes), as a backward pass gets one
+// from a sum or a broadcast: state.range(1) = 0 repeats one value, 1 a row of kCols.
+void BM_mul_repeated(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  ThreadScope threads(threads_of(state));
+  const keel::Tensor x = keel::random::normal({kRows, kCols});
+  const keel::Shape small = state.range(1) == 0 ? keel::Shape{1, 1} : keel::Shape{1, kCols};
+  const keel::Tensor g = keel::broadcast_to(keel::random::normal(small), {kRows, kCols});
+  for (auto _ : state) {
+    keel::Tensor z = keel::mul(g, x);
+    benchmark::DoNotOptimize(z);
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * kN * kF);
+}
+
 // memcpy of state.range(1) bytes in total (read + written), split into one chunk per thread.
 void BM_memcpy(benchmark::State& state) {
   const int threads = threads_of(state);
@@ -161,6 +179,12 @@ BENCHMARK(BM_unary<keel::mish>)->Name("mish")->Apply(thread_args);
 BENCHMARK(BM_unary<keel::hard_swish>)->Name("hard_swish")->Apply(thread_args);
 BENCHMARK(BM_binary<keel::add>)->Name("add")->Apply(thread_args);
 BENCHMARK(BM_binary<keel::maximum>)->Name("maximum")->Apply(thread_args);
+BENCHMARK(BM_mul_repeated)->Name("mul/repeated_scalar")->Apply([](benchmark::internal::Benchmark* b) {
+  b->ArgNames({"threads", "row"})->Args({1, 0})->Args({2, 0})->UseRealTime()->Unit(benchmark::kMillisecond);
+});
+BENCHMARK(BM_mul_repeated)->Name("mul/repeated_row")->Apply([](benchmark::internal::Benchmark* b) {
+  b->ArgNames({"threads", "row"})->Args({1, 1})->Args({2, 1})->UseRealTime()->Unit(benchmark::kMillisecond);
+});
 BENCHMARK(BM_binary<keel::mod>)->Name("mod")->Apply(thread_args);
 BENCHMARK(BM_binary<keel::floordiv>)->Name("floordiv")->Apply(thread_args);
 BENCHMARK(BM_binary<keel::atan2>)->Name("atan2")->Apply(thread_args);

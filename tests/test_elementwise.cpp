@@ -470,6 +470,50 @@ TEST_CASE("elementwise ops on transposed and sliced views equal the ops on conti
   same(where(t > 0.0, t, tc * 2.0), where(tc > 0.0, tc, tc * 2.0));
 }
 
+TEST_CASE("binary ops read broadcast views (a sum's gradient) as the values they repeat",
+          "[elementwise][views][broadcast]") {
+  // A broadcast_to view has stride 0 along its repeated axes. The kernels narrow it to the values
+  // it repeats (a scalar, a row, a column of rows of at least 16) or copy it out (short rows);
+  // either way every element must equal the op on a contiguous copy, bit for bit: the same
+  // rounding of the same two operands.
+  random::set_seed(7);
+  for (DType dt : {DType::float32, DType::float64}) {
+    const Tensor m = cast(random::normal(Shape{64, 40}, 0.0, 1.0, DType::float64), dt);
+    const Tensor col = cast(random::normal(Shape{64, 1}, 0.0, 1.0, DType::float64), dt);
+    const Tensor row = cast(random::normal(Shape{1, 40}, 0.0, 1.0, DType::float64), dt);
+    const Tensor short_col = cast(random::normal(Shape{64, 1}, 0.0, 1.0, DType::float64), dt);
+    const Tensor mt = transpose(cast(random::normal(Shape{40, 5}, 0.0, 1.0, DType::float64), dt));  // [5, 40]
+    const Tensor scalar = broadcast_to(reshape(reduce_sum(m), {1, 1}), {64, 40});
+    const std::vector<Tensor> views = {scalar, broadcast_to(col, {64, 40}), broadcast_to(row, {64, 40})};
+    for (const Tensor& v : views) {
+      REQUIRE_FALSE(v.is_contiguous());
+      const Tensor c = v.contiguous();
+      CHECK(mul(v, m).to_vector<double>() == mul(c, m).to_vector<double>());
+      CHECK(sub(m, v).to_vector<double>() == sub(m, c).to_vector<double>());
+      CHECK(div(v, views[1]).to_vector<double>() == div(c, views[1].contiguous()).to_vector<double>());
+    }
+    // Rows of 3: copied out instead.
+    const Tensor s3 = broadcast_to(short_col, {64, 3});
+    const Tensor m3 = slice(m, {0, 0}, {64, 3}).contiguous();
+    CHECK(add(s3, m3).to_vector<double>() == add(s3.contiguous(), m3).to_vector<double>());
+    // A repeated transposed tensor: narrowed to [1, 5, 40], still strided, so copied (5 x 40).
+    const Tensor rt = broadcast_to(expand_dims(mt, 0), {3, 5, 40});
+    const Tensor other = cast(random::normal(Shape{3, 5, 40}, 0.0, 1.0, DType::float64), dt);
+    CHECK(mul(rt, other).to_vector<double>() == mul(rt.contiguous(), other).to_vector<double>());
+    // The copy of a repeated value: every element the value.
+    const std::vector<double> filled = broadcast_to(reshape(col, {64, 1}), {64, 40}).contiguous().to_vector<double>();
+    const std::vector<double> c = col.to_vector<double>();
+    for (std::size_t i = 0; i < filled.size(); ++i) REQUIRE(filled[i] == c[i / 40]);
+  }
+  // The copy of repeated integers and half floats (other element sizes) too.
+  CHECK(broadcast_to(constant<std::int32_t>({-3}, {1}), {5}).contiguous().to_vector<std::int32_t>() ==
+        std::vector<std::int32_t>(5, -3));
+  CHECK(broadcast_to(constant<std::int64_t>({1, 2}, {2, 1}), {2, 3}).contiguous().to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{1, 1, 1, 2, 2, 2});
+  CHECK(broadcast_to(cast(constant<float>({1.5f}, {1}), DType::float16), {4}).contiguous()
+            .to_vector<float>() == std::vector<float>(4, 1.5f));
+}
+
 TEST_CASE("cast between float dtypes passes the gradient back in the source dtype",
           "[elementwise][cast][autograd]") {
   const Tensor x = constant({1.f, 2.f}, {2});

@@ -9,6 +9,18 @@
 
 namespace keel::cpu {
 
+namespace {
+
+// The size-N value at s, stored at d, d + N, ... (n times).
+template <std::size_t N>
+void repeat(const char* s, std::int64_t n, char* d) {
+  char v[N];
+  std::memcpy(v, s, N);
+  for (std::int64_t i = 0; i < n; ++i) std::memcpy(d + i * static_cast<std::int64_t>(N), v, N);
+}
+
+}  // namespace
+
 void copy_strided(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& src_strides,
                   const char* src, const std::vector<std::int64_t>& dst_strides, char* dst,
                   std::size_t itemsize) {
@@ -20,6 +32,13 @@ void copy_strided(const std::vector<std::int64_t>& shape, const std::vector<std:
                     const char* s = src + off[1] * is;
                     if (st[0] == 1 && st[1] == 1) {
                       std::memcpy(d, s, static_cast<std::size_t>(n * is));
+                      return;
+                    }
+                    if (st[0] == 1 && st[1] == 0 && (itemsize == 4 || itemsize == 8)) {
+                      // One value repeated (a broadcast view): the same bytes stored n times,
+                      // which the compiler turns into wide stores.
+                      if (itemsize == 4) repeat<4>(s, n, d);
+                      else repeat<8>(s, n, d);
                       return;
                     }
                     switch (itemsize) {  // fixed-size moves the compiler can inline
@@ -58,6 +77,17 @@ Tensor contiguous(const Tensor& x) {
   copy_to_contiguous(x.shape().dims(), x.strides(), static_cast<const char*>(x.raw_data()),
                      static_cast<char*>(out.raw_data()), itemsize(x.dtype()));
   return out;
+}
+
+Tensor compact_broadcast(const Tensor& x) {
+  std::vector<std::int64_t> dims = x.shape().dims();
+  bool repeated = false;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (x.strides()[i] != 0 || dims[i] <= 1) continue;
+    dims[i] = 1;
+    repeated = true;
+  }
+  return repeated ? detail::make_view(x, Shape(std::move(dims)), x.strides(), x.offset()) : x;
 }
 
 namespace {

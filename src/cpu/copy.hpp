@@ -22,6 +22,11 @@ void copy_strided(const std::vector<std::int64_t>& shape, const std::vector<std:
 // scratch, so that they never call back up into the ops.
 Tensor contiguous(const Tensor& x);
 
+// x with each repeated dimension (stride 0 and size > 1: a broadcast_to view, such as the
+// gradient of a sum) viewed as size 1, so that a kernel that broadcasts its operands reads the
+// values once instead of a copy of every repeat; x itself when it has none.
+Tensor compact_broadcast(const Tensor& x);
+
 // dst[i] = static_cast<to>(src[i]) for n contiguous elements (bool: nonzero -> true).
 void convert(DType from, const void* src, DType to, void* dst, std::int64_t n);
 
