@@ -16,6 +16,12 @@
 //   mul/repeated_row        row, over [4096, 1024] (stride 0 along the repeated axes): a sum's or
 //                           a bias's gradient times a tensor (read 1, write 1 array)
 //   mod, floordiv, atan2    binary; mod is a scalar std::fmod loop (exact remainders)
+//   transpose               transpose(x).contiguous(): read 1, write 1 array
+//   exp_transposed          exp of the transposed view: read 1, write 1 array
+//   greater, where          greater(x, y) (bool out: read 2 arrays, write a quarter of one);
+//                           where(mask, x, y) (read 2.25, write 1 array)
+//   cast/f32_f16, f16_f32,
+//   cast/f32_bf16, bf16_f32 float32 <-> half types: read 1 and write half an array or back
 //   memcpy/...              the baseline: a plain memcpy moving the same number of bytes
 //                           (half read, half written), split over the same number of threads
 //
@@ -28,6 +34,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -132,6 +139,68 @@ void BM_mul_repeated(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * 2 * kN * kF);
 }
 
+void BM_transpose(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  ThreadScope threads(threads_of(state));
+  const keel::Tensor x = keel::random::normal({kRows, kCols});
+  for (auto _ : state) {
+    keel::Tensor y = keel::transpose(x).contiguous();
+    benchmark::DoNotOptimize(y);
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * kN * kF);
+}
+
+void BM_exp_transposed(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  ThreadScope threads(threads_of(state));
+  const keel::Tensor x = keel::random::normal({kRows, kCols});
+  for (auto _ : state) {
+    keel::Tensor y = keel::exp(keel::transpose(x));
+    benchmark::DoNotOptimize(y);
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * kN * kF);
+}
+
+void BM_greater(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  ThreadScope threads(threads_of(state));
+  const keel::Tensor x = keel::random::normal({kRows, kCols});
+  const keel::Tensor y = keel::random::normal({kRows, kCols});
+  for (auto _ : state) {
+    keel::Tensor z = keel::greater(x, y);
+    benchmark::DoNotOptimize(z);
+  }
+  state.SetBytesProcessed(state.iterations() * (2 * kN * kF + kN));
+}
+
+void BM_where(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  ThreadScope threads(threads_of(state));
+  const keel::Tensor x = keel::random::normal({kRows, kCols});
+  const keel::Tensor y = keel::random::normal({kRows, kCols});
+  const keel::Tensor mask = keel::greater(x, y);  // random: half true
+  for (auto _ : state) {
+    keel::Tensor z = keel::where(mask, x, y);
+    benchmark::DoNotOptimize(z);
+  }
+  state.SetBytesProcessed(state.iterations() * (3 * kN * kF + kN));
+}
+
+// cast from state.range(1)'s dtype to state.range(2)'s (0 float32, 1 float16, 2 bfloat16).
+void BM_cast(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  ThreadScope threads(threads_of(state));
+  const keel::DType types[] = {keel::DType::float32, keel::DType::float16, keel::DType::bfloat16};
+  const keel::DType from = types[state.range(1)], to = types[state.range(2)];
+  const keel::Tensor x = keel::cast(keel::random::normal({kRows, kCols}), from);
+  for (auto _ : state) {
+    keel::Tensor y = keel::cast(x, to);
+    benchmark::DoNotOptimize(y);
+  }
+  const auto bytes = static_cast<std::int64_t>(keel::itemsize(from) + keel::itemsize(to));
+  state.SetBytesProcessed(state.iterations() * kN * bytes);
+}
+
 // memcpy of state.range(1) bytes in total (read + written), split into one chunk per thread.
 void BM_memcpy(benchmark::State& state) {
   const int threads = threads_of(state);
@@ -179,6 +248,16 @@ BENCHMARK(BM_unary<keel::mish>)->Name("mish")->Apply(thread_args);
 BENCHMARK(BM_unary<keel::hard_swish>)->Name("hard_swish")->Apply(thread_args);
 BENCHMARK(BM_binary<keel::add>)->Name("add")->Apply(thread_args);
 BENCHMARK(BM_binary<keel::maximum>)->Name("maximum")->Apply(thread_args);
+BENCHMARK(BM_transpose)->Name("transpose")->Apply(thread_args);
+BENCHMARK(BM_exp_transposed)->Name("exp_transposed")->Apply(thread_args);
+BENCHMARK(BM_greater)->Name("greater")->Apply(thread_args);
+BENCHMARK(BM_where)->Name("where")->Apply(thread_args);
+BENCHMARK(BM_cast)->Name("cast")->Apply([](benchmark::internal::Benchmark* b) {
+  b->ArgNames({"threads", "from", "to"});
+  for (const int t : {1, 2})
+    for (const auto& [from, to] : {std::pair{0, 1}, {1, 0}, {0, 2}, {2, 0}}) b->Args({t, from, to});
+  b->UseRealTime()->Unit(benchmark::kMillisecond);
+});
 BENCHMARK(BM_mul_repeated)->Name("mul/repeated_scalar")->Apply([](benchmark::internal::Benchmark* b) {
   b->ArgNames({"threads", "row"})->Args({1, 0})->Args({2, 0})->UseRealTime()->Unit(benchmark::kMillisecond);
 });

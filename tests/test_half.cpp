@@ -6,6 +6,8 @@
 #include <keel/keel.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 using namespace keel;
@@ -79,4 +81,51 @@ TEST_CASE("gradients flow through half ops in the half dtype") {
   const Tensor g = tape.gradient(loss, w);
   CHECK(g.dtype() == DType::float16);
   CHECK(g.to_vector<float>() == std::vector<float>{5.f, 7.f, 9.f});
+}
+
+TEST_CASE("casts between float32 and the half types give the bits of the scalar conversions") {
+  // cast() converts a whole buffer without a call per element; its bits must be those of
+  // float_to_half / half_to_float / float_to_bfloat16 / bfloat16_to_float (themselves checked
+  // against hand-rounded values in test_tensor_core.cpp). Inputs: every float16 and bfloat16
+  // pattern, and float32 patterns spread over all 2^32 (an odd step, so that every exponent and
+  // many mantissas and signs occur) plus the edges of float16's range: around 65520, from which
+  // values round to infinity (0x477FEFFF..0x47800000), the smallest normal 2^-14 (0x38800000),
+  // half the smallest subnormal 2^-25 (0x33000000, a tie that rounds to zero) and one ulp above
+  // it, infinities, NaNs with payloads, and ties at 1 + 2^-11 (0x3F801000, 0x3F803000).
+  DeviceScope cpu(Device::cpu());
+  std::vector<std::uint32_t> patterns = {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u,
+                                         0xFFC00001u, 0x7F800001u, 0x477FEFFFu, 0x477FF000u, 0x477FF001u,
+                                         0x47800000u, 0x38800000u, 0x387FFFFFu, 0x33000000u, 0x33000001u,
+                                         0x32FFFFFFu, 0x00000001u, 0x3F800000u, 0x3F801000u, 0x3F803000u};
+  for (std::uint64_t i = 0; i < (1u << 20); ++i) patterns.push_back(static_cast<std::uint32_t>(i * 4093u + (i >> 7)));
+  std::vector<float> floats(patterns.size());
+  std::memcpy(floats.data(), patterns.data(), patterns.size() * sizeof(float));
+  const Tensor f = constant(floats, Shape{static_cast<std::int64_t>(floats.size())});
+  const auto bits16 = [](const Tensor& t) {
+    std::vector<std::uint16_t> out(static_cast<std::size_t>(t.size()));
+    std::memcpy(out.data(), t.raw_data(), out.size() * sizeof(std::uint16_t));
+    return out;
+  };
+  const std::vector<std::uint16_t> h = bits16(cast(f, DType::float16)), b = bits16(cast(f, DType::bfloat16));
+  std::size_t wrong_h = 0, wrong_b = 0;
+  for (std::size_t i = 0; i < floats.size(); ++i) {
+    wrong_h += h[i] != float_to_half(floats[i]).bits;
+    wrong_b += b[i] != float_to_bfloat16(floats[i]).bits;
+  }
+  CHECK(wrong_h == 0);
+  CHECK(wrong_b == 0);
+  // Back: every pattern of each half type.
+  for (const DType dt : {DType::float16, DType::bfloat16}) {
+    Tensor all = empty(Shape{65536}, dt);
+    auto* p = static_cast<std::uint16_t*>(all.raw_data());
+    for (std::uint32_t v = 0; v < 65536; ++v) p[v] = static_cast<std::uint16_t>(v);
+    const std::vector<float> back = cast(all, DType::float32).to_vector<float>();
+    std::size_t wrong = 0;
+    for (std::uint32_t v = 0; v < 65536; ++v) {
+      const float want = dt == DType::float16 ? half_to_float(float16_t{static_cast<std::uint16_t>(v)})
+                                              : bfloat16_to_float(bfloat16_t{static_cast<std::uint16_t>(v)});
+      wrong += std::memcmp(&back[v], &want, sizeof(float)) != 0;
+    }
+    CHECK(wrong == 0);
+  }
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gradcheck.hpp"
+#include "threads_guard.hpp"
 #include "value_fixtures.hpp"
 
 using namespace keel;
@@ -73,6 +74,63 @@ TEST_CASE("transpose reverses the axes by default and follows a permutation",
   CHECK_THROWS_AS(transpose(c, {0, 1}), Error);     // wrong length
   CHECK_THROWS_AS(transpose(c, {0, 1, 1}), Error);  // not a permutation
   CHECK_THROWS_AS(transpose(c, {0, 1, 3}), Error);  // out of range
+}
+
+TEST_CASE("transposed and permuted copies of every element size put each element where its index says",
+          "[shape_ops][transpose]") {
+  // Copies whose innermost axis is strided in the source run in tiles (and 4-byte elements in
+  // 4 x 4 register transposes); odd sizes leave partial tiles at both ends. x holds its own flat
+  // index, so the copy's element at index (i0, i1, ...) must be x's flat index of the permuted
+  // position: sum over axes of i_k * (x's stride of axis perm[k]).
+  keel_test::ThreadsGuard guard;
+  struct Case {
+    Shape shape;
+    std::vector<int> perm;
+  };
+  const std::vector<Case> cases = {{{33, 70}, {1, 0}},          {{70, 33}, {1, 0}},
+                                   {{37, 5, 64}, {2, 1, 0}},    {{3, 64, 40}, {0, 2, 1}},
+                                   {{3, 64, 40}, {2, 0, 1}},    {{4, 33, 35}, {1, 2, 0}},
+                                   {{2, 3, 36, 34}, {0, 3, 1, 2}}, {{130, 129}, {1, 0}}};
+  for (const int threads : {1, 2}) {
+    config::set_num_threads(threads);
+    for (const Case& c : cases) {
+      const std::int64_t n = c.shape.num_elements();
+      std::vector<std::int64_t> x_strides(static_cast<std::size_t>(c.shape.rank()), 1);
+      for (std::int64_t k = c.shape.rank() - 1; k > 0; --k)
+        x_strides[static_cast<std::size_t>(k - 1)] = x_strides[static_cast<std::size_t>(k)] * c.shape[k];
+      // The expected flat source index of each element of the result, in row-major order.
+      std::vector<double> want(static_cast<std::size_t>(n));
+      std::vector<std::int64_t> dims;
+      for (int p : c.perm) dims.push_back(c.shape[p]);
+      std::vector<std::int64_t> idx(dims.size(), 0);
+      for (std::int64_t e = 0; e < n; ++e) {
+        std::int64_t src = 0;
+        for (std::size_t k = 0; k < dims.size(); ++k) src += idx[k] * x_strides[static_cast<std::size_t>(c.perm[k])];
+        want[static_cast<std::size_t>(e)] = static_cast<double>(src);
+        for (std::size_t k = dims.size(); k-- > 0;) {
+          if (++idx[k] < dims[k]) break;
+          idx[k] = 0;
+        }
+      }
+      for (DType dt : {DType::uint8, DType::float16, DType::float32, DType::int32, DType::float64, DType::int64}) {
+        INFO("shape " << c.shape.to_string() << " dtype " << name(dt) << " threads " << threads);
+        // uint8 and float16 hold the index modulo 251 (exact in both); the wider types all of it.
+        const bool narrow = dt == DType::uint8 || dt == DType::float16;
+        Tensor x = arange(0, static_cast<double>(n), 1, DType::float64);
+        if (narrow) x = x - floor(x / 251.0) * 251.0;
+        x = cast(reshape(x, c.shape), dt);
+        const Tensor y = transpose(x, c.perm).contiguous();
+        REQUIRE(y.shape() == Shape(dims));
+        const std::vector<double> got = cast(y, DType::float64).to_vector<double>();
+        std::size_t wrong = 0;
+        for (std::size_t e = 0; e < got.size(); ++e) {
+          const double w = narrow ? std::fmod(want[e], 251.0) : want[e];
+          wrong += got[e] != w;
+        }
+        CHECK(wrong == 0);
+      }
+    }
+  }
 }
 
 TEST_CASE("expand_dims inserts and squeeze removes size-1 axes", "[shape_ops][squeeze]") {

@@ -86,6 +86,17 @@ void for_each_run(const std::vector<std::int64_t>& shape,
   const RunPlan<K> p = make_plan<K>(shape, strides);
   const std::int64_t total = p.outer * p.inner;
   const int threads = config::num_threads();
+  if (threads > 1 && p.outer == 1 && total >= 2 * kParallelGrain) {
+    // One long run (operands contiguous or scalars): split along it, or it would run on one thread.
+    std::array<std::int64_t, K> steps;
+    for (std::size_t k = 0; k < K; ++k) steps[k] = p.strides[k].back();
+    parallel_ranges(total, threads, [&](std::int64_t b, std::int64_t e) {
+      std::array<std::int64_t, K> off;
+      for (std::size_t k = 0; k < K; ++k) off[k] = b * steps[k];
+      fn(off, e - b, steps);
+    });
+    return;
+  }
   if (threads <= 1 || total < 2 * kParallelGrain || p.outer < 2) {
     run_range(p, 0, p.outer, fn);
     return;
