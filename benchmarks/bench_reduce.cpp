@@ -1,9 +1,14 @@
-// reduce_sum of a [4096, 1024] float32 tensor (16 MiB), in bytes read + written per second
+// Reductions, scans and softmax of a [4096, 1024] float32 tensor (16 MiB), in bytes read + written per second
 // (bytes_per_second, binary units), at 1 and 2 threads:
 //   reduce_sum/all          every element -> a scalar
 //   reduce_sum/last_axis    [4096, 1024] -> [4096]   (contiguous rows: horizontal sums)
 //   reduce_sum/first_axis   [4096, 1024] -> [1024]   (strided columns: vertical sums)
 //   reduce_max/...          the same three shapes with max (NaN-propagating compare + select)
+//   argmax/last_axis        [4096, 1024] -> [4096] int64 indices (read 1 array)
+//   cumsum/last_axis,       running sums along the rows or down the columns (read 1, write 1
+//   cumsum/first_axis       array)
+//   softmax/last_axis,      softmax and log_softmax over the rows (read 1, write 1 array)
+//   log_softmax/last_axis
 #include <benchmark/benchmark.h>
 #include <keel/keel.hpp>
 
@@ -39,6 +44,37 @@ void BM_reduce_max_all(benchmark::State& state) { run(state, {}, 1, keel::reduce
 void BM_reduce_max_last_axis(benchmark::State& state) { run(state, {-1}, kRows, keel::reduce_max); }
 void BM_reduce_max_first_axis(benchmark::State& state) { run(state, {0}, kCols, keel::reduce_max); }
 
+// f(x) on the [4096, 1024] tensor, counting `arrays` arrays of its size moved.
+template <class F>
+void run_op(benchmark::State& state, F f, std::int64_t arrays) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  const int previous_threads = keel::config::num_threads();
+  keel::config::set_num_threads(static_cast<int>(state.range(0)));
+  const keel::Tensor x = keel::random::normal({kRows, kCols});
+  for (auto _ : state) {
+    keel::Tensor y = f(x);
+    benchmark::DoNotOptimize(y);
+  }
+  state.SetBytesProcessed(state.iterations() * arrays * kRows * kCols * kF);
+  keel::config::set_num_threads(previous_threads);
+}
+
+void BM_argmax(benchmark::State& state) {
+  run_op(state, [](const keel::Tensor& x) { return keel::argmax(x, -1); }, 1);
+}
+void BM_cumsum_last_axis(benchmark::State& state) {
+  run_op(state, [](const keel::Tensor& x) { return keel::cumsum(x, 1); }, 2);
+}
+void BM_cumsum_first_axis(benchmark::State& state) {
+  run_op(state, [](const keel::Tensor& x) { return keel::cumsum(x, 0); }, 2);
+}
+void BM_softmax(benchmark::State& state) {
+  run_op(state, [](const keel::Tensor& x) { return keel::softmax(x, -1); }, 2);
+}
+void BM_log_softmax(benchmark::State& state) {
+  run_op(state, [](const keel::Tensor& x) { return keel::log_softmax(x, -1); }, 2);
+}
+
 void thread_args(benchmark::internal::Benchmark* b) {
   b->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
@@ -49,6 +85,11 @@ BENCHMARK(BM_reduce_sum_first_axis)->Name("reduce_sum/first_axis")->Apply(thread
 BENCHMARK(BM_reduce_max_all)->Name("reduce_max/all")->Apply(thread_args);
 BENCHMARK(BM_reduce_max_last_axis)->Name("reduce_max/last_axis")->Apply(thread_args);
 BENCHMARK(BM_reduce_max_first_axis)->Name("reduce_max/first_axis")->Apply(thread_args);
+BENCHMARK(BM_argmax)->Name("argmax/last_axis")->Apply(thread_args);
+BENCHMARK(BM_cumsum_last_axis)->Name("cumsum/last_axis")->Apply(thread_args);
+BENCHMARK(BM_cumsum_first_axis)->Name("cumsum/first_axis")->Apply(thread_args);
+BENCHMARK(BM_softmax)->Name("softmax/last_axis")->Apply(thread_args);
+BENCHMARK(BM_log_softmax)->Name("log_softmax/last_axis")->Apply(thread_args);
 
 }  // namespace
 

@@ -187,6 +187,50 @@ TEST_CASE("argmax and argmin give int64 indices along an axis", "[reduce][argmax
   CHECK(argmax(transpose(x), 0).to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 2});
 }
 
+TEST_CASE("argmax and argmin over long rows give the first extreme, equal values and NaNs included",
+          "[reduce][argmax]") {
+  // 200 rows of 1027 values drawn from a few levels (many ties), with -0.0 beside +0.0, an
+  // infinity or a NaN planted in some rows; the expectation is the definition, element by
+  // element: the first NaN if there is one, else the first index of the largest (smallest) value.
+  random::set_seed(11);
+  const std::int64_t rows = 200, n = 1027;
+  std::vector<double> v = cast(random::uniform_int(Shape{rows, n}, -4, 5, DType::int32), DType::float64)
+                              .to_vector<double>();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double* row = v.data() + r * n;
+    if (r % 7 == 1) row[(r * 13) % n] = std::nan("");
+    if (r % 7 == 2) row[(r * 17) % n] = std::numeric_limits<double>::infinity();
+    if (r % 7 == 3) row[(r * 19) % n] = -std::numeric_limits<double>::infinity();
+    if (r % 7 == 4) std::fill(row, row + n, 0.0), row[(r * 5) % n] = -0.0;  // zeros of both signs
+    if (r % 7 == 5) std::fill(row, row + n, -std::numeric_limits<double>::infinity());
+  }
+  const auto expect = [&](const std::vector<double>& values, std::int64_t r, bool is_max) {
+    const double* row = values.data() + r * n;
+    std::int64_t best = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (std::isnan(row[i])) return i;
+      if (is_max ? row[i] > row[best] : row[i] < row[best]) best = i;
+    }
+    return best;
+  };
+  for (DType dt : {DType::float32, DType::float64, DType::int32, DType::int64}) {
+    INFO("dtype " << name(dt));
+    const bool integral = dt == DType::int32 || dt == DType::int64;
+    Tensor x = constant(v, Shape{rows, n});
+    if (integral) x = clip_by_value(where(is_nan(x), zeros_like(x), x), -1e9, 1e9);  // no NaN or inf
+    const std::vector<double> used = x.to_vector<double>();
+    x = cast(x, dt);
+    const std::vector<std::int64_t> am = argmax(x, -1).to_vector<std::int64_t>(),
+                                    an = argmin(x, 1).to_vector<std::int64_t>();
+    std::size_t wrong = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const auto u = static_cast<std::size_t>(r);
+      wrong += am[u] != expect(used, r, true) || an[u] != expect(used, r, false);
+    }
+    CHECK(wrong == 0);
+  }
+}
+
 TEST_CASE("reductions over a transposed view equal those over a contiguous copy", "[reduce][views]") {
   const Tensor c = reshape(arange(0, 24, 1, DType::float64), {2, 3, 4}) * 0.5 - 3.0;
   const Tensor t = transpose(c, {2, 0, 1});  // [4,2,3]

@@ -164,16 +164,25 @@ void arg_reduce(kernel::ArgReduceOp op, const Tensor& x, int axis, const Tensor&
   auto* y = static_cast<std::int64_t*>(out.raw_data());
   detail::dispatch_numeric(x.dtype(), is_max ? "argmax" : "argmin", [&]<class T>() {
     const T* xp = static_cast<const T*>(rows.raw_data());
+    // Each row's extreme value first (the SIMD reduction, which a NaN turns into NaN), then the
+    // first index that holds it: comparing every element with the best so far, NaN checks and
+    // all, ran at 0.09x a memcpy's rate (4M floats in rows of 1024: 3.1 ms at one thread).
+    const ReduceOp extreme = is_max ? ReduceOp::max : ReduceOp::min;
     parallel_for(outer, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(n, 1)),
                  [&](std::int64_t b, std::int64_t e) {
                    for (std::int64_t r = b; r < e; ++r) {
                      const T* row = xp + r * n;
                      std::int64_t best = 0;
-                     for (std::int64_t i = 1; i < n; ++i) {
-                       // The first NaN wins, like NumPy and tf.math.argmax
-                       if (is_nan(row[best])) break;
-                       if (is_nan(row[i])) { best = i; break; }
-                       if (is_max ? row[i] > row[best] : row[i] < row[best]) best = i;
+                     const T m = n > 0 ? reduce_run<T>(extreme, row, n) : T();
+                     if (n > 0 && !is_nan(m)) {
+                       while (!(row[best] == m)) ++best;  // the first of equals, as below
+                     } else {
+                       for (std::int64_t i = 1; i < n; ++i) {
+                         // The first NaN wins, like NumPy and tf.math.argmax
+                         if (is_nan(row[best])) break;
+                         if (is_nan(row[i])) { best = i; break; }
+                         if (is_max ? row[i] > row[best] : row[i] < row[best]) best = i;
+                       }
                      }
                      y[r] = best;
                    }

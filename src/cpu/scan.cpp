@@ -38,12 +38,32 @@ T scan_combine(ScanOp kind, T a, T b) {
 // Columns per task when one [n, inner] block is split across threads.
 constexpr std::int64_t kColumnBlock = 256;
 
+// One column c of the block: its running value stays in a register, combined in the same order as
+// scan_block's rows (inclusive: y[0] = x[0], then y[s] = y[s-1] (+) x[s]; exclusive: y[0] = the
+// identity, then y[s] = y[s-1] (+) x[s-1]). Along the last axis (inner == 1) scan_block's row loop
+// ran once per element: cumsum over rows of 1024, 4M floats, 14 ms at one thread.
+template <class T, ScanOp Kind>
+void scan_column(const T* x, T* y, std::int64_t n, std::int64_t step, std::int64_t first, bool exclusive) {
+  const T identity = Kind == ScanOp::sum ? T(0) : T(1);
+  T acc = exclusive ? identity : x[first];
+  y[first] = acc;
+  for (std::int64_t s = 1, at = first + step; s < n; ++s, at += step) {
+    acc = scan_combine(Kind, acc, x[exclusive ? at - step : at]);
+    y[at] = acc;
+  }
+}
+
 template <class T>
 void scan_block(ScanOp kind, const T* x, T* y, std::int64_t n, std::int64_t inner, std::int64_t c0,
                 std::int64_t c1, bool exclusive, bool reverse) {
   const T identity = kind == ScanOp::sum ? T(0) : T(1);
   const std::int64_t step = reverse ? -inner : inner;
   const std::int64_t first = reverse ? (n - 1) * inner : 0;
+  if (c1 - c0 == 1) {
+    if (kind == ScanOp::sum) scan_column<T, ScanOp::sum>(x, y, n, step, first + c0, exclusive);
+    else scan_column<T, ScanOp::prod>(x, y, n, step, first + c0, exclusive);
+    return;
+  }
   for (std::int64_t c = c0; c < c1; ++c) y[first + c] = exclusive ? identity : x[first + c];
   for (std::int64_t s = 1; s < n; ++s) {
     const std::int64_t at = first + s * step, prev = at - step;
