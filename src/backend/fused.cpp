@@ -317,6 +317,16 @@ void recurrent_input_projection_backward(const Tensor& x, const Tensor& kernel, 
 
 // ---- cross-entropies with logits -----------------------------------------------------------------
 
+void softmax(const Tensor& x, const Tensor& y, bool log) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"softmax", log ? 1 : 0}, {&x}, {&y}, [log](const Tensor* t) { softmax(t[0], t[1], log); });
+  KernelClock clock;
+  const std::int64_t k = channels(x);
+  on_cpu(log ? "log_softmax" : "softmax", x, [&]<class T>() {
+    cpu::softmax_rows<T>(x.size() / k, k, x.data<T>(), out<T>(y), log);
+  });
+}
+
 void softmax_cross_entropy(const Tensor& labels, const Tensor& logits, const Tensor& loss) {
   if (KernelRecorder* r = recorder())
     return r->kernel({"softmax_cross_entropy"}, {&labels, &logits}, {&loss},

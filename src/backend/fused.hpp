@@ -28,6 +28,7 @@ enum class Fused : std::uint8_t {
   sigmoid_cross_entropy,
   bias_activation,
   max_pool_argmax,  // max_pool_with_argmax (below)
+  softmax,
 };
 
 // Whether `device` has the fused kernel of `op` (the entries below for it).
@@ -135,6 +136,11 @@ void recurrent_input_projection(const Tensor& x, const Tensor& kernel, const Ten
 // of dy that its part of the recurrence's backward wrote.
 void recurrent_input_projection_backward(const Tensor& x, const Tensor& kernel, const Tensor& dy, const Tensor& dx,
                                          const Tensor& dkernel, const Tensor& dbias, int parts, std::int64_t time);
+
+// ---- softmax ----------------------------------------------------------------------------------------
+
+// y = softmax(x) (log_softmax with `log`) over the last axis of x, contiguous.
+void softmax(const Tensor& x, const Tensor& y, bool log);
 
 // ---- cross-entropies with logits -----------------------------------------------------------------
 

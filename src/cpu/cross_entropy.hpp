@@ -1,7 +1,8 @@
 #pragma once
 // The fused CPU kernels of the cross-entropies with logits (src/ops/losses.cpp records them,
-// with their gradients), float or double, on contiguous memory. The log-sum-exp of a row is
-// shifted by the row max, so exp never overflows and nothing cancels to Inf - Inf.
+// with their gradients) and of softmax and log_softmax over the last axis (src/ops/nn.cpp),
+// float or double, on contiguous memory. The log-sum-exp of a row is shifted by the row max, so
+// exp never overflows and nothing cancels to Inf - Inf.
 #include <cstdint>
 
 namespace keel::cpu {
@@ -17,5 +18,9 @@ void sparse_softmax_cross_entropy(std::int64_t rows, std::int64_t k, const I* la
 // loss[i] = max(x, 0) - x z + log1p(exp(-|x|)) with x = logits[i], z = labels[i].
 template <class T>
 void sigmoid_cross_entropy(std::int64_t n, const T* labels, const T* logits, T* loss);
+
+// y = softmax (log_softmax with `log`) of each row of x [rows, k].
+template <class T>
+void softmax_rows(std::int64_t rows, std::int64_t k, const T* x, T* y, bool log);
 
 }  // namespace keel::cpu

@@ -51,6 +51,10 @@ class TracedConverter : public TracedValues {
     if (family == "gather") return gather();
     if (family == "batch_norm_inference") return batch_norm(na.type.alpha);
     if (family == "layer_norm") return layer_norm(na.type.alpha);
+    if (family == "softmax") {
+      const TracedValue x = in(0);
+      return put(0, g_.op(na.type.kind ? "LogSoftmax" : "Softmax", {x.name}, base_, {attr("axis", -1)}), x.shape);
+    }
     fail(fmt::format("its traced graph has a '{}' kernel, which export_onnx cannot express in ONNX", family));
   }
 

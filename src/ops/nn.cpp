@@ -1,8 +1,10 @@
 // softmax and log_softmax: forward from primitives (shifted by the max, so exp never
-// overflows), recorded as one node each with the compact closed-form gradient.
+// overflows), over the last axis as one fused kernel of the same steps, recorded as one node
+// each with the compact closed-form gradient.
 #include "keel/ops/nn.hpp"
 
 #include "autograd/record.hpp"
+#include "backend/fused.hpp"
 #include "core/tensor_util.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
@@ -19,6 +21,17 @@ namespace {
 // log_softmax give NaN for the whole row, as tf.nn.softmax does. (reduce_logsumexp is
 // different: TensorFlow defines it with a shift of 0 when the max is not finite.)
 Tensor shifted(const Tensor& x, int axis) { return sub(x, reduce_max(x, {axis}, true)); }
+
+// Over the last axis, on a device with the fused kernel, the same steps run a row at a time
+// (backend::softmax); elsewhere the composite.
+bool by_rows(const Tensor& x, int axis) {
+  return axis == x.rank() - 1 && backend::has_fused(backend::Fused::softmax, x.device());
+}
+Tensor softmax_rows(const Tensor& x, bool log) {
+  Tensor y = detail::empty_tensor(x.shape(), x.dtype(), x.device(), log ? "log_softmax" : "softmax");
+  backend::softmax(x.contiguous(), y, log);
+  return y;
+}
 }  // namespace
 
 Tensor softmax(const Tensor& x, int axis) {
@@ -30,6 +43,10 @@ Tensor softmax(const Tensor& x, int axis) {
   Tensor y;
   detail::in_op("softmax", [&] {
     autograd::NoRecordScope no_record;
+    if (by_rows(x, a)) {
+      y = softmax_rows(x, false);
+      return;
+    }
     const Tensor e = exp(shifted(x, a));
     y = div(e, reduce_sum(e, {a}, true));
   });
@@ -50,6 +67,10 @@ Tensor log_softmax(const Tensor& x, int axis) {
   Tensor y;
   detail::in_op("log_softmax", [&] {
     autograd::NoRecordScope no_record;
+    if (by_rows(x, a)) {
+      y = softmax_rows(x, true);
+      return;
+    }
     const Tensor s = shifted(x, a);
     y = sub(s, log(reduce_sum(exp(s), {a}, true)));
   });
