@@ -8,6 +8,8 @@
 //   cumsum/last_axis,       running sums along the rows or down the columns (read 1, write 1
 //   cumsum/first_axis       array)
 //   softmax/last_axis,      softmax and log_softmax over the rows (read 1, write 1 array)
+//   global_avg_pool         reduce_mean over {1, 2} of [16, 64, 64, 64] (NHWC, the same 16 MiB):
+//                           the middle axes (read 1 array)
 //   log_softmax/last_axis
 #include <benchmark/benchmark.h>
 #include <keel/keel.hpp>
@@ -75,6 +77,10 @@ void BM_log_softmax(benchmark::State& state) {
   run_op(state, [](const keel::Tensor& x) { return keel::log_softmax(x, -1); }, 2);
 }
 
+void BM_global_avg_pool(benchmark::State& state) {
+  run_op(state, [](const keel::Tensor& x) { return keel::reduce_mean(keel::reshape(x, {16, 64, 64, 64}), {1, 2}); }, 1);
+}
+
 void thread_args(benchmark::internal::Benchmark* b) {
   b->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
@@ -88,6 +94,7 @@ BENCHMARK(BM_reduce_max_first_axis)->Name("reduce_max/first_axis")->Apply(thread
 BENCHMARK(BM_argmax)->Name("argmax/last_axis")->Apply(thread_args);
 BENCHMARK(BM_cumsum_last_axis)->Name("cumsum/last_axis")->Apply(thread_args);
 BENCHMARK(BM_cumsum_first_axis)->Name("cumsum/first_axis")->Apply(thread_args);
+BENCHMARK(BM_global_avg_pool)->Name("global_avg_pool")->Apply(thread_args);
 BENCHMARK(BM_softmax)->Name("softmax/last_axis")->Apply(thread_args);
 BENCHMARK(BM_log_softmax)->Name("log_softmax/last_axis")->Apply(thread_args);
 

@@ -231,6 +231,57 @@ TEST_CASE("argmax and argmin over long rows give the first extreme, equal values
   }
 }
 
+TEST_CASE("reductions over middle axes (a global pooling's {1, 2}) match loops over the definition",
+          "[reduce][middle]") {
+  // [3, 5, 7, 20]: the reduced block {1}, {2} or {1, 2} leaves 20 values after it per slice, which
+  // the kernel sums row by row into each output row. Expectations by loops in double.
+  const Shape shape{3, 5, 7, 20};
+  const Tensor x = reshape(arange(0, 2100, 1, DType::float64), shape) * 0.37 - 11.0;
+  const Tensor xs = sin(x) * 3.0;
+  const std::vector<double> v = xs.to_vector<double>();
+  const auto at = [&](std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) {
+    return v[static_cast<std::size_t>(((a * 5 + b) * 7 + c) * 20 + d)];
+  };
+  for (const std::vector<int>& axes : {std::vector<int>{1}, std::vector<int>{2}, std::vector<int>{1, 2}}) {
+    INFO("axes " << axes.size() << " from " << axes[0]);
+    const bool over1 = axes[0] == 1, over2 = axes.back() == 2;
+    std::vector<double> sum, mx;
+    for (std::int64_t a = 0; a < 3; ++a)
+      for (std::int64_t b = 0; b < (over1 ? 1 : 5); ++b)
+        for (std::int64_t c = 0; c < (over2 ? 1 : 7); ++c)
+          for (std::int64_t d = 0; d < 20; ++d) {
+            double s = 0, m = -1e300;
+            for (std::int64_t bb = 0; bb < (over1 ? 5 : 1); ++bb)
+              for (std::int64_t cc = 0; cc < (over2 ? 7 : 1); ++cc) {
+                const double e = at(a, over1 ? bb : b, over2 ? cc : c, d);
+                s += e;
+                m = std::max(m, e);
+              }
+            sum.push_back(s);
+            mx.push_back(m);
+          }
+    for (DType dt : {DType::float32, DType::float64}) {
+      const Tensor t = cast(xs, dt);
+      const std::vector<double> got = cast(reduce_sum(t, axes), DType::float64).to_vector<double>();
+      const std::vector<double> got_max = cast(reduce_max(t, axes), DType::float64).to_vector<double>();
+      REQUIRE(got.size() == sum.size());
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        CHECK(got[i] == Approx(sum[i]).margin(dt == DType::float32 ? 1e-4 : 1e-12));
+        CHECK(got_max[i] == Approx(mx[i]).margin(dt == DType::float32 ? 1e-6 : 0));
+      }
+    }
+  }
+  // The global average pooling of the same values as an image [3, 5, 7, 20]: the mean of each channel.
+  const std::vector<double> pooled = global_avg_pool2d(xs).to_vector<double>();
+  for (std::int64_t a = 0; a < 3; ++a)
+    for (std::int64_t d = 0; d < 20; ++d) {
+      double s = 0;
+      for (std::int64_t b = 0; b < 5; ++b)
+        for (std::int64_t c = 0; c < 7; ++c) s += at(a, b, c, d);
+      CHECK(pooled[static_cast<std::size_t>(a * 20 + d)] == Approx(s / 35.0).margin(1e-12));
+    }
+}
+
 TEST_CASE("reductions over a transposed view equal those over a contiguous copy", "[reduce][views]") {
   const Tensor c = reshape(arange(0, 24, 1, DType::float64), {2, 3, 4}) * 0.5 - 3.0;
   const Tensor t = transpose(c, {2, 0, 1});  // [4,2,3]

@@ -134,6 +134,29 @@ void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, const Te
       });
       return;
     }
+    // A block of middle axes of a contiguous tensor (a global pooling's {1, 2} of NHWC), [A, R, I]
+    // with I >= 16 after it: each of the A slices adds its R rows of I into its output row, as
+    // above. Made contiguous with the reduced axes last, it was a transposed copy first (global
+    // average pooling of [16, 64, 64, 64] floats: 3.3 ms at one thread).
+    bool middle = x.is_contiguous() && !axes.empty() && axes.back() < x.rank() - 1;
+    for (std::size_t i = 1; i < axes.size(); ++i) middle &= axes[i] == axes[i - 1] + 1;
+    std::int64_t after = 1;
+    if (middle)
+      for (std::int64_t d = axes.back() + 1; d < x.rank(); ++d) after *= x.shape()[d];
+    if (middle && after >= 16) {
+      const T* xp = static_cast<const T*>(x.raw_data());
+      const std::int64_t slices = outer / after;
+      parallel_for(slices, std::max<std::int64_t>(1, kParallelGrain / (inner * after)),
+                   [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t a = b; a < e; ++a) {
+          const T* xa = xp + a * inner * after;
+          T* ya = y + a * after;
+          std::copy(xa, xa + after, ya);
+          for (std::int64_t r = 1; r < inner; ++r) accumulate_run<T>(op, ya, xa + r * after, after);
+        }
+      });
+      return;
+    }
     const Tensor rows = contiguous(kept_then_reduced(x, axes));
     const T* xp = static_cast<const T*>(rows.raw_data());
     if (outer == 1) {
