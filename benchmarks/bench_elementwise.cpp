@@ -22,6 +22,8 @@
 //                           where(mask, x, y) (read 2.25, write 1 array)
 //   cast/f32_f16, f16_f32,
 //   cast/f32_bf16, bf16_f32 float32 <-> half types: read 1 and write half an array or back
+//   gather/rows,            gather(x, 4096 random row ids, 0) and gather(x, 512 random column ids,
+//   gather/last_axis        1): read and write the gathered bytes
 //   memcpy/...              the baseline: a plain memcpy moving the same number of bytes
 //                           (half read, half written), split over the same number of threads
 //
@@ -186,6 +188,21 @@ void BM_where(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * (3 * kN * kF + kN));
 }
 
+// gather along axis state.range(1): 4096 random rows, or 512 random columns of every row.
+void BM_gather(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  ThreadScope threads(threads_of(state));
+  const int axis = static_cast<int>(state.range(1));
+  const keel::Tensor x = keel::random::normal({kRows, kCols});
+  const std::int64_t n = axis == 0 ? kRows : 512;
+  const keel::Tensor ids = keel::random::uniform_int({n}, 0, axis == 0 ? kRows : kCols);
+  for (auto _ : state) {
+    keel::Tensor y = keel::gather(x, ids, axis);
+    benchmark::DoNotOptimize(y);
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * (axis == 0 ? kN : kRows * n) * kF);
+}
+
 // cast from state.range(1)'s dtype to state.range(2)'s (0 float32, 1 float16, 2 bfloat16).
 void BM_cast(benchmark::State& state) {
   keel::DeviceScope cpu(keel::Device::cpu());
@@ -252,6 +269,12 @@ BENCHMARK(BM_transpose)->Name("transpose")->Apply(thread_args);
 BENCHMARK(BM_exp_transposed)->Name("exp_transposed")->Apply(thread_args);
 BENCHMARK(BM_greater)->Name("greater")->Apply(thread_args);
 BENCHMARK(BM_where)->Name("where")->Apply(thread_args);
+BENCHMARK(BM_gather)->Name("gather/rows")->Apply([](benchmark::internal::Benchmark* b) {
+  b->ArgNames({"threads", "axis"})->Args({1, 0})->Args({2, 0})->UseRealTime()->Unit(benchmark::kMillisecond);
+});
+BENCHMARK(BM_gather)->Name("gather/last_axis")->Apply([](benchmark::internal::Benchmark* b) {
+  b->ArgNames({"threads", "axis"})->Args({1, 1})->Args({2, 1})->UseRealTime()->Unit(benchmark::kMillisecond);
+});
 BENCHMARK(BM_cast)->Name("cast")->Apply([](benchmark::internal::Benchmark* b) {
   b->ArgNames({"threads", "from", "to"});
   for (const int t : {1, 2})

@@ -397,6 +397,30 @@ TEST_CASE("joining and splitting ops pass gradient checks: concat, stack, unstac
       {wavy({2, 6})});
 }
 
+TEST_CASE("gather along the last axis picks each row's columns for every element size", "[shape_ops][gather]") {
+  // 300 rows of 70: x[r, c] = (r * 70 + c) mod 251 (exact in every dtype below), columns picked
+  // with repeats and in any order; out[r, j] = x[r, idx[j]].
+  keel_test::ThreadsGuard guard;
+  const std::vector<std::int64_t> idx = {69, 0, 3, 3, 41, 68, 1, 17, 0, 55, 20};
+  for (const int threads : {1, 2}) {
+    config::set_num_threads(threads);
+    for (DType dt : {DType::uint8, DType::float16, DType::float32, DType::int32, DType::float64, DType::int64}) {
+      INFO("dtype " << name(dt) << " threads " << threads);
+      Tensor x = arange(0, 300 * 70, 1, DType::float64);
+      x = cast(reshape(x - floor(x / 251.0) * 251.0, {300, 70}), dt);
+      const std::vector<double> got =
+          cast(gather(x, constant(idx, Shape{static_cast<std::int64_t>(idx.size())}), 1), DType::float64)
+              .to_vector<double>();
+      REQUIRE(got.size() == 300 * idx.size());
+      std::size_t wrong = 0;
+      for (std::int64_t r = 0; r < 300; ++r)
+        for (std::size_t j = 0; j < idx.size(); ++j)
+          wrong += got[static_cast<std::size_t>(r) * idx.size() + j] != static_cast<double>((r * 70 + idx[j]) % 251);
+      CHECK(wrong == 0);
+    }
+  }
+}
+
 TEST_CASE("tile, gather, unsorted_segment_sum and pad pass gradient checks", "[shape_ops][gradient]") {
   using V = std::vector<Tensor>;
   check_gradients([](const V& xs) { return tile(xs[0], {2, 3}); }, {wavy({2, 2})});

@@ -1,6 +1,7 @@
 #include "cpu/indexing.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -43,6 +44,25 @@ BadIndex gather_rows(const void* params, std::int64_t outer, std::int64_t dim, s
   const std::int64_t total = outer * n;
   const int nt = threads();
   const bool par = nt > 1 && total * static_cast<std::int64_t>(row) >= kParallelCopyBytes;
+  if ((row == 1 || row == 2 || row == 4 || row == 8) && outer >= nt) {
+    // Single elements (a gather along the last axis): a typed copy per element, the index
+    // arithmetic per slice. A division and a memcpy call per element took 7 ns each (512 of 1024
+    // columns of 4096 rows: 14 ms).
+    const auto elements = [&]<class U>(U) {
+      parallel_ranges(outer, nt, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t o = b; o < e; ++o) {
+          const U* so = reinterpret_cast<const U*>(s) + o * dim;
+          U* dout = reinterpret_cast<U*>(d) + o * n;
+          for (std::int64_t j = 0; j < n; ++j) dout[j] = so[idx[static_cast<std::size_t>(j)]];
+        }
+      }, par);
+    };
+    if (row == 1) elements(std::uint8_t{});
+    else if (row == 2) elements(std::uint16_t{});
+    else if (row == 4) elements(std::uint32_t{});
+    else elements(std::uint64_t{});
+    return {};
+  }
   parallel_ranges(total, nt, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t t = b; t < e; ++t) {
       const std::int64_t o = t / n, j = t % n;
