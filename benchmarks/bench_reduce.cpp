@@ -8,6 +8,8 @@
 //   cumsum/last_axis,       running sums along the rows or down the columns (read 1, write 1
 //   cumsum/first_axis       array)
 //   softmax/last_axis,      softmax and log_softmax over the rows (read 1, write 1 array)
+//   softmax_grad/last_axis  the gradient of sum(softmax(x, -1) * w) under a GradientTape: softmax,
+//                           the product and its gradient, softmax's gradient (counted as 5 arrays)
 //   global_avg_pool         reduce_mean over {1, 2} of [16, 64, 64, 64] (NHWC, the same 16 MiB):
 //                           the middle axes (read 1 array)
 //   log_softmax/last_axis
@@ -77,6 +79,22 @@ void BM_log_softmax(benchmark::State& state) {
   run_op(state, [](const keel::Tensor& x) { return keel::log_softmax(x, -1); }, 2);
 }
 
+void BM_softmax_grad(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  const int previous_threads = keel::config::num_threads();
+  keel::config::set_num_threads(static_cast<int>(state.range(0)));
+  const keel::Tensor x = keel::random::normal({kRows, kCols});
+  const keel::Tensor w = keel::random::normal({kRows, kCols});
+  for (auto _ : state) {
+    keel::GradientTape tape;
+    tape.watch(x);
+    keel::Tensor dx = tape.gradient(keel::reduce_sum(keel::softmax(x, -1) * w), x);
+    benchmark::DoNotOptimize(dx);
+  }
+  state.SetBytesProcessed(state.iterations() * 5 * kRows * kCols * kF);
+  keel::config::set_num_threads(previous_threads);
+}
+
 void BM_global_avg_pool(benchmark::State& state) {
   run_op(state, [](const keel::Tensor& x) { return keel::reduce_mean(keel::reshape(x, {16, 64, 64, 64}), {1, 2}); }, 1);
 }
@@ -95,6 +113,7 @@ BENCHMARK(BM_argmax)->Name("argmax/last_axis")->Apply(thread_args);
 BENCHMARK(BM_cumsum_last_axis)->Name("cumsum/last_axis")->Apply(thread_args);
 BENCHMARK(BM_cumsum_first_axis)->Name("cumsum/first_axis")->Apply(thread_args);
 BENCHMARK(BM_global_avg_pool)->Name("global_avg_pool")->Apply(thread_args);
+BENCHMARK(BM_softmax_grad)->Name("softmax_grad/last_axis")->Apply(thread_args);
 BENCHMARK(BM_softmax)->Name("softmax/last_axis")->Apply(thread_args);
 BENCHMARK(BM_log_softmax)->Name("log_softmax/last_axis")->Apply(thread_args);
 

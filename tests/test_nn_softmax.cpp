@@ -142,3 +142,52 @@ TEST_CASE("softmax and log_softmax over long rows equal their composite of ops b
     config::set_num_threads(saved);
   }
 }
+
+TEST_CASE("softmax and log_softmax gradients over long rows equal their composite of ops bit for bit",
+          "[nn][softmax][gradient]") {
+  // Without an outer tape the CPU runs the gradients' composites (softmax: y * (w - sum(w * y));
+  // log_softmax: w - exp(y) * sum(w), for the upstream gradient w) a row at a time with the same
+  // kernels; under a recording outer tape the ops themselves run, so second derivatives exist.
+  for (DType dt : {DType::float32, DType::float64}) {
+    const Tensor x = cast(wavy(Shape{64, 1000}, 0.9) * 3.0, dt);
+    const Tensor w = cast(wavy(Shape{64, 1000}, 2.1), dt);
+    GradientTape tape(true);
+    tape.watch(x);
+    const Tensor y = softmax(x, -1), ly = log_softmax(x, -1);
+    const Tensor dy = tape.gradient(reduce_sum(y * w), x), dly = tape.gradient(reduce_sum(ly * w), x);
+    const Tensor want = y * (w - reduce_sum(w * y, {-1}, true));
+    const Tensor want_log = w - exp(ly) * reduce_sum(w, {-1}, true);
+    CHECK(dy.to_vector<double>() == want.to_vector<double>());
+    CHECK(dly.to_vector<double>() == want_log.to_vector<double>());
+  }
+  // Under a recording outer tape (second order) the composite's ops run: the first gradient must
+  // equal the one taken without it, and the outer tape's derivative of f(x) = sum(first^2) must
+  // match central differences of f (float64, h = 1e-6) at a few elements.
+  const Tensor x = wavy(Shape{3, 40}, 0.4);
+  const Tensor w = wavy(Shape{3, 40}, 1.3);
+  const auto first_of = [&](const Tensor& at) {
+    GradientTape inner;
+    inner.watch(at);
+    return inner.gradient(reduce_sum(softmax(at, -1) * w), at);
+  };
+  GradientTape outer;
+  outer.watch(x);
+  const Tensor first = first_of(x);
+  const Tensor second = outer.gradient(reduce_sum(first * first), x);
+  GradientTape plain;
+  plain.watch(x);
+  const Tensor again = plain.gradient(reduce_sum(softmax(x, -1) * w), x);
+  const auto a = first.to_vector<double>(), b = again.to_vector<double>();
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == Approx(b[i]).epsilon(1e-12).margin(1e-15));
+  const std::vector<double> xv = x.to_vector<double>(), sv = second.to_vector<double>();
+  for (const std::size_t i : {std::size_t{0}, std::size_t{57}, std::size_t{119}}) {
+    const auto f = [&](double d) {
+      std::vector<double> moved = xv;
+      moved[i] += d;
+      const Tensor g = first_of(constant(moved, x.shape()));
+      return reduce_sum(g * g).item<double>();
+    };
+    const double h = 1e-6, numeric = (f(h) - f(-h)) / (2 * h);
+    CHECK(sv[i] == Approx(numeric).epsilon(1e-5).margin(1e-8));
+  }
+}

@@ -327,6 +327,17 @@ void softmax(const Tensor& x, const Tensor& y, bool log) {
   });
 }
 
+void softmax_backward(const Tensor& y, const Tensor& g, const Tensor& dx, bool log) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"softmax_backward", log ? 1 : 0}, {&y, &g}, {&dx},
+                     [log](const Tensor* t) { softmax_backward(t[0], t[1], t[2], log); });
+  KernelClock clock;
+  const std::int64_t k = channels(y);
+  on_cpu(log ? "log_softmax" : "softmax", y, [&]<class T>() {
+    cpu::softmax_rows_backward<T>(y.size() / k, k, y.data<T>(), g.data<T>(), out<T>(dx), log);
+  });
+}
+
 void softmax_cross_entropy(const Tensor& labels, const Tensor& logits, const Tensor& loss) {
   if (KernelRecorder* r = recorder())
     return r->kernel({"softmax_cross_entropy"}, {&labels, &logits}, {&loss},

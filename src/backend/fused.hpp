@@ -141,6 +141,8 @@ void recurrent_input_projection_backward(const Tensor& x, const Tensor& kernel, 
 
 // y = softmax(x) (log_softmax with `log`) over the last axis of x, contiguous.
 void softmax(const Tensor& x, const Tensor& y, bool log);
+// Its gradient dx from y and the upstream gradient g (contiguous, y's shape).
+void softmax_backward(const Tensor& y, const Tensor& g, const Tensor& dx, bool log);
 
 // ---- cross-entropies with logits -----------------------------------------------------------------
 

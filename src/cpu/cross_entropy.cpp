@@ -130,6 +130,33 @@ void softmax_rows(std::int64_t rows, std::int64_t k, const T* x, T* y, bool log)
   });
 }
 
+// The composite gradients of ops/nn.cpp the same way: softmax's y * (g - sum(g * y)), log_softmax's
+// g - exp(y) * sum(g), with the same kernels and row sums, a row at a time.
+template <class T>
+void softmax_rows_backward(std::int64_t rows, std::int64_t k, const T* y, const T* g, T* dx, bool log) {
+  parallel_for(rows, row_grain(k), [&](std::int64_t r0, std::int64_t r1) {
+    const auto& kern = typed_kernels<T>();
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const T* yr = y + r * k;
+      const T* gr = g + r * k;
+      T* dr = dx + r * k;
+      if (!log) {
+        kern.binary(BinaryOp::mul, gr, 1, yr, 1, dr, k);
+        const T s = kern.reduce(ReduceOp::sum, dr, k);
+        kern.binary(BinaryOp::sub, gr, 1, &s, 0, dr, k);
+        kern.binary(BinaryOp::mul, yr, 1, dr, 1, dr, k);
+      } else {
+        const T s = kern.reduce(ReduceOp::sum, gr, k);
+        kern.unary(UnaryOp::exp, yr, dr, k, T(0));
+        kern.binary(BinaryOp::mul, dr, 1, &s, 0, dr, k);
+        kern.binary(BinaryOp::sub, gr, 1, dr, 1, dr, k);
+      }
+    }
+  });
+}
+
+template void softmax_rows_backward<float>(std::int64_t, std::int64_t, const float*, const float*, float*, bool);
+template void softmax_rows_backward<double>(std::int64_t, std::int64_t, const double*, const double*, double*, bool);
 template void softmax_rows<float>(std::int64_t, std::int64_t, const float*, float*, bool);
 template void softmax_rows<double>(std::int64_t, std::int64_t, const double*, double*, bool);
 template void softmax_cross_entropy<float>(std::int64_t, std::int64_t, const float*, const float*, float*);

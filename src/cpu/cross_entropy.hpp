@@ -23,4 +23,9 @@ void sigmoid_cross_entropy(std::int64_t n, const T* labels, const T* logits, T* 
 template <class T>
 void softmax_rows(std::int64_t rows, std::int64_t k, const T* x, T* y, bool log);
 
+// Their gradients from the output y and the upstream gradient g, each [rows, k]:
+// dx = y * (g - sum(g * y)), or for log_softmax dx = g - exp(y) * sum(g).
+template <class T>
+void softmax_rows_backward(std::int64_t rows, std::int64_t k, const T* y, const T* g, T* dx, bool log);
+
 }  // namespace keel::cpu

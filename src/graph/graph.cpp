@@ -84,6 +84,7 @@ std::string kernel_op_name(const backend::KernelType& type) {
   if (f == "recurrent_input_projection") return "MatMulBias";
   if (f == "recurrent_input_projection_backward") return "MatMulBiasGrad";
   if (f == "softmax") return pick(std::array{"Softmax", "LogSoftmax"}, k);
+  if (f == "softmax_backward") return pick(std::array{"SoftmaxGrad", "LogSoftmaxGrad"}, k);
   if (f == "softmax_cross_entropy") return "SoftmaxCrossEntropyWithLogits";
   if (f == "sparse_softmax_cross_entropy") return "SparseSoftmaxCrossEntropyWithLogits";
   if (f == "sigmoid_cross_entropy") return "SigmoidCrossEntropyWithLogits";

@@ -32,6 +32,15 @@ Tensor softmax_rows(const Tensor& x, bool log) {
   backend::softmax(x.contiguous(), y, log);
   return y;
 }
+// The gradient the same way, where no tape records it (a recording tape needs the composite's ops).
+bool grad_by_rows(const Tensor& y, const Tensor& g, int axis) {
+  return !autograd::recording() && g.dtype() == y.dtype() && by_rows(y, axis);
+}
+Tensor softmax_rows_grad(const Tensor& y, const Tensor& g, bool log) {
+  Tensor dx = detail::empty_tensor(y.shape(), y.dtype(), y.device(), log ? "log_softmax" : "softmax");
+  backend::softmax_backward(y, g.contiguous(), dx, log);
+  return dx;
+}
 }  // namespace
 
 Tensor softmax(const Tensor& x, int axis) {
@@ -53,6 +62,7 @@ Tensor softmax(const Tensor& x, int axis) {
   if (autograd::recording())
     autograd::record("softmax", {x}, {y}, [y, a](const Grads& g, const Needs&) {
       // dx = y * (g - sum(g * y))
+      if (grad_by_rows(y, g[0], a)) return Grads{softmax_rows_grad(y, g[0], false)};
       return Grads{mul(y, sub(g[0], reduce_sum(mul(g[0], y), {a}, true)))};
     }, {y});
   return y;
@@ -77,6 +87,7 @@ Tensor log_softmax(const Tensor& x, int axis) {
   if (autograd::recording())
     autograd::record("log_softmax", {x}, {y}, [y, a](const Grads& g, const Needs&) {
       // dx = g - softmax(x) * sum(g)
+      if (grad_by_rows(y, g[0], a)) return Grads{softmax_rows_grad(y, g[0], true)};
       return Grads{sub(g[0], mul(exp(y), reduce_sum(g[0], {a}, true)))};
     }, {y});
   return y;
