@@ -42,10 +42,10 @@ inline void transpose4(const std::uint32_t* s, std::int64_t s_row, std::uint32_t
 // A copy whose innermost destination dimension is strided in the source while another dimension
 // is contiguous there (a transpose, a permute that moves the last axis). Element by element that
 // read one value per cache line: [4096, 1024] float32 transposed took 18-32 ms, 0.02-0.04x a
-// memcpy of its bytes. Here in tiles of kTransposeTile x kTransposeTile, split over the threads; 4-byte elements
-// go through 4 x 4 transposes in registers. U: an unsigned type of the element's size. a is the
-// run (the destination's stride-1 dimension after merging), b a dimension the source reads with
-// stride 1.
+// memcpy of its bytes. Here in square tiles of kTransposeTile, split over the threads; 4-byte
+// elements go through 4 x 4 transposes in registers. U: an unsigned type of the element's size.
+// a is the run (the destination's stride-1 dimension after merging), b a dimension the source
+// reads with stride 1.
 template <class U>
 void copy_tiled(const RunPlan<2>& p, std::size_t b, const char* src, char* dst) {
   const std::size_t nd = p.shape.size(), a = nd - 1;
@@ -94,12 +94,9 @@ void copy_tiled(const RunPlan<2>& p, std::size_t b, const char* src, char* dst) 
 // copy_tiled's case, or false: elements of 1, 2, 4 or 8 bytes; the destination's innermost run
 // contiguous and at least a tile's side long; the source strided along it but contiguous along
 // another dimension of at least a tile's side.
-bool copy_transposed(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& src_strides,
-                     const char* src, const std::vector<std::int64_t>& dst_strides, char* dst, std::size_t itemsize) {
+// p: the copy's plan, operand 0 the destination.
+bool copy_transposed(const RunPlan<2>& p, const char* src, char* dst, std::size_t itemsize) {
   if (itemsize != 1 && itemsize != 2 && itemsize != 4 && itemsize != 8) return false;
-  for (auto d : shape)
-    if (d == 0) return false;
-  const RunPlan<2> p = make_plan<2>(shape, {&dst_strides, &src_strides});
   const std::size_t a = p.shape.size() - 1;
   if (p.strides[0][a] != 1 || p.strides[1][a] == 1 || p.strides[1][a] == 0 || p.shape[a] < kTransposeTile) return false;
   std::size_t b = a;
@@ -120,11 +117,14 @@ bool copy_transposed(const std::vector<std::int64_t>& shape, const std::vector<s
 void copy_strided(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& src_strides,
                   const char* src, const std::vector<std::int64_t>& dst_strides, char* dst,
                   std::size_t itemsize) {
-  if (copy_transposed(shape, src_strides, src, dst_strides, dst, itemsize)) return;
+  for (auto d : shape)
+    if (d == 0) return;
+  // One plan for both paths: it is built on every strided copy, small ones included.
+  const RunPlan<2> plan = make_plan<2>(shape, {&dst_strides, &src_strides});
+  if (copy_transposed(plan, src, dst, itemsize)) return;
   const auto is = static_cast<std::int64_t>(itemsize);
-  for_each_run<2>(shape, {&dst_strides, &src_strides},
-                  [&](const std::array<std::int64_t, 2>& off, std::int64_t n,
-                      const std::array<std::int64_t, 2>& st) {
+  for_each_run(plan, [&](const std::array<std::int64_t, 2>& off, std::int64_t n,
+                         const std::array<std::int64_t, 2>& st) {
                     char* d = dst + off[0] * is;
                     const char* s = src + off[1] * is;
                     if (st[0] == 1 && st[1] == 1) {

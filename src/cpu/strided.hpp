@@ -79,11 +79,7 @@ void run_range(const RunPlan<K>& p, std::int64_t begin, std::int64_t end, F& fn)
 inline constexpr std::int64_t kParallelGrain = 1 << 15;
 
 template <std::size_t K, class F>
-void for_each_run(const std::vector<std::int64_t>& shape,
-                  const std::array<const std::vector<std::int64_t>*, K>& strides, F&& fn) {
-  for (auto d : shape)
-    if (d == 0) return;  // nothing to visit (and no index to decode)
-  const RunPlan<K> p = make_plan<K>(shape, strides);
+void for_each_run(const RunPlan<K>& p, F&& fn) {
   const std::int64_t total = p.outer * p.inner;
   const int threads = config::num_threads();
   if (threads > 1 && p.outer == 1 && total >= 2 * kParallelGrain) {
@@ -102,6 +98,15 @@ void for_each_run(const std::vector<std::int64_t>& shape,
     return;
   }
   parallel_ranges(p.outer, threads, [&](std::int64_t b, std::int64_t e) { run_range(p, b, e, fn); });
+}
+
+// for_each_run over the plan of these operands (none when a dimension is 0).
+template <std::size_t K, class F>
+void for_each_run(const std::vector<std::int64_t>& shape,
+                  const std::array<const std::vector<std::int64_t>*, K>& strides, F&& fn) {
+  for (auto d : shape)
+    if (d == 0) return;  // nothing to visit (and no index to decode)
+  for_each_run(make_plan<K>(shape, strides), fn);
 }
 
 // Splits [0, n) into per-thread ranges when n is large; fn(begin, end).
