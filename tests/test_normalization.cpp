@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gradcheck.hpp"
+#include "simd_levels.hpp"
 
 using namespace keel;
 using Catch::Contains;
@@ -264,6 +265,38 @@ TEST_CASE("layer_norm normalises each row over the last axis", "[layer_norm]") {
                 {-1.2238273448265007, 1.0, 3.671482034479502, -1.0189905445098144, 1.0 - 0.6793270296732096,
                  4.075962178039257},
                 tol);
+  }
+}
+
+TEST_CASE("layer_norm's row kernels give the same bits at every SIMD level and match float64", "[layer_norm]") {
+  // Rows shorter than one 16-lane step, with a leftover tail, exactly 16 lanes, and longer than one
+  // block of 1024 (the statistics are summed in float32 lanes per block, then in double).
+  for (const std::int64_t cols : {1, 3, 15, 16, 17, 33, 1024, 1025, 2100}) {
+    INFO("rows of " << cols);
+    const Tensor x64 = randn({70, cols}, 131 + static_cast<std::uint64_t>(cols), 50.0, 3.0);
+    const Tensor g64 = randn({cols}, 132), b64 = randn({cols}, 133), dy64 = randn({70, cols}, 134);
+    const Tensor x = x64.astype(DType::float32), g = g64.astype(DType::float32), b = b64.astype(DType::float32);
+    const Tensor dy = dy64.astype(DType::float32);
+    std::vector<std::vector<float>> first;
+    testing::at_every_simd_level([&](const std::string&) {
+      GradientTape tape;
+      tape.watch(x);
+      tape.watch(g);
+      tape.watch(b);
+      const Tensor y = layer_norm(x, g, b);
+      const auto grads = tape.gradient(y, {x, g, b}, dy);
+      std::vector<std::vector<float>> now{y.to_vector<float>()};
+      for (const Tensor& t : grads) now.push_back(t.to_vector<float>());
+      if (first.empty()) first = now;
+      for (std::size_t k = 0; k < now.size(); ++k) CHECK(now[k] == first[k]);
+    });
+    // float64 reference from the moments (the composite formula), to float32 accuracy: y is O(5).
+    const auto [m, v] = moments(x64, {1}, true);
+    const auto y_ref = ((x64 - m) / sqrt(v + 1e-3) * g64 + b64).to_vector<double>();
+    for (std::size_t i = 0; i < y_ref.size(); ++i) {
+      INFO("element " << i);
+      CHECK(static_cast<double>(first[0][i]) == Approx(y_ref[i]).margin(2e-4));
+    }
   }
 }
 

@@ -125,6 +125,14 @@ struct TypedKernels {
   //   dh_direct = d * z (rows of u)
   void (*gru_gate_grads)(std::int64_t rows, std::int64_t u, const T* zr, const T* rec_h, const T* cand, const T* h,
                          std::int64_t hld, const T* d, std::int64_t dld, T* dX, T* dI, T* dh_direct);
+  // layer_norm over `rows` rows of `cols` (simd/normalization_impl.hpp): per row the mean and
+  // rstd = 1 / sqrt(var + epsilon) (statistics summed in a fixed order, so every level gives the
+  // same bits), then y = (x - mean) * rstd * gamma + beta.
+  void (*layer_norm_rows)(const T* x, std::int64_t rows, std::int64_t cols, const T* gamma, const T* beta,
+                          double epsilon, T* y, T* mean, T* rstd);
+  // Its gradient wrt x from dy and the forward's mean and rstd (gamma not null).
+  void (*layer_norm_grad_rows)(const T* x, const T* dy, std::int64_t rows, std::int64_t cols, const T* gamma,
+                               const T* mean, const T* rstd, T* dx);
 };
 
 struct SimdKernels {

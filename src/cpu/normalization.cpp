@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cpu/kernels.hpp"
 #include "cpu/rows.hpp"
 #include "cpu/strided.hpp"
 #include "cpu/thread_pool.hpp"
@@ -92,29 +93,6 @@ void column_sums(std::int64_t rows, std::int64_t cols, Elem elem, std::vector<do
   }
 }
 
-// sum of f(j) for j < n, for a row in cache: 16 independent T lanes (no single long chain of
-// dependent additions) over blocks of 1024 elements, the block sums added in double.
-template <class T, class F>
-double row_sum(std::int64_t n, F f) {
-  constexpr std::int64_t L = 16;
-  double total = 0;
-  for (std::int64_t b = 0; b < n; b += 1024) {
-    const std::int64_t e = std::min(n, b + 1024);
-    T acc[L] = {};
-    std::int64_t j = b;
-    for (; j + L <= e; j += L)
-#pragma omp simd
-      for (std::int64_t k = 0; k < L; ++k) acc[k] += f(j + k);
-    T tail = 0;
-    for (; j < e; ++j) tail += f(j);
-    // Pairwise across the lanes: four dependent steps instead of a chain of sixteen.
-    for (std::int64_t w = L / 2; w > 0; w /= 2)
-      for (std::int64_t k = 0; k < w; ++k) acc[k] += acc[k + w];
-    total += static_cast<double>(acc[0]) + static_cast<double>(tail);
-  }
-  return total;
-}
-
 // y[r, c] = (x[r, c] - center[c]) * scale[c] + offset[c]
 template <class T>
 void normalize_columns(const T* x, T* y, std::int64_t rows, std::int64_t cols, const T* center,
@@ -152,12 +130,6 @@ void column_moments(const T* x, std::int64_t rows, std::int64_t cols, std::vecto
     var[c] = std::max(q[c] / n - dm * dm, 0.0);  // rounding can go below 0; NaN stays NaN
   }
 }
-
-// Rows handled together by the layer-norm loops: each step (sums, then square roots, then the
-// output) runs over the whole group before the next starts, so the long chain of dependent
-// operations of one row (sum -> mean -> centred sum -> sqrt -> divide) overlaps with those of
-// the other rows instead of stalling every short row. A group stays within L1.
-std::int64_t row_group(std::int64_t cols) { return std::clamp<std::int64_t>(4096 / std::max<std::int64_t>(cols, 1), 1, 64); }
 
 }  // namespace
 
@@ -257,48 +229,16 @@ void batch_norm_train_backward(const T* x, const T* dy, std::int64_t rows, std::
 // ---- layer norm ----------------------------------------------------------------------------------
 
 // Per row: mean and 1/sqrt(var + eps) (two passes over the row, which is in cache after the
-// first), then y = (x - mean) * rstd * gamma + beta.
+// first), then y = (x - mean) * rstd * gamma + beta: the kernel table's layer_norm_rows.
 template <class T>
 void layer_norm(const T* x, std::int64_t rows, std::int64_t cols, const T* gamma_in, const T* beta_in,
                 double epsilon, T* y, T* mean_out, T* rstd_out) {
   if (cols == 0) return;
   const std::vector<T> ga = values_or<T>(gamma_in, cols, T(1));
   const std::vector<T> be = values_or<T>(beta_in, cols, T(0));
-  const T* gamma = ga.data();
-  const T* beta = be.data();
-  const auto n = static_cast<double>(cols);
-  const std::int64_t group = row_group(cols);
+  const auto kernel = typed_kernels<T>().layer_norm_rows;
   parallel_for(rows, row_grain(cols), [&](std::int64_t r0, std::int64_t r1) {
-    double mu[64], q[64];
-    for (std::int64_t g0 = r0; g0 < r1; g0 += group) {
-      const std::int64_t len = std::min(group, r1 - g0);
-      for (std::int64_t i = 0; i < len; ++i) {
-        const T* xr = x + (g0 + i) * cols;
-        mu[i] = row_sum<T>(cols, [xr](std::int64_t j) { return xr[j]; }) / n;
-        mean_out[g0 + i] = static_cast<T>(mu[i]);
-      }
-      for (std::int64_t i = 0; i < len; ++i) {
-        const T* xr = x + (g0 + i) * cols;
-        const T m = mean_out[g0 + i];
-        q[i] = row_sum<T>(cols, [xr, m](std::int64_t j) {
-          const T d = xr[j] - m;
-          return d * d;
-        });
-      }
-      for (std::int64_t i = 0; i < len; ++i) {
-        // Centred on the rounded mean m: sum((x - m)^2) / n = var + (mu - m)^2.
-        const double dm = mu[i] - static_cast<double>(mean_out[g0 + i]);
-        const double var = std::max(q[i] / n - dm * dm, 0.0);  // NaN stays NaN
-        rstd_out[g0 + i] = static_cast<T>(1.0 / std::sqrt(var + epsilon));
-      }
-      for (std::int64_t i = 0; i < len; ++i) {
-        const T* xr = x + (g0 + i) * cols;
-        T* yr = y + (g0 + i) * cols;
-        const T m = mean_out[g0 + i], rt = rstd_out[g0 + i];
-#pragma omp simd
-        for (std::int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - m) * rt * gamma[c] + beta[c];
-      }
-    }
+    kernel(x + r0 * cols, r1 - r0, cols, ga.data(), be.data(), epsilon, y + r0 * cols, mean_out + r0, rstd_out + r0);
   });
 }
 
@@ -311,33 +251,9 @@ void layer_norm_backward(const T* x, const T* dy, std::int64_t rows, std::int64_
   const T* rp = rstd;
   if (dx != nullptr) {
     const std::vector<T> ga = values_or<T>(gamma, cols, T(1));
-    const T* gm = ga.data();
-    T* dp = dx;
-    const auto n = static_cast<double>(cols);
-    const std::int64_t group = row_group(cols);
+    const auto kernel = typed_kernels<T>().layer_norm_grad_rows;
     parallel_for(rows, row_grain(cols), [&](std::int64_t r0, std::int64_t r1) {
-      T mean_h[64], mean_hx[64];  // per row of the group: mean(h), mean(h * xhat)
-      for (std::int64_t g0 = r0; g0 < r1; g0 += group) {
-        const std::int64_t len = std::min(group, r1 - g0);
-        for (std::int64_t i = 0; i < len; ++i) {
-          const std::int64_t r = g0 + i;
-          const T* xr = xp + r * cols;
-          const T* gr = gp + r * cols;
-          const T m = mp[r], rs = rp[r];
-          mean_h[i] = static_cast<T>(row_sum<T>(cols, [=](std::int64_t j) { return gr[j] * gm[j]; }) / n);
-          mean_hx[i] = static_cast<T>(
-              row_sum<T>(cols, [=](std::int64_t j) { return gr[j] * gm[j] * ((xr[j] - m) * rs); }) / n);
-        }
-        for (std::int64_t i = 0; i < len; ++i) {
-          const std::int64_t r = g0 + i;
-          const T* xr = xp + r * cols;
-          const T* gr = gp + r * cols;
-          T* dr = dp + r * cols;
-          const T m = mp[r], rs = rp[r], a = mean_h[i], b = mean_hx[i];
-#pragma omp simd
-          for (std::int64_t j = 0; j < cols; ++j) dr[j] = rs * (gr[j] * gm[j] - a - (xr[j] - m) * rs * b);
-        }
-      }
+      kernel(x + r0 * cols, dy + r0 * cols, r1 - r0, cols, ga.data(), mean + r0, rstd + r0, dx + r0 * cols);
     });
   }
   if (dgamma != nullptr || dbeta != nullptr) {
