@@ -8,6 +8,7 @@
 #include <array>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/dispatch.hpp"
@@ -17,6 +18,7 @@
 #include "cpu/sort_keys.hpp"
 #include "cpu/strided.hpp"
 #include "keel/core/config.hpp"
+#include "keel/core/storage.hpp"
 
 namespace keel::cpu {
 
@@ -83,9 +85,11 @@ void sort_rows(const T* x, std::int64_t outer, std::int64_t n, std::int64_t inne
   const int nt = std::max(1, config::num_threads());
   const bool par = nt > 1 && rows > 1 && rows * n >= kParallelGrain;
   parallel_ranges(rows, nt, [&](std::int64_t r0, std::int64_t r1) {
-    // Scratch without zero-filling: every entry is written before it is read.
-    const std::unique_ptr<Item<K>[]> items(new Item<K>[static_cast<std::size_t>(n)]);
-    const std::unique_ptr<Item<K>[]> tmp(n >= kRadixMin ? new Item<K>[static_cast<std::size_t>(n)] : nullptr);
+    // Scratch without zero-filling (every entry is written before it is read), from the tensors'
+    // caching allocator: fresh pages for every call cost more than the sort of a large row.
+    const Storage scratch(static_cast<std::size_t>(n) * (n >= kRadixMin ? 2 : 1) * sizeof(Item<K>), Device::cpu());
+    Item<K>* const items = static_cast<Item<K>*>(scratch.data());
+    Item<K>* const tmp = n >= kRadixMin ? items + n : nullptr;
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::int64_t base = (r / inner) * n * inner + r % inner;
       const T* row = x + base;
@@ -94,9 +98,9 @@ void sort_rows(const T* x, std::int64_t outer, std::int64_t n, std::int64_t inne
         items[static_cast<std::size_t>(j)] = {descending ? static_cast<K>(~k) : k, static_cast<std::uint32_t>(j)};
       }
       if (n >= kRadixMin)
-        radix_sort(items.get(), tmp.get(), n);
+        radix_sort(items, tmp, n);
       else
-        std::sort(items.get(), items.get() + n, before<K>);
+        std::sort(items, items + n, before<K>);
       for (std::int64_t j = 0; j < n; ++j) {
         const std::uint32_t p = items[static_cast<std::size_t>(j)].pos;
         if (values) values[base + j * inner] = row[static_cast<std::int64_t>(p) * inner];
@@ -113,15 +117,15 @@ bool better(const Item<K>& a, const Item<K>& b) {
 }
 
 template <class T>
-void top_k_row(const T* row, std::int64_t n, std::int64_t k, bool sorted, std::vector<Item<sort_keys::Key<T>>>& items,
+void top_k_row(const T* row, std::int64_t n, std::int64_t k, bool sorted, Item<sort_keys::Key<T>>* scratch,
                T* values, std::int32_t* indices) {
   using K = sort_keys::Key<T>;
   if (k == 0) return;
   if (k * 16 <= n) {
+    const std::span<Item<K>> items(scratch, static_cast<std::size_t>(k));
     // A heap of the k best so far whose top is the worst of them; the positions come in
     // increasing order, so a newcomer equal to the worst loses the tie and only a strictly
     // larger key gets in.
-    items.resize(static_cast<std::size_t>(k));
     for (std::int64_t j = 0; j < k; ++j) items[static_cast<std::size_t>(j)] = {sort_keys::key(row[j]), static_cast<std::uint32_t>(j)};
     std::make_heap(items.begin(), items.end(), better<K>);
     K worst = items.front().key;
@@ -153,7 +157,7 @@ void top_k_row(const T* row, std::int64_t n, std::int64_t k, bool sorted, std::v
     else
       std::sort(items.begin(), items.end(), [](const Item<K>& a, const Item<K>& b) { return a.pos < b.pos; });
   } else {
-    items.resize(static_cast<std::size_t>(n));
+    const std::span<Item<K>> items(scratch, static_cast<std::size_t>(n));
     for (std::int64_t j = 0; j < n; ++j) items[static_cast<std::size_t>(j)] = {sort_keys::key(row[j]), static_cast<std::uint32_t>(j)};
     const auto kth = items.begin() + k;
     if (k < n) std::nth_element(items.begin(), kth, items.end(), better<K>);
@@ -163,7 +167,7 @@ void top_k_row(const T* row, std::int64_t n, std::int64_t k, bool sorted, std::v
       std::sort(items.begin(), kth, [](const Item<K>& a, const Item<K>& b) { return a.pos < b.pos; });
   }
   for (std::int64_t j = 0; j < k; ++j) {
-    const std::uint32_t p = items[static_cast<std::size_t>(j)].pos;
+    const std::uint32_t p = scratch[j].pos;
     values[j] = row[p];
     indices[j] = static_cast<std::int32_t>(p);
   }
@@ -195,8 +199,10 @@ void top_k(const Tensor& x_in, std::int64_t k, bool sorted, const Tensor& values
     const int nt = std::max(1, config::num_threads());
     const bool par = nt > 1 && rows > 1 && x.size() >= kParallelGrain;
     parallel_ranges(rows, nt, [&](std::int64_t r0, std::int64_t r1) {
-      std::vector<Item<sort_keys::Key<T>>> items;
-      for (std::int64_t r = r0; r < r1; ++r) top_k_row<T>(xs + r * n, n, k, sorted, items, vs + r * k, idx + r * k);
+      using I = Item<sort_keys::Key<T>>;
+      const Storage scratch(static_cast<std::size_t>(k * 16 <= n ? k : n) * sizeof(I), Device::cpu());
+      for (std::int64_t r = r0; r < r1; ++r)
+        top_k_row<T>(xs + r * n, n, k, sorted, static_cast<I*>(scratch.data()), vs + r * k, idx + r * k);
     }, par);
   });
 }
