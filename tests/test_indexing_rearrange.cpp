@@ -46,6 +46,23 @@ TEST_CASE("reverse flips the given axes", "[indexing][reverse]") {
   CHECK_THROWS_AS(reverse(x23(), {2}), ValueError);
 }
 
+TEST_CASE("reverse along the last axis of long rows keeps every element of each size", "[indexing][reverse]") {
+  // Rows of 1027 (bytes go eight at a time, then one by one): y[r, j] = x[r, 1026 - j].
+  constexpr std::int64_t rows = 3, n = 1027;
+  std::vector<std::int64_t> v(static_cast<std::size_t>(rows * n));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int64_t>(i * 7919 % 251);
+  const Tensor x64 = constant(v, {rows, n});
+  for (const DType dt : {DType::uint8, DType::float16, DType::float32, DType::int64, DType::float64}) {
+    INFO(name(dt));
+    const auto y = reverse(x64.astype(dt), {1}).astype(DType::int64).to_vector<std::int64_t>();
+    bool all = true;
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t j = 0; j < n; ++j)
+        all = all && y[static_cast<std::size_t>(r * n + j)] == v[static_cast<std::size_t>(r * n + n - 1 - j)];
+    CHECK(all);
+  }
+}
+
 TEST_CASE("roll shifts elements cyclically", "[indexing][roll]") {
   const Tensor x = arange(5);  // [0, 1, 2, 3, 4]
   // y[i] = x[i - shift]: tf.roll([0,1,2,3,4], 2, 0) = [3, 4, 0, 1, 2]
