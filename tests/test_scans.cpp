@@ -11,6 +11,7 @@
 
 #include "check_error.hpp"
 #include "gradcheck.hpp"
+#include "threads_guard.hpp"
 
 using namespace keel;
 
@@ -124,6 +125,24 @@ TEST_CASE("scans of large tensors split across threads and column blocks", "[sca
   double s = 0;
   for (std::size_t i = 0; i < vs.size(); ++i) want[i] = s += vs[i];
   check_close(dv(cumsum(v)), want);
+}
+
+TEST_CASE("scans down the rows of one wide block match the definition at 1 and 2 threads", "[scans]") {
+  // [40, 3000] along axis 0: one block whose rows (24000 bytes) two threads split into column
+  // strips; [40, 300] (2400 bytes a row) stays with one thread.
+  const keel_test::ThreadsGuard guard;
+  for (const std::int64_t cols : {3000, 300})
+    for (const int threads : {1, 2}) {
+      config::set_num_threads(threads);
+      INFO(cols << " columns, " << threads << " threads");
+      const Tensor x = wavy({40, cols}, 0.1 * double(cols));
+      const D xs = dv(x);
+      for (int flags = 0; flags < 4; ++flags) {
+        const bool exclusive = flags & 1, reverse = flags & 2;
+        check_close(dv(cumsum(x, 0, exclusive, reverse)), reference_scan(xs, 1, 40, cols, false, exclusive, reverse));
+        check_close(dv(cumprod(x, 0, exclusive, reverse)), reference_scan(xs, 1, 40, cols, true, exclusive, reverse));
+      }
+    }
 }
 
 TEST_CASE("scans read non-contiguous inputs in their logical order", "[scans]") {
