@@ -24,6 +24,7 @@
 //   cast/f32_bf16, bf16_f32 float32 <-> half types: read 1 and write half an array or back
 //   gather/rows,            gather(x, 4096 random row ids, 0) and gather(x, 512 random column ids,
 //   gather/last_axis        1): read and write the gathered bytes
+//   dropout                 dropout(x, 0.5) without a tape (no mask kept): read 1, write 1 array
 //   memcpy/...              the baseline: a plain memcpy moving the same number of bytes
 //                           (half read, half written), split over the same number of threads
 //
@@ -108,6 +109,17 @@ void BM_unary(benchmark::State& state) {
   const keel::Tensor x = keel::random::normal({kRows, kCols});
   for (auto _ : state) {
     keel::Tensor y = Op(x);
+    benchmark::DoNotOptimize(y);
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * kN * kF);
+}
+
+void BM_dropout(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  ThreadScope threads(threads_of(state));
+  const keel::Tensor x = keel::random::normal({kRows, kCols});
+  for (auto _ : state) {
+    keel::Tensor y = keel::dropout(x, 0.5);
     benchmark::DoNotOptimize(y);
   }
   state.SetBytesProcessed(state.iterations() * 2 * kN * kF);
@@ -263,6 +275,7 @@ BENCHMARK(BM_unary<keel::round>)->Name("round")->Apply(thread_args);
 BENCHMARK(BM_unary<keel::tan>)->Name("tan")->Apply(thread_args);
 BENCHMARK(BM_unary<keel::mish>)->Name("mish")->Apply(thread_args);
 BENCHMARK(BM_unary<keel::hard_swish>)->Name("hard_swish")->Apply(thread_args);
+BENCHMARK(BM_dropout)->Name("dropout")->Apply(thread_args);
 BENCHMARK(BM_binary<keel::add>)->Name("add")->Apply(thread_args);
 BENCHMARK(BM_binary<keel::maximum>)->Name("maximum")->Apply(thread_args);
 BENCHMARK(BM_transpose)->Name("transpose")->Apply(thread_args);
