@@ -8,6 +8,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/philox.hpp"
+#include "simd_levels.hpp"
+
 using namespace keel;
 
 namespace {
@@ -223,6 +226,34 @@ TEST_CASE("random::truncated_normal stays within two standard deviations", "[cre
   const auto at_bounds = std::count_if(v.begin(), v.end(),
                                        [](double t) { return t == -3.0 || t == 5.0; });
   CHECK(at_bounds < 10);
+}
+
+TEST_CASE("Philox-4x32-10 gives Random123's known answers, and the SIMD blocks give its words", "[creation][random]") {
+  // The known-answer vectors of Random123 (kat_vectors, philox4x32 10 rounds): counter and key
+  // all zeros, all ones, and the digits of pi.
+  using philox::Words;
+  CHECK(philox::philox4x32_10({0, 0, 0, 0}, 0, 0) == Words{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8});
+  CHECK(philox::philox4x32_10({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, 0xffffffff, 0xffffffff) ==
+        Words{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd});
+  CHECK(philox::philox4x32_10({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, 0xa4093822, 0x299f31d0) ==
+        Words{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1});
+  // The kernel table's batches of blocks (dropout's and random::uniform's words) against the
+  // scalar blocks: counters whose low word wraps inside a batch, two streams, counts with tails.
+  constexpr std::uint64_t key = 0xDEADBEEF12345678ull;
+  testing::at_every_simd_level([&](const std::string&) {
+    for (const std::uint64_t counter : {std::uint64_t{0}, std::uint64_t{0xFFFFFFF5}, std::uint64_t{0x123456789ABC}})
+      for (const std::uint32_t stream : {0u, 5u})
+        for (const std::int64_t blocks : {1, 3, 4, 8, 16, 31, 32, 33, 100}) {
+          INFO("counter " << counter << " stream " << stream << " blocks " << blocks);
+          std::vector<std::uint32_t> out(static_cast<std::size_t>(4 * blocks));
+          cpu::simd().philox_words(key, counter, stream, blocks, out.data());
+          std::vector<std::uint32_t> want;
+          for (std::int64_t g = 0; g < blocks; ++g)
+            for (const std::uint32_t w : philox::block(key, counter, static_cast<std::uint64_t>(g), stream))
+              want.push_back(w);
+          CHECK(out == want);
+        }
+  });
 }
 
 TEST_CASE("random numbers do not depend on the number of threads", "[creation][random][threads]") {

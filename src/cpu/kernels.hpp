@@ -135,6 +135,8 @@ struct TypedKernels {
                                const T* mean, const T* rstd, T* dx);
 };
 
+inline constexpr std::int64_t kPhiloxChunk = 256;
+
 struct SimdKernels {
   const char* isa;  // "avx512bw", "avx2+fma" or "sse2"
   TypedKernels<float> f32;
@@ -142,6 +144,10 @@ struct SimdKernels {
   // The fused float32 optimizer step of cpu/optimizer.hpp (slots the rule does not use are null).
   void (*optimizer_update)(const kernel::OptimizerParams& params, std::int64_t n, float* w, const float* g,
                            float* const slot[3]);
+  // out[4 g + k] = word k of philox::block(key, counter, g, stream) (core/philox.hpp), g < blocks;
+  // its callers draw kPhiloxChunk blocks (4 KiB of words) a call.
+  void (*philox_words)(std::uint64_t key, std::uint64_t counter, std::uint32_t stream, std::int64_t blocks,
+                       std::uint32_t* out);
 };
 
 // The active kernel table.

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/dispatch.hpp"
+#include "cpu/kernels.hpp"
 #include "cpu/thread_pool.hpp"
 #include "core/philox.hpp"
 #include "keel/core/config.hpp"
@@ -62,6 +63,24 @@ void for_blocks(std::int64_t n_elements, std::int64_t n_blocks, F&& body) {
   }, par);
 }
 
+// Runs body(b0, b1, words) over chunks of blocks [b0, b1), words[4 (b - b0) + k] holding word k
+// of block b (the kernel table's philox_words, a SIMD batch of blocks at a time).
+template <class F>
+void for_block_words(std::int64_t n_elements, std::int64_t n_blocks, std::uint64_t key, std::uint64_t counter,
+                     F&& body) {
+  const int nt = std::max(1, config::num_threads());
+  const bool par = nt > 1 && n_elements > (std::int64_t{1} << 16);
+  const auto philox_words = simd().philox_words;
+  parallel_ranges(n_blocks, nt, [&](std::int64_t b0, std::int64_t b1) {
+    std::uint32_t words[4 * kPhiloxChunk];
+    for (std::int64_t b = b0; b < b1; b += kPhiloxChunk) {
+      const std::int64_t e = std::min(b1, b + kPhiloxChunk);
+      philox_words(key, counter + static_cast<std::uint64_t>(b), 0, e - b, words);
+      body(b, e, static_cast<const std::uint32_t*>(words));
+    }
+  }, par);
+}
+
 // Elements one block gives.
 int per_block(Distribution d, DType dtype) {
   const bool wide = itemsize(dtype) == 8;
@@ -82,19 +101,14 @@ void uniform(const RandomDraw& r, std::uint64_t key, std::uint64_t counter, std:
   const T lo = static_cast<T>(minval), hi = static_cast<T>(maxval);
   // Rounding of lo + (hi - lo) * u can land on hi; keep the interval half-open.
   const T below_hi = lo < hi ? std::nextafter(hi, lo) : lo;
-  for_blocks(n, blocks, [&](std::int64_t b) {
-    const Words w = philox::block(key, counter, static_cast<std::uint64_t>(b));
-    double u[4];
-    if constexpr (per == 4) {
-      for (int k = 0; k < 4; ++k) u[k] = unit24(w[k]);
-    } else {
-      u[0] = unit53(w[0], w[1]);
-      u[1] = unit53(w[2], w[3]);
-    }
-    for (int k = 0; k < per; ++k) {
-      const std::int64_t i = b * per + k;
-      if (i >= n) break;
-      const T v = static_cast<T>(minval + (maxval - minval) * u[k]);
+  // Element i = per * b + k takes word k of block b (float32), or words 2k and 2k + 1 (float64):
+  // words[i - i0], or words[2 (i - i0)] and the next, counted from the chunk's first element i0.
+  for_block_words(n, blocks, key, counter, [&](std::int64_t b0, std::int64_t b1, const std::uint32_t* words) {
+    const std::int64_t i0 = b0 * per, i1 = std::min(n, b1 * per);
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const std::uint32_t* w = words + (per == 4 ? 1 : 2) * (i - i0);
+      const double u = per == 4 ? unit24(w[0]) : unit53(w[0], w[1]);
+      const T v = static_cast<T>(minval + (maxval - minval) * u);
       p[i] = v < hi ? v : below_hi;
     }
   });
@@ -137,14 +151,14 @@ template <class T>
 void uniform_int(const RandomDraw& r, std::uint64_t key, std::uint64_t counter, std::int64_t n, T* p) {
   const std::int64_t blocks = (n + 1) / 2;
   const std::uint64_t range = r.int_range, minval = static_cast<std::uint64_t>(r.int_min);
-  for_blocks(n, blocks, [&](std::int64_t b) {
-    const Words w = philox::block(key, counter, static_cast<std::uint64_t>(b));
-    for (int k = 0; k < 2; ++k) {
-      const std::int64_t i = b * 2 + k;
-      if (i >= n) break;
+  // Element i = 2b + k takes words 2k and 2k + 1 of block b: words[2 (i - i0)] and the next.
+  for_block_words(n, blocks, key, counter, [&](std::int64_t b0, std::int64_t b1, const std::uint32_t* words) {
+    const std::int64_t i0 = b0 * 2, i1 = std::min(n, b1 * 2);
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const std::uint32_t* w = words + 2 * (i - i0);
       // 64 random bits scaled into [0, range) by a multiply-high: the bias is at most
       // range / 2^64, and no data-dependent rejection loop is needed.
-      const std::uint64_t x = (static_cast<std::uint64_t>(w[2 * k]) << 32) | w[2 * k + 1];
+      const std::uint64_t x = (static_cast<std::uint64_t>(w[0]) << 32) | w[1];
       const auto v = static_cast<std::uint64_t>((static_cast<u128>(x) * range) >> 64);
       p[i] = static_cast<T>(static_cast<std::int64_t>(minval + v));
     }

@@ -13,6 +13,7 @@
 #include "cpu/simd/nan_minmax.hpp"
 #include "cpu/simd/normalization_impl.hpp"
 #include "cpu/simd/optimizer_impl.hpp"
+#include "cpu/simd/philox_impl.hpp"
 #include "cpu/simd/pooling_impl.hpp"
 #include "cpu/simd/program_impl.hpp"
 #include "cpu/simd/recurrent_impl.hpp"
@@ -386,6 +387,7 @@ SimdKernels make_kernels(const char* isa) {
            &lstm_gates<A, double>, &lstm_gate_grads<A, double>, &gru_gates<A, double>,
            &gru_gate_grads<A, double>, &layer_norm_rows<A, double>, &layer_norm_grad_rows<A, double>};
   k.optimizer_update = &optimizer_update<A>;
+  k.philox_words = &philox_words<A>;
   return k;
 }
 

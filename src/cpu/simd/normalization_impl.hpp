@@ -31,7 +31,9 @@ inline float fold_lanes(__m128 v) {
 }
 inline double fold_lanes(__m128d v) { return _mm_cvtsd_f64(_mm_add_sd(v, _mm_unpackhi_pd(v, v))); }
 #ifdef __AVX__
-inline float fold_lanes(__m256 v) { return fold_lanes(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1))); }
+inline float fold_lanes(__m256 v) {
+  return fold_lanes(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
+}
 inline double fold_lanes(__m256d v) {
   return fold_lanes(_mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1)));
 }
