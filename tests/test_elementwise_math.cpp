@@ -513,3 +513,41 @@ TEST_CASE("second derivatives of the activations through nested tapes", "[elemen
         {f64(u.grad_inputs, {8})}, 1e-6, 1e-5);
   }
 }
+
+TEST_CASE("pow by a scalar 2, 1, 0, -1 or 0.5 is correctly rounded and C99's at every SIMD level",
+          "[elementwise][pow]") {
+  // These exponents run as x * x, x, 1, 1 / x and sqrt(x): one IEEE operation each, so the
+  // correctly rounded power (glibc's pow of doubles may be 1 ulp off it). C99's special operands
+  // get C99's pow, signs of zero included: pow(-0, 0.5) = +0 and pow(-inf, 0.5) = +inf (where
+  // sqrt gives -0 and NaN), pow(-0, -1) = -inf, pow(NaN, 0) = 1.
+  const std::vector<double> specials = {kNaN, kInf, -kInf, 0.0, -0.0, 1.0, -1.0, 2.0, 3.0, -3.0, -2.0, 0.5, -0.5};
+  std::vector<double> x = specials;
+  for (int i = 0; i < 200; ++i) x.push_back(std::ldexp(std::sin(1.7 * i) * 1.3, i % 40 - 20));
+  const auto ieee = [](auto v, double e) -> double {
+    using T = decltype(v);
+    return e == 2.0 ? v * v : e == -1.0 ? T(1) / v : e == 0.5 ? std::sqrt(v) : e == 1.0 ? v : T(1);
+  };
+  testing::at_every_simd_level([&](const std::string&) {
+    for (const DType dtype : {DType::float32, DType::float64}) {
+      INFO(name(dtype));
+      const bool f32 = dtype == DType::float32;
+      const Tensor xt = f64(x).astype(dtype);
+      const std::vector<double> xs = xt.to_vector<double>();  // x rounded to dtype
+      for (const double e : {2.0, 1.0, 0.0, -1.0, 0.5}) {
+        const std::vector<double> got = pow(xt, e).to_vector<double>();
+        std::string bad;
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          const double special = f32 ? static_cast<float>(std::pow(xs[i], e)) : std::pow(xs[i], e);
+          const double want = i < specials.size() ? special
+                              : f32               ? ieee(static_cast<float>(xs[i]), e)
+                                                  : ieee(xs[i], e);
+          const bool equal = std::isnan(want) ? std::isnan(got[i])
+                                              : got[i] == want && std::signbit(got[i]) == std::signbit(want);
+          if (!equal)
+            bad += "pow(" + std::to_string(xs[i]) + ", " + std::to_string(e) + ") = " + std::to_string(got[i]) + "\n";
+        }
+        CHECK(bad == "");
+      }
+    }
+  });
+}

@@ -277,8 +277,27 @@ template <class A, class T, class Visit>
   }
 }
 
+// pow(x, e) for the exponents whose result one correctly rounded operation gives, as NumPy and
+// PyTorch special-case them: C99's pow of those exponents is the same value (x * x is exact
+// before its one rounding; pow(+-0, -1) = 1 / +-0 = +-inf; pow(-0, 0.5) = +0 and pow(-inf, 0.5)
+// = +inf, where sqrt would give -0 and NaN). False for another exponent.
+template <class A, class T>
+bool pow_exact(const T* x, T e, T* y, std::int64_t n) {
+  using B = xsimd::batch<T, A>;
+  const B one(T(1)), zero(T(0)), inf(std::numeric_limits<T>::infinity());
+  if (e == T(2)) map_unary<A>(x, y, n, [](B v) { return v * v; });
+  else if (e == T(1)) map_unary<A>(x, y, n, [](B v) { return v; });
+  else if (e == T(0)) map_unary<A>(x, y, n, [=](B) { return one; });
+  else if (e == T(-1)) map_unary<A>(x, y, n, [=](B v) { return one / v; });
+  else if (e == T(0.5))
+    map_unary<A>(x, y, n, [=](B v) { return xsimd::select(v == -inf, inf, xsimd::sqrt(v) + zero); });
+  else return false;
+  return true;
+}
+
 template <class A, class T>
 void binary(BinaryOp op, const T* a, std::int64_t sa, const T* b, std::int64_t sb, T* y, std::int64_t n) {
+  if (op == BinaryOp::pow && sa == 1 && sb == 0 && pow_exact<A>(a, *b, y, n)) return;
   with_binary<A, T>(op, [&](auto f) { map_binary<A>(a, sa, b, sb, y, n, f); });
 }
 
