@@ -129,3 +129,30 @@ TEST_CASE("casts between float32 and the half types give the bits of the scalar 
     CHECK(wrong == 0);
   }
 }
+
+TEST_CASE("float32 -> int32 casts of patterns over all 2^32 give the checked conversion's values") {
+  // The cast runs four values at a time on the processor's truncating conversion; its values must
+  // be the checked scalar rule's (test_elementwise.cpp): truncation toward zero, NaN to 0, and
+  // saturation at the int32 range. Patterns: an odd step over all 2^32, plus the range's edges
+  // (2^31 = 0x4F000000 and the float below it, -2^31 and the float below it), zeros, infinities
+  // and NaNs with payloads, at every position of a group of four.
+  DeviceScope cpu(Device::cpu());
+  std::vector<std::uint32_t> patterns = {0x4F000000u, 0x4EFFFFFFu, 0xCF000000u, 0xCF000001u, 0xCEFFFFFFu,
+                                         0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u,
+                                         0xFFC00001u, 0x7F800001u, 0x3F7FFFFFu, 0xBF7FFFFFu, 0x3FC00000u};
+  for (std::uint64_t i = 0; i < (1u << 20); ++i) patterns.push_back(static_cast<std::uint32_t>(i * 4093u + (i >> 7)));
+  std::vector<float> floats(patterns.size());
+  std::memcpy(floats.data(), patterns.data(), patterns.size() * sizeof(float));
+  const std::vector<std::int32_t> got =
+      cast(constant(floats, Shape{static_cast<std::int64_t>(floats.size())}), DType::int32).to_vector<std::int32_t>();
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < floats.size(); ++i) {
+    const float v = floats[i];
+    const std::int32_t want = std::isnan(v)             ? 0
+                              : v >= 2147483648.0f      ? INT32_MAX
+                              : v <= -2147483648.0f     ? INT32_MIN
+                                                        : static_cast<std::int32_t>(v);
+    wrong += got[i] != want;
+  }
+  CHECK(wrong == 0);
+}

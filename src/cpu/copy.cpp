@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include <xmmintrin.h>
+#include <emmintrin.h>
 
 #include "core/dispatch.hpp"
 #include "core/tensor_util.hpp"
@@ -309,6 +309,21 @@ inline float float_of_bfloat16(std::uint16_t b) {
   return f;
 }
 
+// float32 -> int32 four at a time with convert_one's values: the truncating conversion gives
+// 0x80000000 for NaN and for values out of range; those >= 2^31 then become INT32_MAX (0x80000000
+// with every bit flipped) and NaN 0. (convert_one's branches kept the loop scalar: 0.4x memcpy.)
+void int32_of_float(const float* s, std::int32_t* d, std::int64_t n) {
+  const __m128 top = _mm_set1_ps(2147483648.0f);
+  std::int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m128 v = _mm_loadu_ps(s + i);
+    __m128i t = _mm_xor_si128(_mm_cvttps_epi32(v), _mm_castps_si128(_mm_cmpge_ps(v, top)));
+    t = _mm_andnot_si128(_mm_castps_si128(_mm_cmpunord_ps(v, v)), t);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), t);
+  }
+  for (; i < n; ++i) d[i] = convert_one<float, std::int32_t>(s[i]);
+}
+
 // dst[i] = fn(src[i]) over n elements, split over the threads.
 template <class From, class To, class Fn>
 void convert_with(const void* src, void* dst, std::int64_t n, Fn fn) {
@@ -336,6 +351,12 @@ void convert(DType from, const void* src, DType to, void* dst, std::int64_t n) {
     return convert_with<float, bfloat16_t>(src, dst, n, [](float f) { return bfloat16_t{bfloat16_of(f)}; });
   if (from == DType::bfloat16 && to == DType::float32)
     return convert_with<bfloat16_t, float>(src, dst, n, [](bfloat16_t b) { return float_of_bfloat16(b.bits); });
+  if (from == DType::float32 && to == DType::int32) {
+    const auto* s = static_cast<const float*>(src);
+    auto* d = static_cast<std::int32_t*>(dst);
+    return parallel_for(n, kParallelGrain,
+                        [&](std::int64_t b, std::int64_t e) { int32_of_float(s + b, d + b, e - b); });
+  }
   detail::dispatch_all(from, "cast", [&]<class F>() {
     detail::dispatch_all(to, "cast", [&]<class T>() {
       const F* s = static_cast<const F*>(src);
