@@ -23,6 +23,19 @@ struct Avx2 {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
   }
+  // v[m] and v[m+4] fold into s[m], whose 128-bit half k holds v[m+4k]'s four partial sums; a
+  // 4x4 transpose-and-add within the halves then leaves v[4k+m]'s sum in lane 4k+m.
+  [[gnu::always_inline]] static void sums(const reg* v, float* out) {
+    reg s[4];
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; ++m)
+      s[m] = _mm256_add_ps(_mm256_permute2f128_ps(v[m], v[m + 4], 0x20), _mm256_permute2f128_ps(v[m], v[m + 4], 0x31));
+    const reg u0 = _mm256_add_ps(_mm256_unpacklo_ps(s[0], s[1]), _mm256_unpackhi_ps(s[0], s[1]));
+    const reg u1 = _mm256_add_ps(_mm256_unpacklo_ps(s[2], s[3]), _mm256_unpackhi_ps(s[2], s[3]));
+    const __m256d d0 = _mm256_castps_pd(u0), d1 = _mm256_castps_pd(u1);
+    const reg lo = _mm256_castpd_ps(_mm256_unpacklo_pd(d0, d1)), hi = _mm256_castpd_ps(_mm256_unpackhi_pd(d0, d1));
+    store(out, _mm256_add_ps(lo, hi));
+  }
   static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
   static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
   static reg relu(reg v) { return _mm256_max_ps(_mm256_setzero_ps(), v); }

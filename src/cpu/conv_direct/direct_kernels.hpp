@@ -44,8 +44,10 @@ using FilterPixels = void (*)(const DirectSteps& st, const float* image, i64 row
 
 // The forward and kernel gradient for few output channels (o <= kMaxNarrow) and input channels c
 // a multiple of the vector width. The forward's outputs are dot products along the channels,
-// with the weights laid out [tap][o][c], w[((i*kw + j)*o + oc)*c + ch] (out as for
-// ForwardPixels); the kernel gradient is FilterPixels', vectorised along the kernel rows.
+// with the weights laid out [run][o][the run's inputs] (out as for ForwardPixels): a run is a tap
+// row, w[((i*o + oc)*kw + j)*c + ch], when its taps' inputs are consecutive (dw*c == c), else one
+// tap, w[((i*kw + j)*o + oc)*c + ch]. The kernel gradient is FilterPixels', vectorised along the
+// kernel rows.
 constexpr i64 kMaxNarrow = 7;
 
 // Channels: o (c for the narrow tiles) a multiple of the table's vector width.
