@@ -50,6 +50,28 @@ Tensor reference_batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& 
   return (x - mean) / sqrt(var + eps) * gamma + beta;
 }
 
+// f(x, gamma, beta)'s outputs, then the gradients of the first one (upstream dy) wrt x, gamma and
+// beta, as float32 values, at every SIMD level: each level must give the first level's bits,
+// which are returned.
+template <class F>
+std::vector<std::vector<float>> same_bits_at_every_level(F f, const Tensor& x, const Tensor& g, const Tensor& b,
+                                                         const Tensor& dy) {
+  std::vector<std::vector<float>> first;
+  testing::at_every_simd_level([&](const std::string&) {
+    GradientTape tape;
+    tape.watch(x);
+    tape.watch(g);
+    tape.watch(b);
+    const std::vector<Tensor> outs = f(x, g, b);
+    std::vector<std::vector<float>> now;
+    for (const Tensor& t : outs) now.push_back(t.to_vector<float>());
+    for (const Tensor& t : tape.gradient(outs[0], {x, g, b}, dy)) now.push_back(t.to_vector<float>());
+    if (first.empty()) first = now;
+    for (std::size_t k = 0; k < now.size(); ++k) CHECK(now[k] == first[k]);
+  });
+  return first;
+}
+
 }  // namespace
 
 // ---- batch norm: values -------------------------------------------------------------------------
@@ -156,6 +178,46 @@ TEST_CASE("batch_norm gives bit-identical results with 1 and 2 threads", "[batch
   const auto one = run(1), two = run(2);
   config::set_num_threads(before);
   for (std::size_t i = 0; i < one.size(); ++i) CHECK(one[i] == two[i]);
+}
+
+TEST_CASE("batch_norm's column kernels give the same bits at every SIMD level and match float64", "[batch_norm]") {
+  // Channel counts below one register, with a leftover tail, exactly 16, and past the strips of
+  // four registers; 300 rows make several blocks of the column sums (block sums added in double).
+  for (const std::int64_t cols : {1, 3, 15, 16, 17, 64, 65, 100}) {
+    INFO("channels " << cols);
+    const auto seed = static_cast<std::uint64_t>(cols);
+    const Tensor x64 = randn({300, cols}, 141 + seed, 5.0, 2.0).astype(DType::float32).astype(DType::float64);
+    const Tensor g64 = randn({cols}, 142, 1.0, 0.2), b64 = randn({cols}, 143), dy64 = randn({300, cols}, 144);
+    const Tensor x = x64.astype(DType::float32), g = g64.astype(DType::float32), b = b64.astype(DType::float32);
+    const Tensor dy = dy64.astype(DType::float32), mm = zeros({cols}), mv = ones({cols});
+    const auto first = same_bits_at_every_level(
+        [&](const Tensor& xi, const Tensor& gi, const Tensor& bi) {
+          const auto r = batch_norm(xi, gi, bi, mm, mv, true);
+          return std::vector<Tensor>{r.y, r.moving_mean, r.moving_variance,
+                                     batch_norm(xi, gi, bi, r.moving_mean, r.moving_variance, false).y};
+        },
+        x, g, b, dy);
+    // float64 references from plain ops: the formula and its gradient through the tape.
+    GradientTape tape;
+    tape.watch(x64);
+    tape.watch(g64);
+    tape.watch(b64);
+    const Tensor y_ref = reference_batch_norm(x64, g64, b64, 1e-3);
+    const auto grads_ref = tape.gradient(y_ref, {x64, g64, b64}, dy64);
+    const std::vector<Tensor> expected{y_ref, grads_ref[0], grads_ref[1], grads_ref[2]};
+    const std::size_t at[] = {0, 4, 5, 6};  // y, then the gradients wrt x, gamma, beta
+    for (std::size_t k = 0; k < expected.size(); ++k) {
+      const auto want = expected[k].to_vector<double>();
+      const auto& got = first[at[k]];
+      REQUIRE(got.size() == want.size());
+      // y and dx are O(1); gamma's and beta's gradients sum 300 rows, so their tolerance scales.
+      const double tol = k < 2 ? 2e-4 : 2e-2;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        INFO("output " << k << " element " << i);
+        CHECK(static_cast<double>(got[i]) == Approx(want[i]).margin(tol));
+      }
+    }
+  }
 }
 
 TEST_CASE("batch_norm without gamma and beta only normalises", "[batch_norm]") {
@@ -277,19 +339,11 @@ TEST_CASE("layer_norm's row kernels give the same bits at every SIMD level and m
     const Tensor g64 = randn({cols}, 132), b64 = randn({cols}, 133), dy64 = randn({70, cols}, 134);
     const Tensor x = x64.astype(DType::float32), g = g64.astype(DType::float32), b = b64.astype(DType::float32);
     const Tensor dy = dy64.astype(DType::float32);
-    std::vector<std::vector<float>> first;
-    testing::at_every_simd_level([&](const std::string&) {
-      GradientTape tape;
-      tape.watch(x);
-      tape.watch(g);
-      tape.watch(b);
-      const Tensor y = layer_norm(x, g, b);
-      const auto grads = tape.gradient(y, {x, g, b}, dy);
-      std::vector<std::vector<float>> now{y.to_vector<float>()};
-      for (const Tensor& t : grads) now.push_back(t.to_vector<float>());
-      if (first.empty()) first = now;
-      for (std::size_t k = 0; k < now.size(); ++k) CHECK(now[k] == first[k]);
-    });
+    const auto first = same_bits_at_every_level(
+        [](const Tensor& xi, const Tensor& gi, const Tensor& bi) {
+          return std::vector<Tensor>{layer_norm(xi, gi, bi)};
+        },
+        x, g, b, dy);
     // float64 reference from the moments (the composite formula), to float32 accuracy: y is O(5).
     const auto [m, v] = moments(x64, {1}, true);
     const auto y_ref = ((x64 - m) / sqrt(v + 1e-3) * g64 + b64).to_vector<double>();

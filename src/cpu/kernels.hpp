@@ -43,6 +43,11 @@ struct TileStep {
 // pixels' additions do not wait for each other's stores.
 constexpr std::int64_t kArgSumRows = 4;
 
+// The two per-column sums of column_pair_sums, with d = x - ref[c] and the row's
+// xhat = (x - row_mean[r]) * row_rstd[r]: batch_norm's moments (d, d*d), its gradient's
+// (g, g*d), and layer_norm's parameter gradients (g*xhat, g).
+enum class ColumnPair { moments, bn_grad, ln_grad };
+
 template <class T>
 struct TypedKernels {
   // y[i] = op(x[i]); alpha parameterises leaky_relu and elu.
@@ -133,6 +138,18 @@ struct TypedKernels {
   // Its gradient wrt x from dy and the forward's mean and rstd (gamma not null).
   void (*layer_norm_grad_rows)(const T* x, const T* dy, std::int64_t rows, std::int64_t cols, const T* gamma,
                                const T* mean, const T* rstd, T* dx);
+  // Over `rows` rows of `cols` (simd/batch_norm_impl.hpp), in blocks of block_rows rows: each
+  // block's two sums of each column (ColumnPair; g is dy, unused for moments) taken in T in row
+  // order, then added to s1[c] and s2[c] in double.
+  void (*column_pair_sums)(ColumnPair kind, const T* x, const T* g, const T* ref, const T* row_mean,
+                           const T* row_rstd, std::int64_t rows, std::int64_t cols, std::int64_t block_rows,
+                           double* s1, double* s2);
+  // batch_norm's normalisation y = (x - center) * scale + offset and its gradient wrt x,
+  // dx = a * dy + b * (x - mean) + e, per column, left to right.
+  void (*batch_norm_rows)(const T* x, std::int64_t rows, std::int64_t cols, const T* center, const T* scale,
+                          const T* offset, T* y);
+  void (*batch_norm_grad_rows)(const T* x, const T* dy, std::int64_t rows, std::int64_t cols, const T* mean,
+                               const T* a, const T* b, const T* e, T* dx);
 };
 
 inline constexpr std::int64_t kPhiloxChunk = 256;

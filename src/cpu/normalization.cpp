@@ -37,50 +37,25 @@ std::int64_t column_chunks(std::int64_t rows, std::int64_t cols) {
   return std::clamp<std::int64_t>(rows * cols / 32768, 1, most);
 }
 
-// Two per-column sums over all rows: elem(r, c, a1, a2) adds element (r, c)'s contributions to
-// the accumulators a1 and a2. Results in s1, s2 (double, one per column).
-//
-// The loops run over strips of W columns, rows inside: the 2 W accumulators of a strip stay
-// in registers for the whole block (a row-by-row loop would load and store every accumulator
-// for every row, which costs more than the arithmetic when rows are short, as C = 16 is).
-template <class T, class Elem>
-void column_sums(std::int64_t rows, std::int64_t cols, Elem elem, std::vector<double>& s1,
-                 std::vector<double>& s2) {
-  constexpr std::int64_t W = 64 / sizeof(T);  // four SSE vectors per accumulator
+// Two per-column sums over all rows (the table's column_pair_sums, cpu/kernels.hpp), in double,
+// one per column each in s1 and s2. Each chunk of rows sums into its own partial rows, added in
+// chunk order at the end, so the result does not depend on the threads.
+template <class T>
+void column_sums(ColumnPair kind, std::int64_t rows, std::int64_t cols, const T* x, const T* g, const T* ref,
+                 const T* row_mean, const T* row_rstd, std::vector<double>& s1, std::vector<double>& s2) {
   const std::int64_t chunks = column_chunks(rows, cols);
-  const std::int64_t block_rows = std::clamp<std::int64_t>(kBlockElems / std::max<std::int64_t>(cols, 1), 1, kBlockRows);
+  const std::int64_t block_rows =
+      std::clamp<std::int64_t>(kBlockElems / std::max<std::int64_t>(cols, 1), 1, kBlockRows);
   const auto ucols = static_cast<std::size_t>(cols);
   std::vector<double> partial(static_cast<std::size_t>(chunks) * ucols * 2, 0.0);
-  // Each chunk sums into its own partial row, so the result does not depend on the threads.
+  const auto kernel = typed_kernels<T>().column_pair_sums;
   parallel_parts(static_cast<int>(chunks), [&](int part) {
     const auto k = static_cast<std::int64_t>(part);
     double* p1 = partial.data() + static_cast<std::size_t>(k) * ucols * 2;
-    double* p2 = p1 + ucols;
     const std::int64_t r0 = rows * k / chunks, r1 = rows * (k + 1) / chunks;
-    for (std::int64_t b = r0; b < r1; b += block_rows) {
-      const std::int64_t e = std::min(r1, b + block_rows);
-      std::int64_t c0 = 0;
-      for (; c0 + W <= cols; c0 += W) {
-        T a1[W] = {}, a2[W] = {};
-        for (std::int64_t r = b; r < e; ++r)
-#pragma omp simd
-          for (std::int64_t j = 0; j < W; ++j) elem(r, c0 + j, a1[j], a2[j]);
-        for (std::int64_t j = 0; j < W; ++j) {
-          p1[c0 + j] += static_cast<double>(a1[j]);
-          p2[c0 + j] += static_cast<double>(a2[j]);
-        }
-      }
-      if (c0 < cols) {  // the last, narrower strip
-        const std::int64_t w = cols - c0;
-        T a1[W] = {}, a2[W] = {};
-        for (std::int64_t r = b; r < e; ++r)
-          for (std::int64_t j = 0; j < w; ++j) elem(r, c0 + j, a1[j], a2[j]);
-        for (std::int64_t j = 0; j < w; ++j) {
-          p1[c0 + j] += static_cast<double>(a1[j]);
-          p2[c0 + j] += static_cast<double>(a2[j]);
-        }
-      }
-    }
+    const std::int64_t at = r0 * cols;
+    kernel(kind, x + at, g == nullptr ? nullptr : g + at, ref, row_mean == nullptr ? nullptr : row_mean + r0,
+           row_rstd == nullptr ? nullptr : row_rstd + r0, r1 - r0, cols, block_rows, p1, p1 + ucols);
   });
   s1.assign(ucols, 0.0);
   s2.assign(ucols, 0.0);
@@ -97,13 +72,9 @@ void column_sums(std::int64_t rows, std::int64_t cols, Elem elem, std::vector<do
 template <class T>
 void normalize_columns(const T* x, T* y, std::int64_t rows, std::int64_t cols, const T* center,
                        const T* scale, const T* offset) {
+  const auto kernel = typed_kernels<T>().batch_norm_rows;
   parallel_for(rows, row_grain(cols), [&](std::int64_t r0, std::int64_t r1) {
-    for (std::int64_t r = r0; r < r1; ++r) {
-      const T* xr = x + r * cols;
-      T* yr = y + r * cols;
-#pragma omp simd
-      for (std::int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - center[c]) * scale[c] + offset[c];
-    }
+    kernel(x + r0 * cols, r1 - r0, cols, center, scale, offset, y + r0 * cols);
   });
 }
 
@@ -116,11 +87,7 @@ void column_moments(const T* x, std::int64_t rows, std::int64_t cols, std::vecto
                     std::vector<double>& var) {
   const T* shift = x;
   std::vector<double> s, q;
-  column_sums<T>(rows, cols, [=](std::int64_t r, std::int64_t c, T& a1, T& a2) {
-    const T d = x[r * cols + c] - shift[c];
-    a1 += d;
-    a2 += d * d;
-  }, s, q);
+  column_sums<T>(ColumnPair::moments, rows, cols, x, nullptr, shift, nullptr, nullptr, s, q);
   const auto n = static_cast<double>(rows);
   mean.resize(s.size());
   var.resize(s.size());
@@ -193,11 +160,7 @@ void batch_norm_train_backward(const T* x, const T* dy, std::int64_t rows, std::
   const T* rs = rstd;
   const std::vector<T> ga = values_or<T>(gamma, C, T(1));
   std::vector<double> gsum, gxc;  // sum(g), sum(g * (x - mean))
-  column_sums<T>(M, C, [=](std::int64_t r, std::int64_t c, T& a1, T& a2) {
-    const T g = gp[r * C + c];
-    a1 += g;
-    a2 += g * (xp[r * C + c] - m[c]);
-  }, gsum, gxc);
+  column_sums<T>(ColumnPair::bn_grad, M, C, xp, gp, m, nullptr, nullptr, gsum, gxc);
   const auto uc = static_cast<std::size_t>(C);
   if (dgamma != nullptr)
     for (std::size_t c = 0; c < uc; ++c) dgamma[c] = static_cast<T>(gxc[c] * static_cast<double>(rs[c]));
@@ -212,16 +175,9 @@ void batch_norm_train_backward(const T* x, const T* dy, std::int64_t rows, std::
       b[c] = static_cast<T>(-ac * r * r * gxc[c] / n);
       e[c] = static_cast<T>(-ac * gsum[c] / n);
     }
-    T* dp = dx;
+    const auto kernel = typed_kernels<T>().batch_norm_grad_rows;
     parallel_for(M, row_grain(C), [&](std::int64_t r0, std::int64_t r1) {
-      const T *pa = a.data(), *pb = b.data(), *pe = e.data();
-      for (std::int64_t r = r0; r < r1; ++r) {
-        const T* xr = xp + r * C;
-        const T* gr = gp + r * C;
-        T* dr = dp + r * C;
-#pragma omp simd
-        for (std::int64_t c = 0; c < C; ++c) dr[c] = pa[c] * gr[c] + pb[c] * (xr[c] - m[c]) + pe[c];
-      }
+      kernel(xp + r0 * C, gp + r0 * C, r1 - r0, C, m, a.data(), b.data(), e.data(), dx + r0 * C);
     });
   }
 }
@@ -258,11 +214,7 @@ void layer_norm_backward(const T* x, const T* dy, std::int64_t rows, std::int64_
   }
   if (dgamma != nullptr || dbeta != nullptr) {
     std::vector<double> dg, db;
-    column_sums<T>(rows, cols, [=](std::int64_t r, std::int64_t c, T& a1, T& a2) {
-      const T g = gp[r * cols + c];
-      a1 += g * ((xp[r * cols + c] - mp[r]) * rp[r]);
-      a2 += g;
-    }, dg, db);
+    column_sums<T>(ColumnPair::ln_grad, rows, cols, xp, gp, nullptr, mp, rp, dg, db);
     if (dgamma != nullptr) std::copy(dg.begin(), dg.end(), dgamma);
     if (dbeta != nullptr) std::copy(db.begin(), db.end(), dbeta);
   }

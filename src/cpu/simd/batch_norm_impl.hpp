@@ -1,0 +1,142 @@
+#pragma once
+// batch_norm's passes over rows of `cols` channels, and the per-column sums that layer_norm's
+// parameter gradients take too, written against xsimd (included by kernels_impl.hpp). Lanes run
+// along the columns, so every column's additions keep the order of the scalar loops they replaced
+// and every SIMD level gives the same bits.
+#include <xsimd/xsimd.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "cpu/kernels.hpp"
+
+namespace keel::cpu::simd_impl {
+
+// Column strips of up to kColumnBatches registers go through a block of rows together: their
+// accumulators' chains of additions then overlap (one strip of 16 columns waits 4 cycles a row).
+inline constexpr int kColumnBatches = 4;
+
+// Adds one element's (or one batch of columns') two terms of column_pair_sums (cpu/kernels.hpp).
+template <ColumnPair K, class V, class T>
+inline void add_pair(const V& x, const V& g, const V& ref, T row_mean, T row_rstd, V& a1, V& a2) {
+  if constexpr (K == ColumnPair::moments) {
+    const V d = x - ref;
+    a1 += d;
+    a2 += d * d;
+  } else if constexpr (K == ColumnPair::bn_grad) {
+    a1 += g;
+    a2 += g * (x - ref);
+  } else {
+    a1 += g * ((x - row_mean) * row_rstd);
+    a2 += g;
+  }
+}
+
+template <ColumnPair K, class A, class T>
+void column_pair_sums_of(const T* x, const T* g, const T* ref, const T* row_mean, const T* row_rstd,
+                         std::int64_t rows, std::int64_t cols, std::int64_t block_rows, double* s1, double* s2) {
+  using B = xsimd::batch<T, A>;
+  constexpr std::int64_t W = B::size;
+  const auto row_values = [&](std::int64_t r) -> std::pair<T, T> {
+    if constexpr (K == ColumnPair::ln_grad) return {row_mean[r], row_rstd[r]};
+    return {T(0), T(0)};
+  };
+  for (std::int64_t b = 0; b < rows; b += block_rows) {
+    const std::int64_t e = std::min(rows, b + block_rows);
+    // NB registers of columns from c0: each summed over the block in T, then added in double.
+    const auto strip = [&]<int NB>(std::int64_t c0) {
+      B a1[NB], a2[NB];
+      for (int k = 0; k < NB; ++k) a1[k] = a2[k] = B(T(0));
+      for (std::int64_t r = b; r < e; ++r) {
+        const auto [rm, rs] = row_values(r);
+        const T* xr = x + r * cols + c0;
+        const T* gr = K == ColumnPair::moments ? nullptr : g + r * cols + c0;
+#pragma GCC unroll 4
+        for (int k = 0; k < NB; ++k) {
+          const B gv = K == ColumnPair::moments ? B(T(0)) : B::load_unaligned(gr + k * W);
+          const B rv = K == ColumnPair::ln_grad ? B(T(0)) : B::load_unaligned(ref + c0 + k * W);
+          add_pair<K>(B::load_unaligned(xr + k * W), gv, rv, rm, rs, a1[k], a2[k]);
+        }
+      }
+      alignas(64) T l1[W], l2[W];
+      for (int k = 0; k < NB; ++k) {
+        a1[k].store_aligned(l1);
+        a2[k].store_aligned(l2);
+        for (std::int64_t j = 0; j < W; ++j) {
+          s1[c0 + k * W + j] += static_cast<double>(l1[j]);
+          s2[c0 + k * W + j] += static_cast<double>(l2[j]);
+        }
+      }
+    };
+    std::int64_t c0 = 0;
+    for (; c0 + kColumnBatches * W <= cols; c0 += kColumnBatches * W) strip.template operator()<kColumnBatches>(c0);
+    for (; c0 + W <= cols; c0 += W) strip.template operator()<1>(c0);
+    for (std::int64_t c = c0; c < cols; ++c) {  // the last columns, one at a time
+      T a1 = 0, a2 = 0;
+      for (std::int64_t r = b; r < e; ++r) {
+        const auto [rm, rs] = row_values(r);
+        add_pair<K>(x[r * cols + c], K == ColumnPair::moments ? T(0) : g[r * cols + c],
+                    K == ColumnPair::ln_grad ? T(0) : ref[c], rm, rs, a1, a2);
+      }
+      s1[c] += static_cast<double>(a1);
+      s2[c] += static_cast<double>(a2);
+    }
+  }
+}
+
+template <class A, class T>
+void column_pair_sums(ColumnPair kind, const T* x, const T* g, const T* ref, const T* row_mean, const T* row_rstd,
+                      std::int64_t rows, std::int64_t cols, std::int64_t block_rows, double* s1, double* s2) {
+  switch (kind) {
+    case ColumnPair::moments:
+      return column_pair_sums_of<ColumnPair::moments, A, T>(x, g, ref, row_mean, row_rstd, rows, cols, block_rows,
+                                                            s1, s2);
+    case ColumnPair::bn_grad:
+      return column_pair_sums_of<ColumnPair::bn_grad, A, T>(x, g, ref, row_mean, row_rstd, rows, cols, block_rows,
+                                                            s1, s2);
+    case ColumnPair::ln_grad:
+      return column_pair_sums_of<ColumnPair::ln_grad, A, T>(x, g, ref, row_mean, row_rstd, rows, cols, block_rows,
+                                                            s1, s2);
+  }
+}
+
+// y = (x - center) * scale + offset, per column, left to right.
+template <class A, class T>
+void batch_norm_rows(const T* x, std::int64_t rows, std::int64_t cols, const T* center, const T* scale,
+                     const T* offset, T* y) {
+  using B = xsimd::batch<T, A>;
+  constexpr std::int64_t W = B::size;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * cols;
+    T* yr = y + r * cols;
+    std::int64_t c = 0;
+    for (; c + W <= cols; c += W)
+      ((B::load_unaligned(xr + c) - B::load_unaligned(center + c)) * B::load_unaligned(scale + c) +
+       B::load_unaligned(offset + c))
+          .store_unaligned(yr + c);
+    for (; c < cols; ++c) yr[c] = (xr[c] - center[c]) * scale[c] + offset[c];
+  }
+}
+
+// dx = a * dy + b * (x - mean) + e, per column, left to right.
+template <class A, class T>
+void batch_norm_grad_rows(const T* x, const T* dy, std::int64_t rows, std::int64_t cols, const T* mean, const T* a,
+                          const T* b, const T* e, T* dx) {
+  using B = xsimd::batch<T, A>;
+  constexpr std::int64_t W = B::size;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * cols;
+    const T* gr = dy + r * cols;
+    T* dr = dx + r * cols;
+    std::int64_t c = 0;
+    for (; c + W <= cols; c += W) {
+      const B ag = B::load_unaligned(a + c) * B::load_unaligned(gr + c);
+      const B bx = B::load_unaligned(b + c) * (B::load_unaligned(xr + c) - B::load_unaligned(mean + c));
+      (ag + bx + B::load_unaligned(e + c)).store_unaligned(dr + c);
+    }
+    for (; c < cols; ++c) dr[c] = a[c] * gr[c] + b[c] * (xr[c] - mean[c]) + e[c];
+  }
+}
+
+}  // namespace keel::cpu::simd_impl
