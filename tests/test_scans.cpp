@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "check_error.hpp"
@@ -141,6 +142,47 @@ TEST_CASE("scans down the rows of one wide block match the definition at 1 and 2
         const bool exclusive = flags & 1, reverse = flags & 2;
         check_close(dv(cumsum(x, 0, exclusive, reverse)), reference_scan(xs, 1, 40, cols, false, exclusive, reverse));
         check_close(dv(cumprod(x, 0, exclusive, reverse)), reference_scan(xs, 1, 40, cols, true, exclusive, reverse));
+      }
+    }
+}
+
+// One running value per row in T, in the scan's direction: the order of additions (or
+// multiplications) the kernel promises, so its result is compared bit for bit.
+template <class T>
+std::vector<T> running_rows(const std::vector<T>& x, std::int64_t rows, std::int64_t n, bool product, bool exclusive,
+                            bool reverse) {
+  std::vector<T> y(x.size());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    T acc = product ? T(1) : T(0);
+    for (std::int64_t s = 0; s < n; ++s) {
+      const auto at = static_cast<std::size_t>(r * n + (reverse ? n - 1 - s : s));
+      if (exclusive) y[at] = acc;
+      acc = product ? acc * x[at] : acc + x[at];
+      if (!exclusive) y[at] = acc;
+    }
+  }
+  return y;
+}
+
+TEMPLATE_TEST_CASE("scans along the last axis of many rows give the bits of one running value per row", "[scans]",
+                   float, double) {
+  // 7 rows: a group of four rows run together and three on their own; rows of 65 (just past the
+  // leads of the grouped rows), 70 and 1024 elements (rows 4 KiB apart in float32).
+  const keel_test::ThreadsGuard guard;
+  const DType dtype = std::is_same_v<TestType, float> ? DType::float32 : DType::float64;
+  for (const std::int64_t n : {65, 70, 1024})
+    for (const int threads : {1, 2}) {
+      config::set_num_threads(threads);
+      INFO(n << " columns, " << threads << " threads");
+      const Tensor x = (wavy({7, n}, 0.3 * double(n)) * 0.9).astype(dtype);
+      const auto xs = x.to_vector<TestType>();
+      for (int flags = 0; flags < 4; ++flags) {
+        const bool exclusive = flags & 1, reverse = flags & 2;
+        INFO("exclusive " << exclusive << ", reverse " << reverse);
+        CHECK(cumsum(x, 1, exclusive, reverse).to_vector<TestType>() ==
+              running_rows<TestType>(xs, 7, n, false, exclusive, reverse));
+        CHECK(cumprod(x, 1, exclusive, reverse).to_vector<TestType>() ==
+              running_rows<TestType>(xs, 7, n, true, exclusive, reverse));
       }
     }
 }

@@ -54,6 +54,55 @@ void scan_column(const T* x, T* y, std::int64_t n, std::int64_t step, std::int64
   }
 }
 
+// Rows of a scan along the last axis run kScanRows at a time, each its own chain of dependent
+// operations in scan_column's order (the same bits), so that the chains overlap. Row k runs
+// kScanLag * (kScanRows - 1 - k) elements ahead of the last one: rows of 1024 floats start 4 KiB
+// apart, and a load whose address matches a pending store's in the low 12 bits waits for that
+// store (processed in step, the rows ran slower than one after the other).
+constexpr int kScanRows = 4;
+constexpr std::int64_t kScanLag = 16;
+
+// Rows whose element 0 is at first[k] (their elements `step` apart), as scan_column each. Each
+// row is a lane of its own (no array indexed at run time, so that the compiler keeps all four in
+// registers).
+template <class T, ScanOp Kind>
+void scan_rows(const T* x, T* y, std::int64_t n, std::int64_t step, const std::int64_t (&first)[kScanRows],
+               bool exclusive) {
+  static_assert(kScanRows == 4);
+  struct Lane {
+    const T* x;  // what the next element combines: its own input, or with exclusive the one before
+    T* y;        // the next output
+    T acc;
+  };
+  const auto start = [&](std::int64_t p0) {
+    const T acc = exclusive ? (Kind == ScanOp::sum ? T(0) : T(1)) : x[p0];
+    y[p0] = acc;
+    return Lane{x + (exclusive ? p0 : p0 + step), y + p0 + step, acc};
+  };
+  const auto advance = [step](Lane& l) {
+    l.acc = scan_combine(Kind, l.acc, *l.x);
+    *l.y = l.acc;
+    l.x += step;
+    l.y += step;
+  };
+  const auto run = [&](Lane& l, std::int64_t count) {
+    for (std::int64_t s = 0; s < count; ++s) advance(l);
+  };
+  Lane l0 = start(first[0]), l1 = start(first[1]), l2 = start(first[2]), l3 = start(first[3]);
+  run(l0, 3 * kScanLag);  // the leads
+  run(l1, 2 * kScanLag);
+  run(l2, kScanLag);
+  for (std::int64_t s = 1; s < n - 3 * kScanLag; ++s) {
+    advance(l0);
+    advance(l1);
+    advance(l2);
+    advance(l3);
+  }
+  run(l1, kScanLag);  // the rows behind catch up
+  run(l2, 2 * kScanLag);
+  run(l3, 3 * kScanLag);
+}
+
 template <class T>
 void scan_block(ScanOp kind, const T* x, T* y, std::int64_t n, std::int64_t inner, std::int64_t c0,
                 std::int64_t c1, bool exclusive, bool reverse) {
@@ -102,6 +151,16 @@ void scan(ScanOp kind, const Tensor& x_in, int axis, bool exclusive, bool revers
     const std::int64_t tasks = outer * blocks;
     const bool par = nt > 1 && tasks > 1 && big;
     parallel_ranges(tasks, nt, [&](std::int64_t b, std::int64_t e) {
+      // Rows along the last axis, kScanRows at a time, where the chain of float additions is what
+      // limits (an integer addition takes one cycle).
+      if (std::is_floating_point_v<T> && inner == 1 && n > kScanLag * kScanRows)
+        for (; b + kScanRows <= e; b += kScanRows) {
+          std::int64_t first[kScanRows];
+          for (int k = 0; k < kScanRows; ++k) first[k] = (b + k) * n + (reverse ? n - 1 : 0);
+          const std::int64_t step = reverse ? -1 : 1;
+          if (kind == ScanOp::sum) scan_rows<T, ScanOp::sum>(xs, ys, n, step, first, exclusive);
+          else scan_rows<T, ScanOp::prod>(xs, ys, n, step, first, exclusive);
+        }
       for (std::int64_t t = b; t < e; ++t) {
         const std::int64_t o = t / blocks, blk = t % blocks;
         const std::int64_t base = o * n * inner;
