@@ -4,8 +4,10 @@
 #include <keel/keel.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "core/philox.hpp"
@@ -254,6 +256,57 @@ TEST_CASE("Philox-4x32-10 gives Random123's known answers, and the SIMD blocks g
           CHECK(out == want);
         }
   });
+}
+
+TEST_CASE("random::uniform's float32 kernel gives the scalar rule's bits at every SIMD level", "[creation][random]") {
+  // Words at the ends of the 24 bits used and a spread between them; [1, 2) rounds its top draws
+  // up to 2, which the half-open interval turns into the float below 2; [2, 2) gives 2.
+  std::vector<std::uint32_t> words{0, 0xFF, 0x100, 0x80000000u, 0xFFFFFF00u, 0xFFFFFFFFu, 0xFFFFFE00u};
+  for (std::uint32_t k = 0; k < 1000; ++k) words.push_back(k * 0x9E3779B9u);
+  const std::pair<double, double> ranges[] = {{0, 1}, {1, 2}, {-3, 5}, {2, 2}, {-1e-3, 1e6}};
+  testing::at_every_simd_level([&](const std::string&) {
+    for (const auto& [lo, hi] : ranges) {
+      INFO("[" << lo << ", " << hi << ")");
+      const auto hi_f = static_cast<float>(hi), lo_f = static_cast<float>(lo);
+      const float below_hi = lo_f < hi_f ? std::nextafter(hi_f, lo_f) : lo_f;
+      std::vector<float> got(words.size());
+      cpu::simd().uniform_floats(words.data(), static_cast<std::int64_t>(words.size()), lo, hi, hi_f, below_hi,
+                                 got.data());
+      for (std::size_t i = 0; i < words.size(); ++i) {
+        const auto v = static_cast<float>(lo + (hi - lo) * (static_cast<double>(words[i] >> 8) * 0x1.0p-24));
+        INFO("word " << words[i]);
+        CHECK(std::bit_cast<std::uint32_t>(got[i]) == std::bit_cast<std::uint32_t>(v < hi_f ? v : below_hi));
+      }
+    }
+  });
+}
+
+TEST_CASE("random::normal's Box-Muller kernel gives the same bits at every SIMD level and the formula's values",
+          "[creation][random]") {
+  // Radii from u_open = 1 (r = 0) down to 2^-33, angles on the quadrant boundaries (where the
+  // reduction turns sin into cos) and between them; 37 pairs leave a short last batch.
+  std::vector<double> u_open{1.0, 0x1.0p-33, 0.5, 1e-300 * 1e290, 0.999999}, u{0.0, 0.125, 0.25, 0.5, 0.75};
+  for (int k = 0; u_open.size() < 37; ++k) {
+    u_open.push_back((k * 0.6180339887498949 - std::floor(k * 0.6180339887498949)) * 0.999 + 0.0005);
+    u.push_back(k * 0.7548776662466927 - std::floor(k * 0.7548776662466927));
+  }
+  const std::int64_t n = static_cast<std::int64_t>(u.size());
+  std::vector<double> first;
+  testing::at_every_simd_level([&](const std::string&) {
+    std::vector<double> z(static_cast<std::size_t>(2 * n));
+    cpu::simd().box_muller(u_open.data(), u.data(), n, z.data());
+    if (first.empty()) first = z;
+    CHECK(z == first);
+  });
+  constexpr long double kTwoPi = 6.283185307179586476925286766559L;
+  for (std::size_t j = 0; j < u.size(); ++j) {
+    INFO("pair " << j << ": u_open " << u_open[j] << ", u " << u[j]);
+    const long double r = std::sqrt(-2.0L * std::log(static_cast<long double>(u_open[j])));
+    const long double t = kTwoPi * static_cast<long double>(u[j]);
+    const double tol = 4e-16 * static_cast<double>(std::max(r, 1.0L));
+    CHECK(first[2 * j] == Approx(static_cast<double>(r * std::cos(t))).epsilon(0).margin(tol));
+    CHECK(first[2 * j + 1] == Approx(static_cast<double>(r * std::sin(t))).epsilon(0).margin(tol));
+  }
 }
 
 TEST_CASE("random numbers do not depend on the number of threads", "[creation][random][threads]") {

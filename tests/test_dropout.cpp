@@ -4,12 +4,15 @@
 
 #include <keel/keel.hpp>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "gradcheck.hpp"
+#include "simd_levels.hpp"
 
 using namespace keel;
 using Catch::Contains;
@@ -65,6 +68,35 @@ TEST_CASE("dropout keeps x * 1/(1-rate) of arbitrary values and drops non-finite
   const Tensor inf = full({1000}, std::numeric_limits<double>::infinity(), DType::float64);
   const auto iv = dropout(inf, 0.5, 7).to_vector<double>();
   for (double e : iv) CHECK((e == 0 || std::isinf(e)));
+}
+
+TEST_CASE("dropout's float32 select gives the same bits at every SIMD level", "[dropout]") {
+  // 1001 elements (a tail after whole registers) with NaN, infinities and -0.0 among them: each
+  // output is x * (1 / 0.7f) or +0.0, the gradient mask 1 / 0.7f or +0.0, at AVX-512, AVX2 and SSE2.
+  random::set_seed(12);
+  std::vector<float> xs = random::normal({1001}).to_vector<float>();
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), -0.0f};
+  for (std::size_t i = 0; i < xs.size(); i += 7) xs[i] = specials[(i / 7) % 4];
+  const Tensor x = constant(xs, {1001});
+  const float scale = 1.0f / 0.7f;
+  std::vector<std::uint32_t> first;
+  testing::at_every_simd_level([&](const std::string&) {
+    GradientTape tape;
+    tape.watch(x);
+    const Tensor y = dropout(x, 0.3, 21);
+    const auto ys = y.to_vector<float>(), gs = tape.gradient(y, x).to_vector<float>();
+    std::vector<std::uint32_t> now;
+    for (std::size_t i = 0; i < ys.size(); ++i) {
+      INFO("element " << i);
+      const bool keep = gs[i] != 0;
+      CHECK(std::bit_cast<std::uint32_t>(gs[i]) == (keep ? std::bit_cast<std::uint32_t>(scale) : 0u));
+      CHECK(std::bit_cast<std::uint32_t>(ys[i]) == (keep ? std::bit_cast<std::uint32_t>(xs[i] * scale) : 0u));
+      now.push_back(std::bit_cast<std::uint32_t>(ys[i]));
+    }
+    if (first.empty()) first = now;
+    CHECK(now == first);
+  });
 }
 
 TEST_CASE("dropout with the same seed gives the same mask, a function of (seed, element index)", "[dropout]") {

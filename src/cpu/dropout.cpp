@@ -2,9 +2,7 @@
 #include "cpu/dropout.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
-#include <type_traits>
 
 #include "cpu/kernels.hpp"
 #include "cpu/strided.hpp"
@@ -19,11 +17,12 @@ template <class T>
 void dropout(std::int64_t n, const T* x, std::uint64_t key, std::uint64_t counter, std::uint32_t stream,
              std::uint32_t threshold, T scale, T* y, T* mask) {
   const std::int64_t blocks = (n + 3) / 4;  // four words (elements) per Philox block
-  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;  // T's bits
   const T* xp = x;
   T* yp = y;
   T* mp = mask;
   const auto philox_words = simd().philox_words;
+  const auto select = typed_kernels<T>().dropout_select;
+  const bool streaming = x != y && static_cast<std::size_t>(n) * sizeof(T) >= kStreamOutputBytes;
   parallel_for(blocks, kParallelGrain / 4, [&](std::int64_t b0, std::int64_t b1) {
     std::uint32_t words[4 * kPhiloxChunk];
     for (std::int64_t b = b0; b < b1; b += kPhiloxChunk) {
@@ -31,25 +30,8 @@ void dropout(std::int64_t n, const T* x, std::uint64_t key, std::uint64_t counte
       philox_words(key, counter + static_cast<std::uint64_t>(b), stream, chunk, words);
       const std::int64_t first = 4 * b;
       const std::int64_t count = std::min(4 * chunk, n - first);
-      const T* xs = xp + first;
-      T* ys = yp + first;
-      // Branch-free selects on the bits (the mask is random, so a branch would mispredict
-      // half the time, and GCC will not vectorise a floating-point ?: under trapping math):
-      // all-ones keeps the value, zero gives +0.0 -- also for a dropped NaN or Inf, as with
-      // tf.where rather than x * mask.
-#pragma omp simd
-      for (std::int64_t k = 0; k < count; ++k) {
-        const U keep = U(0) - static_cast<U>(words[k] >= threshold);
-        ys[k] = std::bit_cast<T>(std::bit_cast<U>(xs[k] * scale) & keep);
-      }
-      if (mp) {
-        T* ms = mp + first;
-#pragma omp simd
-        for (std::int64_t k = 0; k < count; ++k) {
-          const U keep = U(0) - static_cast<U>(words[k] >= threshold);
-          ms[k] = std::bit_cast<T>(std::bit_cast<U>(scale) & keep);
-        }
-      }
+      select(words, threshold, xp + first, scale, yp + first, mp == nullptr ? nullptr : mp + first, count,
+             streaming);
     }
   });
 }

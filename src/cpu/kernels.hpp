@@ -150,6 +150,11 @@ struct TypedKernels {
                           const T* offset, T* y);
   void (*batch_norm_grad_rows)(const T* x, const T* dy, std::int64_t rows, std::int64_t cols, const T* mean,
                                const T* a, const T* b, const T* e, T* dx);
+  // dropout after its Philox words (simd/philox_impl.hpp): y[k] = x[k] * scale where
+  // words[k] >= threshold, else +0.0; mask[k] (when not null) = scale or +0.0 likewise; k < n.
+  // `stream`: y is part of an output too large to stay in cache (streaming stores).
+  void (*dropout_select)(const std::uint32_t* words, std::uint32_t threshold, const T* x, T scale, T* y, T* mask,
+                         std::int64_t n, bool stream);
 };
 
 inline constexpr std::int64_t kPhiloxChunk = 256;
@@ -165,6 +170,14 @@ struct SimdKernels {
   // its callers draw kPhiloxChunk blocks (4 KiB of words) a call.
   void (*philox_words)(std::uint64_t key, std::uint64_t counter, std::uint32_t stream, std::int64_t blocks,
                        std::uint32_t* out);
+  // random::uniform's float32 values from those words (simd/philox_impl.hpp): p[k] =
+  // float(minval + (maxval - minval) * ((words[k] >> 8) * 2^-24)) in double, or below_hi where
+  // that reaches hi, k < n.
+  void (*uniform_floats)(const std::uint32_t* words, std::int64_t n, double minval, double maxval, float hi,
+                         float below_hi, float* p);
+  // random::normal's Box-Muller transform (simd/box_muller_impl.hpp): z[2j] = sqrt(-2 log(u_open[j]))
+  // cos(2 pi u[j]) and z[2j+1] the same with sin, j < n; the same bits at every level.
+  void (*box_muller)(const double* u_open, const double* u, std::int64_t n, double* z);
 };
 
 // The active kernel table.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/dispatch.hpp"
 #include "cpu/kernels.hpp"
@@ -29,38 +30,30 @@ inline double open53(std::uint32_t hi, std::uint32_t lo) {
   return (static_cast<double>(((static_cast<std::uint64_t>(hi) << 32) | lo) >> 11) + 0.5) * 0x1.0p-53;
 }
 
-constexpr double kTwoPi = 6.283185307179586476925286766559;
-
-// Two standard normals from one Box-Muller pair of uniforms.
-inline void box_muller(double u_open, double u, double& z0, double& z1) {
-  const double r = std::sqrt(-2.0 * std::log(u_open));
-  const double t = kTwoPi * u;
-  z0 = r * std::cos(t);
-  z1 = r * std::sin(t);
-}
-
 // Normals per block: float32 uses one word per uniform (4 normals), float64 two (2 normals).
 template <class T>
 constexpr int normals_per_block() { return sizeof(T) == 4 ? 4 : 2; }
 
+// The Box-Muller pair j of a run of words: an open uniform for the radius and one for the angle,
+// from words 2j and 2j + 1 (float32) or 4j .. 4j + 3 (float64, 53 bits each).
 template <class T>
-inline void normal_block(const Words& w, double (&z)[4]) {
+inline void pair_uniforms(const std::uint32_t* words, std::int64_t j, double& u_open, double& u) {
   if constexpr (sizeof(T) == 4) {
-    box_muller(open32(w[0]), w[1] * 0x1.0p-32, z[0], z[1]);
-    box_muller(open32(w[2]), w[3] * 0x1.0p-32, z[2], z[3]);
+    u_open = open32(words[2 * j]);
+    u = words[2 * j + 1] * 0x1.0p-32;
   } else {
-    box_muller(open53(w[0], w[1]), unit53(w[2], w[3]), z[0], z[1]);
+    u_open = open53(words[4 * j], words[4 * j + 1]);
+    u = unit53(words[4 * j + 2], words[4 * j + 3]);
   }
 }
 
-// Runs body(b) for every block; threads only above 64K elements, where they pay for themselves.
-template <class F>
-void for_blocks(std::int64_t n_elements, std::int64_t n_blocks, F&& body) {
-  const int nt = std::max(1, config::num_threads());
-  const bool par = nt > 1 && n_elements > (std::int64_t{1} << 16);
-  parallel_ranges(n_blocks, nt, [&](std::int64_t b0, std::int64_t b1) {
-    for (std::int64_t b = b0; b < b1; ++b) body(b);
-  }, par);
+// z[0 .. 2 pairs) = the standard normals of `pairs` pairs of the words (the kernel table's
+// box_muller: the same bits at every SIMD level).
+template <class T>
+void standard_normals(const std::uint32_t* words, std::int64_t pairs, double* z) {
+  double u_open[2 * kPhiloxChunk], u[2 * kPhiloxChunk];
+  for (std::int64_t j = 0; j < pairs; ++j) pair_uniforms<T>(words, j, u_open[j], u[j]);
+  simd().box_muller(u_open, u, pairs, z);
 }
 
 // Runs body(b0, b1, words) over chunks of blocks [b0, b1), words[4 (b - b0) + k] holding word k
@@ -103,8 +96,10 @@ void uniform(const RandomDraw& r, std::uint64_t key, std::uint64_t counter, std:
   const T below_hi = lo < hi ? std::nextafter(hi, lo) : lo;
   // Element i = per * b + k takes word k of block b (float32), or words 2k and 2k + 1 (float64):
   // words[i - i0], or words[2 (i - i0)] and the next, counted from the chunk's first element i0.
+  const auto floats = simd().uniform_floats;  // float32: the same rule in SIMD
   for_block_words(n, blocks, key, counter, [&](std::int64_t b0, std::int64_t b1, const std::uint32_t* words) {
     const std::int64_t i0 = b0 * per, i1 = std::min(n, b1 * per);
+    if constexpr (std::is_same_v<T, float>) return floats(words, i1 - i0, minval, maxval, hi, below_hi, p + i0);
     for (std::int64_t i = i0; i < i1; ++i) {
       const std::uint32_t* w = words + (per == 4 ? 1 : 2) * (i - i0);
       const double u = per == 4 ? unit24(w[0]) : unit53(w[0], w[1]);
@@ -114,36 +109,42 @@ void uniform(const RandomDraw& r, std::uint64_t key, std::uint64_t counter, std:
   });
 }
 
-// normal and truncated_normal differ only in how block b's standard normals are drawn.
+// truncated_normal: a normal of block b (z, stream 0's) outside [-2, 2] is redrawn from the same
+// block index on the next stream, so every redraw is still a function of (key, counter, element
+// index) alone. 4.6% of draws are rejected; 64 rounds in a row (probability ~1e-86) fall back to
+// the mean.
+template <class T>
+void redraw_outside(std::uint64_t key, std::uint64_t counter, std::int64_t b, double* z) {
+  constexpr int per = normals_per_block<T>();
+  unsigned pending = 0;
+  for (int k = 0; k < per; ++k)
+    if (!(std::fabs(z[k]) <= 2.0)) pending |= 1u << k;
+  for (std::uint32_t stream = 1; pending != 0 && stream < 64; ++stream) {
+    double d[4];
+    standard_normals<T>(philox::block(key, counter, static_cast<std::uint64_t>(b), stream).data(), per / 2, d);
+    for (int k = 0; k < per; ++k)
+      if ((pending >> k & 1u) && std::fabs(d[k]) <= 2.0) {
+        z[k] = d[k];
+        pending &= ~(1u << k);
+      }
+  }
+  for (int k = 0; k < per; ++k)
+    if (pending >> k & 1u) z[k] = 0;
+}
+
+// normal and truncated_normal: element i = per * b + k is normal k of block b.
 template <class T>
 void normals(const RandomDraw& r, std::uint64_t key, std::uint64_t counter, std::int64_t n, T* p) {
   constexpr int per = normals_per_block<T>();
   const std::int64_t blocks = (n + per - 1) / per;
   const bool truncated = r.distribution == Distribution::truncated_normal;
-  for_blocks(n, blocks, [&](std::int64_t b) {
-    double z[4] = {0, 0, 0, 0};
-    if (!truncated) {
-      normal_block<T>(philox::block(key, counter, static_cast<std::uint64_t>(b)), z);
-    } else {
-      // A rejected lane is redrawn from the same block index on the next stream, so every
-      // redraw is still a function of (key, counter, element index) alone. 4.6% of draws are
-      // rejected; 64 rounds in a row (probability ~1e-86) would fall back to the mean.
-      double d[4];
-      unsigned pending = (1u << per) - 1;
-      for (std::uint32_t stream = 0; pending != 0 && stream < 64; ++stream) {
-        normal_block<T>(philox::block(key, counter, static_cast<std::uint64_t>(b), stream), d);
-        for (int k = 0; k < per; ++k)
-          if ((pending >> k & 1u) && std::fabs(d[k]) <= 2.0) {
-            z[k] = d[k];
-            pending &= ~(1u << k);
-          }
-      }
-    }
-    for (int k = 0; k < per; ++k) {
-      const std::int64_t i = b * per + k;
-      if (i >= n) break;
-      p[i] = static_cast<T>(r.a + r.b * z[k]);
-    }
+  for_block_words(n, blocks, key, counter, [&](std::int64_t b0, std::int64_t b1, const std::uint32_t* words) {
+    double z[4 * kPhiloxChunk];
+    standard_normals<T>(words, (b1 - b0) * per / 2, z);
+    if (truncated)
+      for (std::int64_t b = b0; b < b1; ++b) redraw_outside<T>(key, counter, b, z + (b - b0) * per);
+    const std::int64_t i0 = b0 * per, i1 = std::min(n, b1 * per);
+    for (std::int64_t i = i0; i < i1; ++i) p[i] = static_cast<T>(r.a + r.b * z[i - i0]);
   });
 }
 

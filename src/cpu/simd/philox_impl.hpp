@@ -4,9 +4,12 @@
 #include <immintrin.h>
 #include <xsimd/xsimd.hpp>
 
+#include <bit>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/philox.hpp"
+#include "cpu/simd/store_stream.hpp"
 
 namespace keel::cpu::simd_impl {
 
@@ -128,6 +131,57 @@ void philox_words(std::uint64_t key, std::uint64_t counter, std::uint32_t stream
   for (; g < blocks; ++g) {
     const philox::Words w = philox::block(key, counter, static_cast<std::uint64_t>(g), stream);
     for (int k = 0; k < 4; ++k) out[4 * g + k] = w[static_cast<std::size_t>(k)];
+  }
+}
+
+// dropout's select after its words: y[k] = x[k] * scale where words[k] >= threshold, else +0.0
+// (also for a dropped NaN or Inf, as tf.where gives), and mask[k] = scale or +0.0 when mask is
+// not null. The unsigned comparison runs as a signed one on words with the sign bit flipped.
+// With `stream`, y is written with streaming stores where it is aligned.
+template <class A, class T>
+void dropout_select(const std::uint32_t* words, std::uint32_t threshold, const T* x, T scale, T* y, T* mask,
+                    std::int64_t n, bool stream) {
+  std::int64_t k = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    using B = xsimd::batch<float, A>;
+    using I = xsimd::batch<std::int32_t, A>;
+    constexpr std::int64_t W = B::size;
+    const I flip(std::int32_t(0x80000000u)), th(static_cast<std::int32_t>(threshold ^ 0x80000000u)), none(0);
+    const B s(scale);
+    const I s_bits = xsimd::bitwise_cast<I>(s);
+    stream = stream && reinterpret_cast<std::uintptr_t>(y) % sizeof(B) == 0;
+    for (; k + W <= n; k += W) {
+      const auto keep = (I::load_unaligned(reinterpret_cast<const std::int32_t*>(words + k)) ^ flip) >= th;
+      const I bits = xsimd::select(keep, xsimd::bitwise_cast<I>(B::load_unaligned(x + k) * s), none);
+      const B kept = xsimd::bitwise_cast<B>(bits);
+      if (stream) store_stream(kept, y + k);
+      else kept.store_unaligned(y + k);
+      if (mask != nullptr) xsimd::bitwise_cast<B>(xsimd::select(keep, s_bits, none)).store_unaligned(mask + k);
+    }
+    if (stream) _mm_sfence();
+  }
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;  // T's bits
+  for (; k < n; ++k) {
+    const U keep = U(0) - static_cast<U>(words[k] >= threshold);
+    y[k] = std::bit_cast<T>(std::bit_cast<U>(x[k] * scale) & keep);
+    if (mask != nullptr) mask[k] = std::bit_cast<T>(std::bit_cast<U>(scale) & keep);
+  }
+}
+
+// random::uniform's float32 values from Philox words, cpu/random.cpp's rule with its bits:
+// p[k] = float(minval + (maxval - minval) * u), u = (words[k] >> 8) * 2^-24, in double; where that
+// rounds to hi or above (the interval is half-open), below_hi. Branch-free, so that it vectorises.
+template <class A>
+void uniform_floats(const std::uint32_t* words, std::int64_t n, double minval, double maxval, float hi,
+                    float below_hi, float* p) {
+  const double span = maxval - minval;
+  const auto below = std::bit_cast<std::uint32_t>(below_hi);
+#pragma omp simd
+  for (std::int64_t k = 0; k < n; ++k) {
+    const double u = static_cast<double>(static_cast<std::int32_t>(words[k] >> 8)) * 0x1.0p-24;
+    const auto v = static_cast<float>(minval + span * u);
+    const std::uint32_t keep = 0u - static_cast<std::uint32_t>(v < hi);
+    p[k] = std::bit_cast<float>((std::bit_cast<std::uint32_t>(v) & keep) | (below & ~keep));
   }
 }
 
