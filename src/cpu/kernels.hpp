@@ -155,6 +155,8 @@ struct TypedKernels {
   // `stream`: y is part of an output too large to stay in cache (streaming stores).
   void (*dropout_select)(const std::uint32_t* words, std::uint32_t threshold, const T* x, T scale, T* y, T* mask,
                          std::int64_t n, bool stream);
+  // The first i < n with !(x[i] <= threshold), or n (top_k's scan for a candidate).
+  std::int64_t (*next_above)(const T* x, std::int64_t n, T threshold);
 };
 
 inline constexpr std::int64_t kPhiloxChunk = 256;

@@ -8,10 +8,12 @@
 #include <array>
 #include <cstring>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "core/dispatch.hpp"
 #include "cpu/copy.hpp"
+#include "cpu/kernels.hpp"
 #include "cpu/rows.hpp"
 #include "cpu/scan_sort.hpp"
 #include "cpu/sort_keys.hpp"
@@ -109,6 +111,10 @@ void sort_rows(const T* x, std::int64_t outer, std::int64_t n, std::int64_t inne
   }, par);
 }
 
+// top_k keeps up to this many best values in a sorted array (an insertion moves a few items),
+// more in a heap: the heap's pop and push cost several times the insertion at k = 8.
+constexpr std::int64_t kSortedBest = 32;
+
 // "a ranks above b" for top_k: the larger key, the lower position among equal keys.
 template <class K>
 bool better(const Item<K>& a, const Item<K>& b) {
@@ -122,38 +128,57 @@ void top_k_row(const T* row, std::int64_t n, std::int64_t k, bool sorted, Item<s
   if (k == 0) return;
   if (k * 16 <= n) {
     const std::span<Item<K>> items(scratch, static_cast<std::size_t>(k));
-    // A heap of the k best so far whose top is the worst of them; the positions come in
-    // increasing order, so a newcomer equal to the worst loses the tie and only a strictly
-    // larger key gets in.
     for (std::int64_t j = 0; j < k; ++j) items[static_cast<std::size_t>(j)] = {sort_keys::key(row[j]), static_cast<std::uint32_t>(j)};
-    std::make_heap(items.begin(), items.end(), better<K>);
-    K worst = items.front().key;
-    T worst_value = row[items.front().pos];
+    // The k best so far, and the worst of them: up to kSortedBest as an array kept best first (a
+    // newcomer moves down past the few it beats), beyond that a heap whose top is the worst.
+    // The positions come in increasing order, so a newcomer equal to the worst loses the tie and
+    // only a strictly larger key gets in.
+    const bool sorted_array = k <= kSortedBest;
+    if (sorted_array) std::sort(items.begin(), items.end(), better<K>);
+    else std::make_heap(items.begin(), items.end(), better<K>);
+    const auto worst_item = [&]() -> const Item<K>& { return sorted_array ? items.back() : items.front(); };
+    K worst = worst_item().key;
+    T worst_value = row[worst_item().pos];
     // `v <= worst_value` rejects exactly the values whose key is <= worst (equal values have
     // equal keys; a NaN v is never <= anything and a NaN worst rejects nothing), in the values'
-    // own type: the common case of a rejection is one compare, checked for blocks at a time.
+    // own type: the common case of a rejection is one compare.
     const auto consider = [&](std::int64_t j) {
       if (row[j] <= worst_value) return;
       const K kj = sort_keys::key(row[j]);
       if (kj <= worst) return;
-      std::pop_heap(items.begin(), items.end(), better<K>);
-      items.back() = {kj, static_cast<std::uint32_t>(j)};
-      std::push_heap(items.begin(), items.end(), better<K>);
-      worst = items.front().key;
-      worst_value = row[items.front().pos];
+      const Item<K> item{kj, static_cast<std::uint32_t>(j)};
+      if (sorted_array) {
+        std::size_t at = items.size() - 1;
+        for (; at > 0 && better(item, items[at - 1]); --at) items[at] = items[at - 1];
+        items[at] = item;
+      } else {
+        std::pop_heap(items.begin(), items.end(), better<K>);
+        items.back() = item;
+        std::push_heap(items.begin(), items.end(), better<K>);
+      }
+      worst = worst_item().key;
+      worst_value = row[worst_item().pos];
     };
-    constexpr std::int64_t kBlock = 32;
-    std::int64_t j = k;
-    for (; j + kBlock <= n; j += kBlock) {
-      bool any = false;
-      for (std::int64_t i = 0; i < kBlock; ++i) any |= !(row[j + i] <= worst_value);
-      if (!any) continue;
-      for (std::int64_t i = 0; i < kBlock; ++i) consider(j + i);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      // Floats: the kernel table's scan skips to the next value above the worst at SIMD width.
+      const auto next_above = typed_kernels<T>().next_above;
+      for (std::int64_t j = k + next_above(row + k, n - k, worst_value); j < n;
+           j += 1 + next_above(row + j + 1, n - j - 1, worst_value))
+        consider(j);
+    } else {
+      constexpr std::int64_t kBlock = 32;
+      std::int64_t j = k;
+      for (; j + kBlock <= n; j += kBlock) {
+        bool any = false;
+        for (std::int64_t i = 0; i < kBlock; ++i) any |= !(row[j + i] <= worst_value);
+        if (!any) continue;
+        for (std::int64_t i = 0; i < kBlock; ++i) consider(j + i);
+      }
+      for (; j < n; ++j) consider(j);
     }
-    for (; j < n; ++j) consider(j);
-    if (sorted)
-      std::sort_heap(items.begin(), items.end(), better<K>);  // best first
-    else
+    if (sorted) {
+      if (!sorted_array) std::sort_heap(items.begin(), items.end(), better<K>);  // best first
+    } else
       std::sort(items.begin(), items.end(), [](const Item<K>& a, const Item<K>& b) { return a.pos < b.pos; });
   } else {
     const std::span<Item<K>> items(scratch, static_cast<std::size_t>(n));

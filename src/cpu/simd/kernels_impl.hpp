@@ -391,6 +391,21 @@ void stream_copy(const T* x, T* y, std::int64_t n) {
   _mm_sfence();
 }
 
+// The first i < n with !(x[i] <= threshold) (a larger value, or a NaN on either side), or n: top_k's
+// scan for the next value that may enter its heap, a batch of rejections at a time.
+template <class A, class T>
+std::int64_t next_above(const T* x, std::int64_t n, T threshold) {
+  using B = xsimd::batch<T, A>;
+  constexpr std::int64_t W = B::size;
+  const B t(threshold);
+  std::int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W)
+    if (xsimd::any(!(B::load_unaligned(x + i) <= t) || !(B::load_unaligned(x + i + W) <= t))) break;
+  for (; i < n; ++i)
+    if (!(x[i] <= threshold)) return i;
+  return n;
+}
+
 template <class A>
 SimdKernels make_kernels(const char* isa) {
   SimdKernels k;
@@ -401,7 +416,8 @@ SimdKernels make_kernels(const char* isa) {
            &window_mean<A, float>, &window_mean_grad<A, float>, &bias_unary<A, float>, &program<A, float>,
            &lstm_gates<A, float>, &lstm_gate_grads<A, float>, &gru_gates<A, float>, &gru_gate_grads<A, float>,
            &layer_norm_rows<A, float>, &layer_norm_grad_rows<A, float>, &column_pair_sums<A, float>,
-           &batch_norm_rows<A, float>, &batch_norm_grad_rows<A, float>, &dropout_select<A, float>};
+           &batch_norm_rows<A, float>, &batch_norm_grad_rows<A, float>, &dropout_select<A, float>,
+           &next_above<A, float>};
   k.f64 = {&unary<A, double>, &binary<A, double>, &reduce<A, double>, &accumulate<A, double>, &stream_copy<A, double>,
            &window_max<A, double>, &window_max_grad<A, double>, &window_max_arg<A, double>,
            &window_arg_grad<A, double>, &window_max_gather<A, double>,
@@ -409,7 +425,7 @@ SimdKernels make_kernels(const char* isa) {
            &lstm_gates<A, double>, &lstm_gate_grads<A, double>, &gru_gates<A, double>,
            &gru_gate_grads<A, double>, &layer_norm_rows<A, double>, &layer_norm_grad_rows<A, double>,
            &column_pair_sums<A, double>, &batch_norm_rows<A, double>, &batch_norm_grad_rows<A, double>,
-           &dropout_select<A, double>};
+           &dropout_select<A, double>, &next_above<A, double>};
   k.optimizer_update = &optimizer_update<A>;
   k.philox_words = &philox_words<A>;
   k.uniform_floats = &uniform_floats<A>;
