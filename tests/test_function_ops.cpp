@@ -68,7 +68,7 @@ TEST_CASE("traced elementwise, reductions and matmul match eager", "[function]")
       {&w, &b}, [] { return std::vector<Tensor>{random::normal({5, 6})}; });
 }
 
-TEST_CASE("traced convolution, pooling and batch norm match eager", "[function]") {
+TEST_CASE("traced convolution, pooling, batch norm and resizing match eager", "[function]") {
   Variable k1(random::normal({3, 3, 2, 4}) * 0.3, "k1");
   Variable k2(random::normal({3, 3, 4, 1}) * 0.3, "k2");
   Variable gamma(ones({4}), "gamma");
@@ -78,7 +78,7 @@ TEST_CASE("traced convolution, pooling and batch norm match eager", "[function]"
         Tensor h = relu(conv2d(in[0], k1, {1, 1}, "same"));
         h = batch_norm(h, gamma, beta, zeros({4}), ones({4}), true).y;
         h = max_pool2d(h, {2, 2}, {2, 2});
-        h = depthwise_conv2d(h, k2, {1, 1}, "same");
+        h = resize_bilinear(depthwise_conv2d(h, k2, {1, 1}, "same"), {6, 3});
         return avg_pool2d(h, {2, 2}, {1, 1}) + global_avg_pool2d(h, true);
       },
       {&k1, &k2, &gamma, &beta}, [] { return std::vector<Tensor>{random::normal({2, 8, 8, 2})}; });

@@ -163,6 +163,13 @@ std::vector<Case> cases() {
                                   {.name = "pool_relu"})),
                       H(L::Conv2D(2, 3)), H(L::Flatten())},
                      "traced_channels_first")});
+  // resize_bilinear's fused passes (rows up, columns down), traced: Gathers and a blend per axis.
+  {
+    const auto resize = [](const Tensor& t) { return resize_bilinear(t, {7, 3}); };
+    const std::function<Tensor(const Tensor&)> fn(resize);
+    out.push_back({"traced_resize",
+                   seq({H(L::InputLayer({4, 6, 2})), H(L::Lambda(fn, {.name = "resize"}))}, "traced_resize")});
+  }
   {  // every unary kernel, the binary ones, comparisons, logical ops, float tests and casts, traced
     const auto every_kernel = [](const Tensor& x) {
       const Tensor p = abs(x) + 0.5, u = tanh(x) * 0.9;  // positive, and inside (-1, 1)

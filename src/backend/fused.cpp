@@ -5,6 +5,7 @@
 #include "backend/recorder.hpp"
 #include "cpu/elementwise_program.hpp"
 
+#include <array>
 #include <cstdint>
 
 #include <fmt/core.h>
@@ -14,6 +15,7 @@
 #include "cpu/elementwise.hpp"
 #include "cpu/normalization.hpp"
 #include "cpu/recurrent.hpp"
+#include "cpu/resample.hpp"
 #include "keel/core/error.hpp"
 
 namespace keel::backend {
@@ -140,6 +142,44 @@ void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
   on_cpu("layer_norm", x, [&]<class T>() {
     cpu::layer_norm_backward<T>(x.data<T>(), dy.data<T>(), rows, cols, typed_or_null<T>(gamma), mean.data<T>(),
                                 rstd.data<T>(), out<T>(dx), out<T>(dgamma), out<T>(dbeta));
+  });
+}
+
+// ---- linear resampling -------------------------------------------------------------------------
+
+namespace {
+// [outer, n, inner] around `axis` of t.
+std::array<std::int64_t, 3> around(const Tensor& t, int axis) {
+  std::array<std::int64_t, 3> d{1, t.shape()[axis], 1};
+  for (int a = 0; a < t.rank(); ++a)
+    if (a != axis) d[a < axis ? 0 : 2] *= t.shape()[a];
+  return d;
+}
+}  // namespace
+
+void resample_linear(const Tensor& x, int axis, const Tensor& lower, const Tensor& upper, const Tensor& weight,
+                     const Tensor& y) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"resample_linear", axis}, {&x, &lower, &upper, &weight}, {&y},
+                     [axis](const Tensor* t) { resample_linear(t[0], axis, t[1], t[2], t[3], t[4]); });
+  KernelClock clock;
+  const auto [outer, in, inner] = around(x, axis);
+  on_cpu("resize_bilinear", x, [&]<class T>() {
+    cpu::resample_linear<T>(x.data<T>(), outer, in, inner, lower.data<std::int64_t>(), upper.data<std::int64_t>(),
+                            weight.data<T>(), y.shape()[axis], out<T>(y));
+  });
+}
+
+void resample_linear_backward(const Tensor& dy, int axis, const Tensor& lower, const Tensor& upper,
+                              const Tensor& weight, const Tensor& dx) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"resample_linear_backward", axis}, {&dy, &lower, &upper, &weight}, {&dx},
+                     [axis](const Tensor* t) { resample_linear_backward(t[0], axis, t[1], t[2], t[3], t[4]); });
+  KernelClock clock;
+  const auto [outer, in, inner] = around(dx, axis);
+  on_cpu("resize_bilinear", dy, [&]<class T>() {
+    cpu::resample_linear_backward<T>(dy.data<T>(), outer, in, inner, lower.data<std::int64_t>(),
+                                     upper.data<std::int64_t>(), weight.data<T>(), dy.shape()[axis], out<T>(dx));
   });
 }
 

@@ -29,6 +29,7 @@ enum class Fused : std::uint8_t {
   bias_activation,
   max_pool_argmax,  // max_pool_with_argmax (below)
   softmax,
+  resample_linear,
 };
 
 // Whether `device` has the fused kernel of `op` (the entries below for it).
@@ -60,6 +61,17 @@ void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double
 // (gamma's number of elements).
 void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
                          const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta);
+
+// ---- linear resampling (resize_bilinear's passes) ------------------------------------------------
+// x contiguous, seen as [outer, in, inner] around its axis `axis`; lower and upper int64 [out]
+// (each in [0, in)) and weight [out] of x's dtype, contiguous; y (x's shape with out at `axis`):
+// y[o, j, :] = a + (b - a) * weight[j] with a = x[o, lower[j], :] and b = x[o, upper[j], :].
+void resample_linear(const Tensor& x, int axis, const Tensor& lower, const Tensor& upper, const Tensor& weight,
+                     const Tensor& y);
+// Its gradient wrt x into dx (x's shape): each output row's dy - dy * weight[j] added to its lower
+// row and dy * weight[j] to its upper row.
+void resample_linear_backward(const Tensor& dy, int axis, const Tensor& lower, const Tensor& upper,
+                              const Tensor& weight, const Tensor& dx);
 
 // ---- recurrent cells ---------------------------------------------------------------------------
 // h [batch, u] and recurrent_kernel [u, G*u] contiguous. With `kernel` defined ([in, G*u],

@@ -49,6 +49,7 @@ class TracedConverter : public TracedValues {
     if (family == "conv") return conv(static_cast<kernel::ConvKernel>(na.type.kind));
     if (family == "pool") return pool(static_cast<kernel::PoolKernel>(na.type.kind));
     if (family == "gather") return gather();
+    if (family == "resample_linear") return resample_linear(na.type.kind);
     if (family == "batch_norm_inference") return batch_norm(na.type.alpha);
     if (family == "layer_norm") return layer_norm(na.type.alpha);
     if (family == "softmax") {
@@ -282,6 +283,19 @@ class TracedConverter : public TracedValues {
     const TracedDim n = dim(n_a, n_b);
     const TracedValue flat = reshape(indices, {n});
     put(0, g_.op("Gather", {p3.name, flat.name}, base_, {attr("axis", 1)}), TracedDims{p3.shape[0], n, {row, row}});
+  }
+
+  // resize_bilinear's pass along `axis`: y = a + (b - a) * weight with a and b the rows of x at
+  // the lower and upper indices (inputs 1 and 2), weight (input 3) along that axis.
+  void resample_linear(int axis) {
+    const TracedValue x = in(0), weight = in(3);
+    const auto at = static_cast<std::size_t>(axis);
+    TracedDims along(x.shape.size(), TracedDim{1, 1}), y_shape = x.shape;
+    along[at] = y_shape[at] = weight.shape.at(0);
+    const std::string w = reshape(weight, along).name;
+    const auto rows = [&](std::size_t j) { return g_.op("Gather", {x.name, in(j).name}, base_, {attr("axis", axis)}); };
+    const std::string a = rows(1), b = rows(2);
+    put(0, g_.op("Add", {a, g_.op("Mul", {g_.op("Sub", {b, a}, base_), w}, base_)}, base_), y_shape);
   }
 
   // y = (x - mean) * gamma / sqrt(variance + epsilon) + beta over the last axis.

@@ -1,11 +1,14 @@
-// Differentiable bilinear resizing (tf.image.resize, half_pixel_centers, no antialias) built from
-// gathers and a blend along each axis in turn, so the gradient comes from gather's.
+// Differentiable bilinear resizing (tf.image.resize, half_pixel_centers, no antialias): a linear
+// resampling along each axis in turn, a fused kernel with its own gradient where the device has
+// one, else gathers and a blend whose gradient comes from gather's.
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "autograd/record.hpp"
+#include "backend/fused.hpp"
 #include "core/tensor_util.hpp"
 #include "keel/ops/conv_nd.hpp"
 #include "keel/ops/creation.hpp"
@@ -16,9 +19,23 @@ namespace keel {
 
 namespace {
 
+// The adjoint of gathering the indices `idx` along `axis` (gather's own gradient): g's rows added
+// into `dim` rows, as differentiable ops, for a tape that records resize_bilinear's backward.
+Tensor scatter_rows(const Tensor& g, const Tensor& idx, int axis, std::int64_t dim) {
+  if (axis == 0) return unsorted_segment_sum(g, idx, dim);
+  std::vector<int> to_front{axis}, back;
+  for (int i = 0; i < g.rank(); ++i)
+    if (i != axis) to_front.push_back(i);
+  for (int i = 1; i <= axis; ++i) back.push_back(i);
+  back.push_back(0);
+  for (int i = axis + 1; i < g.rank(); ++i) back.push_back(i);
+  return transpose(unsorted_segment_sum(transpose(g, to_front), idx, dim), back);
+}
+
 // Resamples axis `axis` of x from `in` to `out` elements. TF's rule (half pixel centers):
 // src = (o + 0.5) * in / out - 0.5, lower = max(floor(src), 0), upper = min(ceil(src), in - 1),
-// weight of upper = src - floor(src).
+// weight of upper = src - floor(src). y = a + (b - a) * weight with a, b the lower and upper rows:
+// one fused pass where the device has it (the same bits), else gathers and a blend.
 Tensor resample_axis(const Tensor& x, int axis, std::int64_t in, std::int64_t out) {
   if (in == out) return x;
   std::vector<std::int64_t> lower(static_cast<std::size_t>(out)), upper(lower.size());
@@ -34,11 +51,34 @@ Tensor resample_axis(const Tensor& x, int axis, std::int64_t in, std::int64_t ou
   }
   const Device dev = x.device();
   const Tensor lo = constant(lower, Shape{out}).to(dev), hi = constant(upper, Shape{out}).to(dev);
-  std::vector<std::int64_t> wshape(static_cast<std::size_t>(x.rank()), 1);
-  wshape[static_cast<std::size_t>(axis)] = out;
-  const Tensor w = constant(weight, Shape{wshape}, x.dtype()).to(dev);
-  const Tensor a = gather(x, lo, axis), b = gather(x, hi, axis);
-  return a + (b - a) * w;
+  if (!backend::has_fused(backend::Fused::resample_linear, dev)) {
+    std::vector<std::int64_t> wshape(static_cast<std::size_t>(x.rank()), 1);
+    wshape[static_cast<std::size_t>(axis)] = out;
+    const Tensor w = constant(weight, Shape{wshape}, x.dtype()).to(dev);
+    const Tensor a = gather(x, lo, axis), b = gather(x, hi, axis);
+    return a + (b - a) * w;
+  }
+  const Tensor w = constant(weight, Shape{out}, x.dtype()).to(dev);
+  std::vector<std::int64_t> ydims = x.shape().dims();
+  ydims[static_cast<std::size_t>(axis)] = out;
+  Tensor y = detail::empty_tensor(Shape(ydims), x.dtype(), dev);
+  backend::resample_linear(x.contiguous(), axis, lo, hi, w, y);
+  if (autograd::recording())
+    autograd::record("resize_bilinear", {x}, {y}, [xshape = x.shape(), axis, in, lo, hi, w](const Grads& g,
+                                                                                             const Needs& n) {
+      if (!n[0]) return Grads{Tensor()};
+      if (!autograd::recording()) {
+        Tensor dx = detail::empty_tensor(xshape, g[0].dtype(), g[0].device());
+        backend::resample_linear_backward(g[0].contiguous(), axis, lo, hi, w, dx);
+        return Grads{dx};
+      }
+      // Under a tape recording this backward: the same sums from differentiable ops.
+      std::vector<std::int64_t> wshape(static_cast<std::size_t>(g[0].rank()), 1);
+      wshape[static_cast<std::size_t>(axis)] = w.size();
+      const Tensor gw = g[0] * reshape(w, Shape(wshape));
+      return Grads{scatter_rows(g[0] - gw, lo, axis, in) + scatter_rows(gw, hi, axis, in)};
+    });
+  return y;
 }
 
 }  // namespace
