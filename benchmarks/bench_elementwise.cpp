@@ -25,6 +25,8 @@
 //   gather/rows,            gather(x, 4096 random row ids, 0) and gather(x, 512 random column ids,
 //   gather/last_axis        1): read and write the gathered bytes
 //   dropout                 dropout(x, 0.5) without a tape (no mask kept): read 1, write 1 array
+//   random/uniform, normal,
+//   truncated_normal        random draws of the same shape: write 1 array
 //   memcpy/...              the baseline: a plain memcpy moving the same number of bytes
 //                           (half read, half written), split over the same number of threads
 //
@@ -123,6 +125,20 @@ void BM_dropout(benchmark::State& state) {
     benchmark::DoNotOptimize(y);
   }
   state.SetBytesProcessed(state.iterations() * 2 * kN * kF);
+}
+
+// random draws into [4096, 1024] float32: state.range(1) = 0 uniform, 1 normal, 2 truncated
+// normal (write 1 array).
+void BM_random(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  ThreadScope threads(threads_of(state));
+  for (auto _ : state) {
+    keel::Tensor y = state.range(1) == 0   ? keel::random::uniform({kRows, kCols})
+                     : state.range(1) == 1 ? keel::random::normal({kRows, kCols})
+                                           : keel::random::truncated_normal({kRows, kCols});
+    benchmark::DoNotOptimize(y);
+  }
+  state.SetBytesProcessed(state.iterations() * kN * kF);
 }
 
 template <keel::Tensor (*Op)(const keel::Tensor&, const keel::Tensor&)>
@@ -255,6 +271,11 @@ void thread_args(benchmark::internal::Benchmark* b) {
   b->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
+// Threads 1 and 2 for BM_random's draw `kind`.
+void random_args(benchmark::internal::Benchmark* b, int kind) {
+  b->ArgNames({"threads", "kind"})->Args({1, kind})->Args({2, kind})->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
 // The memcpy baselines, named after the op whose byte count they move.
 void memcpy_args(benchmark::internal::Benchmark* b, std::int64_t bytes) {
   b->ArgNames({"threads", "bytes"})
@@ -276,6 +297,11 @@ BENCHMARK(BM_unary<keel::tan>)->Name("tan")->Apply(thread_args);
 BENCHMARK(BM_unary<keel::mish>)->Name("mish")->Apply(thread_args);
 BENCHMARK(BM_unary<keel::hard_swish>)->Name("hard_swish")->Apply(thread_args);
 BENCHMARK(BM_dropout)->Name("dropout")->Apply(thread_args);
+BENCHMARK(BM_random)->Name("random/uniform")->Apply([](benchmark::internal::Benchmark* b) { random_args(b, 0); });
+BENCHMARK(BM_random)->Name("random/normal")->Apply([](benchmark::internal::Benchmark* b) { random_args(b, 1); });
+BENCHMARK(BM_random)->Name("random/truncated_normal")->Apply([](benchmark::internal::Benchmark* b) {
+  random_args(b, 2);
+});
 BENCHMARK(BM_binary<keel::add>)->Name("add")->Apply(thread_args);
 BENCHMARK(BM_binary<keel::maximum>)->Name("maximum")->Apply(thread_args);
 BENCHMARK(BM_transpose)->Name("transpose")->Apply(thread_args);

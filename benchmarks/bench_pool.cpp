@@ -3,7 +3,8 @@
 // also writes a quarter of that; memcpy writes all of it), so pool/memcpy says how close a pool
 // comes to streaming its input. forward_backward also reads the upstream gradient and writes the
 // input's gradient. Shapes: the CIFAR-10 CNN's pooled activations at batch 64, and 56x56x64 at
-// batch 8.
+// batch 8. Beside them, resize_bilinear of each input to twice its size (the window ops' family in
+// keel's layers), whose rate counts the output's bytes.
 //
 //   build/benchmarks/bench_pool --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
@@ -65,6 +66,22 @@ void BM_pool_forward_backward(benchmark::State& state, Image im, bool max) {
   set_rate(state, im);
 }
 
+// resize_bilinear of the same input to twice its height and width, alone or with its gradient:
+// bytes_per_second counts the output's bytes (4x the input's).
+void BM_resize_up2x(benchmark::State& state, Image im, bool backward) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  const keel::Tensor x = keel::random::normal({im.n, im.hw, im.hw, im.c});
+  const keel::Tensor dy = keel::random::normal({im.n, 2 * im.hw, 2 * im.hw, im.c});
+  for (auto _ : state) {
+    keel::GradientTape tape;
+    if (backward) tape.watch(x);
+    const keel::Tensor y = keel::resize_bilinear(x, {2 * im.hw, 2 * im.hw});
+    if (backward) benchmark::DoNotOptimize(tape.gradient(y, std::vector<keel::Tensor>{x}, dy));
+    benchmark::DoNotOptimize(y);
+  }
+  state.SetBytesProcessed(4 * im.bytes() * state.iterations());
+}
+
 void BM_memcpy(benchmark::State& state, Image im) {
   std::vector<float> src(std::size_t(im.bytes()) / sizeof(float), 1.0f), dst(src.size());
   for (auto _ : state) {
@@ -105,6 +122,10 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("max_pool2d_forward_backward/" + n).c_str(), BM_pool_forward_backward, im, true)
         ->Unit(benchmark::kMicrosecond)->UseRealTime();
     benchmark::RegisterBenchmark(("avg_pool2d_forward_backward/" + n).c_str(), BM_pool_forward_backward, im, false)
+        ->Unit(benchmark::kMicrosecond)->UseRealTime();
+    benchmark::RegisterBenchmark(("resize_bilinear_up2x/" + n).c_str(), BM_resize_up2x, im, false)
+        ->Unit(benchmark::kMicrosecond)->UseRealTime();
+    benchmark::RegisterBenchmark(("resize_bilinear_up2x_forward_backward/" + n).c_str(), BM_resize_up2x, im, true)
         ->Unit(benchmark::kMicrosecond)->UseRealTime();
     benchmark::RegisterBenchmark(("memcpy/" + n).c_str(), BM_memcpy, im)->Unit(benchmark::kMicrosecond)->UseRealTime();
   }
