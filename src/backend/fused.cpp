@@ -163,9 +163,9 @@ void resample_linear(const Tensor& x, int axis, const Tensor& lower, const Tenso
     return r->kernel({"resample_linear", axis}, {&x, &lower, &upper, &weight}, {&y},
                      [axis](const Tensor* t) { resample_linear(t[0], axis, t[1], t[2], t[3], t[4]); });
   KernelClock clock;
-  const auto [outer, in, inner] = around(x, axis);
+  const std::array<std::int64_t, 3> d = around(x, axis);  // [outer, in, inner]
   on_cpu("resize_bilinear", x, [&]<class T>() {
-    cpu::resample_linear<T>(x.data<T>(), outer, in, inner, lower.data<std::int64_t>(), upper.data<std::int64_t>(),
+    cpu::resample_linear<T>(x.data<T>(), d[0], d[1], d[2], lower.data<std::int64_t>(), upper.data<std::int64_t>(),
                             weight.data<T>(), y.shape()[axis], out<T>(y));
   });
 }
@@ -176,9 +176,9 @@ void resample_linear_backward(const Tensor& dy, int axis, const Tensor& lower, c
     return r->kernel({"resample_linear_backward", axis}, {&dy, &lower, &upper, &weight}, {&dx},
                      [axis](const Tensor* t) { resample_linear_backward(t[0], axis, t[1], t[2], t[3], t[4]); });
   KernelClock clock;
-  const auto [outer, in, inner] = around(dx, axis);
+  const std::array<std::int64_t, 3> d = around(dx, axis);  // [outer, in, inner]
   on_cpu("resize_bilinear", dy, [&]<class T>() {
-    cpu::resample_linear_backward<T>(dy.data<T>(), outer, in, inner, lower.data<std::int64_t>(),
+    cpu::resample_linear_backward<T>(dy.data<T>(), d[0], d[1], d[2], lower.data<std::int64_t>(),
                                      upper.data<std::int64_t>(), weight.data<T>(), dy.shape()[axis], out<T>(dx));
   });
 }

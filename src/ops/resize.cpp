@@ -64,8 +64,9 @@ Tensor resample_axis(const Tensor& x, int axis, std::int64_t in, std::int64_t ou
   Tensor y = detail::empty_tensor(Shape(ydims), x.dtype(), dev);
   backend::resample_linear(x.contiguous(), axis, lo, hi, w, y);
   if (autograd::recording())
-    autograd::record("resize_bilinear", {x}, {y}, [xshape = x.shape(), axis, in, lo, hi, w](const Grads& g,
-                                                                                             const Needs& n) {
+    autograd::record("resize_bilinear", {x}, {y}, [xshape = x.shape(), axis, in, lo, hi, w](const autograd::Grads& g,
+                                                                                             const autograd::Needs& n) {
+      using Grads = autograd::Grads;
       if (!n[0]) return Grads{Tensor()};
       if (!autograd::recording()) {
         Tensor dx = detail::empty_tensor(xshape, g[0].dtype(), g[0].device());
