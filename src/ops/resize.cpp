@@ -14,23 +14,11 @@
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/shape.hpp"
+#include "ops/gather_adjoint.hpp"
 
 namespace keel {
 
 namespace {
-
-// The adjoint of gathering the indices `idx` along `axis` (gather's own gradient): g's rows added
-// into `dim` rows, as differentiable ops, for a tape that records resize_bilinear's backward.
-Tensor scatter_rows(const Tensor& g, const Tensor& idx, int axis, std::int64_t dim) {
-  if (axis == 0) return unsorted_segment_sum(g, idx, dim);
-  std::vector<int> to_front{axis}, back;
-  for (int i = 0; i < g.rank(); ++i)
-    if (i != axis) to_front.push_back(i);
-  for (int i = 1; i <= axis; ++i) back.push_back(i);
-  back.push_back(0);
-  for (int i = axis + 1; i < g.rank(); ++i) back.push_back(i);
-  return transpose(unsorted_segment_sum(transpose(g, to_front), idx, dim), back);
-}
 
 // Resamples axis `axis` of x from `in` to `out` elements. TF's rule (half pixel centers):
 // src = (o + 0.5) * in / out - 0.5, lower = max(floor(src), 0), upper = min(ceil(src), in - 1),
@@ -77,7 +65,7 @@ Tensor resample_axis(const Tensor& x, int axis, std::int64_t in, std::int64_t ou
       std::vector<std::int64_t> wshape(static_cast<std::size_t>(g[0].rank()), 1);
       wshape[static_cast<std::size_t>(axis)] = w.size();
       const Tensor gw = g[0] * reshape(w, Shape(wshape));
-      return Grads{scatter_rows(g[0] - gw, lo, axis, in) + scatter_rows(gw, hi, axis, in)};
+      return Grads{detail::gather_adjoint(g[0] - gw, lo, axis, in) + detail::gather_adjoint(gw, hi, axis, in)};
     });
   return y;
 }

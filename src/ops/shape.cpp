@@ -19,6 +19,7 @@
 #include "keel/core/config.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/reduce.hpp"
+#include "ops/gather_adjoint.hpp"
 
 namespace keel {
 
@@ -480,20 +481,22 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
           std::vector<std::int64_t> rows(p.begin(), p.begin() + ax);
           rows.push_back(n_idx);
           rows.insert(rows.end(), p.begin() + ax + 1, p.end());
-          Tensor g2 = reshape(g[0], Shape(rows));
-          if (ax == 0) return Grads{unsorted_segment_sum(g2, ids, dim)};
-          // Move the gathered axis to the front, scatter-add there, move it back.
-          const int rank = static_cast<int>(rows.size());
-          std::vector<int> fwd{ax}, back;
-          for (int i = 0; i < rank; ++i)
-            if (i != ax) fwd.push_back(i);
-          for (int i = 1; i <= ax; ++i) back.push_back(i);
-          back.push_back(0);
-          for (int i = ax + 1; i < rank; ++i) back.push_back(i);
-          return Grads{transpose(unsorted_segment_sum(transpose(g2, fwd), ids, dim), back)};
+          return Grads{detail::gather_adjoint(reshape(g[0], Shape(rows)), ids, ax, dim)};
         },
         {indices});
   return out;
+}
+
+Tensor detail::gather_adjoint(const Tensor& g, const Tensor& ids, int axis, std::int64_t dim) {
+  if (axis == 0) return unsorted_segment_sum(g, ids, dim);
+  // Move the gathered axis to the front, scatter-add there, move it back.
+  std::vector<int> to_front{axis}, back;
+  for (int i = 0; i < g.rank(); ++i)
+    if (i != axis) to_front.push_back(i);
+  for (int i = 1; i <= axis; ++i) back.push_back(i);
+  back.push_back(0);
+  for (int i = axis + 1; i < g.rank(); ++i) back.push_back(i);
+  return transpose(unsorted_segment_sum(transpose(g, to_front), ids, dim), back);
 }
 
 Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids,
