@@ -10,6 +10,11 @@
 //                                   add...), for scale: what the fused kernel saves
 //   layer_norm/forward/<rows>x<cols>   over the last axis: x in, y out (2N)
 //   layer_norm/forward_backward/...    + the backward wrt x, gamma, beta (5N)
+//   moments/<fused|composite>/layout:L  the mean and biased variance: x in (N); L = 0: over the
+//                                   last axis of [1024, 1024], 1: the spatial axes {1, 2} of
+//                                   [64, 32, 32, 16] (instance statistics), 2: GroupNormalization's
+//                                   {1, 2, 4} of [64, 32, 32, 4, 4]; composite = plain reductions
+//   moments_backward/<fused|composite>/layout:L  + the gradient wrt x: x in twice, dx out (3N)
 //   memcpy/<bytes>                  the baseline: a memcpy moving the same number of bytes (half
 //                                   read, half written), split over the same number of threads
 //
@@ -22,6 +27,7 @@
 #include <cstdint>
 #include <cstring>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -135,6 +141,39 @@ void BM_layer_norm_forward_backward(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * 5 * kN * kF);
 }
 
+// moments over layout range(1) (see the top), by the fused op or by the plain reductions it replaces.
+struct MomentsCase {
+  keel::Tensor x;
+  std::vector<int> axes;
+};
+MomentsCase moments_case(std::int64_t layout) {
+  if (layout == 0) return {keel::random::normal({1024, 1024}), {1}};
+  if (layout == 1) return {keel::random::normal({64, 32, 32, 16}), {1, 2}};
+  return {keel::random::normal({64, 32, 32, 4, 4}), {1, 2, 4}};
+}
+std::pair<keel::Tensor, keel::Tensor> plain_moments(const keel::Tensor& x, const std::vector<int>& axes) {
+  const keel::Tensor mean = keel::reduce_mean(x, axes, true);
+  return {mean, keel::reduce_mean(keel::square(x - mean), axes, true)};
+}
+
+template <bool Fused, bool Backward>
+void BM_moments(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  ThreadScope threads(threads_of(state));
+  const MomentsCase c = moments_case(state.range(1));
+  for (auto _ : state) {
+    keel::GradientTape tape;
+    if (Backward) tape.watch(c.x);
+    const auto [mean, var] = Fused ? keel::moments(c.x, c.axes, true) : plain_moments(c.x, c.axes);
+    if (Backward) {
+      keel::Tensor g = tape.gradient(keel::reduce_sum(mean) + keel::reduce_sum(var), c.x);
+      benchmark::DoNotOptimize(g);
+    }
+    benchmark::DoNotOptimize(var);
+  }
+  state.SetBytesProcessed(state.iterations() * (Backward ? 3 : 1) * kN * kF);
+}
+
 // memcpy of range(1) bytes in total (read + written), split into one chunk per thread. The
 // benchmark target links no OpenMP, so the second thread is a std::thread started per
 // iteration (tens of microseconds against a copy of several milliseconds).
@@ -170,6 +209,13 @@ void layer_norm_args(benchmark::internal::Benchmark* b) {
   b->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
+void moments_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"threads", "layout"});
+  for (std::int64_t layout : {0, 1, 2})
+    for (int t : {1, 2}) b->Args({t, layout});
+  b->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
 void memcpy_args(benchmark::internal::Benchmark* b, std::int64_t bytes) {
   b->ArgNames({"threads", "bytes"})->Args({1, bytes})->Args({2, bytes})->UseRealTime()->Unit(benchmark::kMillisecond);
 }
@@ -180,6 +226,10 @@ BENCHMARK(BM_batch_norm_inference_forward)->Name("batch_norm/inference_forward")
 BENCHMARK(BM_batch_norm_composite_forward)->Name("batch_norm/composite_forward")->Apply(thread_args);
 BENCHMARK(BM_layer_norm_forward)->Name("layer_norm/forward")->Apply(layer_norm_args);
 BENCHMARK(BM_layer_norm_forward_backward)->Name("layer_norm/forward_backward")->Apply(layer_norm_args);
+BENCHMARK(BM_moments<true, false>)->Name("moments/fused")->Apply(moments_args);
+BENCHMARK(BM_moments<false, false>)->Name("moments/composite")->Apply(moments_args);
+BENCHMARK(BM_moments<true, true>)->Name("moments_backward/fused")->Apply(moments_args);
+BENCHMARK(BM_moments<false, true>)->Name("moments_backward/composite")->Apply(moments_args);
 BENCHMARK(BM_memcpy)->Name("memcpy/as_forward")->Apply([](benchmark::internal::Benchmark* b) {
   memcpy_args(b, 2 * kN * kF);
 });

@@ -101,7 +101,7 @@ TEST_CASE("traced shape ops, gathers and losses match eager", "[function]") {
       });
 }
 
-TEST_CASE("traced recurrent cells and layer norm match eager", "[function]") {
+TEST_CASE("traced recurrent cells, layer norm and moments match eager", "[function]") {
   Variable kernel(random::normal({3, 16}) * 0.3, "kernel");
   Variable recurrent(random::normal({4, 16}) * 0.3, "recurrent");
   Variable bias(zeros({16}), "bias");
@@ -111,7 +111,8 @@ TEST_CASE("traced recurrent cells and layer norm match eager", "[function]") {
       [&](const std::vector<Tensor>& in) {
         const auto seq = lstm(in[0], zeros({2, 4}), zeros({2, 4}), kernel, recurrent, bias);
         const Tensor g = gru_cell(slice(in[0], {0, 0, 0}, {2, 1, 3}).reshape({2, 3}), seq.h, gk, gr, Tensor());
-        return layer_norm(seq.outputs, Tensor(), Tensor()) * 0.5 + reduce_sum(g);
+        const auto [m, v] = moments(seq.outputs, {0, 1}, true);  // the fused moments kernel
+        return layer_norm(seq.outputs, Tensor(), Tensor()) * 0.5 + reduce_sum(g) + m * v;
       },
       {&kernel, &recurrent, &bias, &gk, &gr}, [] { return std::vector<Tensor>{random::normal({2, 5, 3})}; });
 }

@@ -170,6 +170,15 @@ std::vector<Case> cases() {
     out.push_back({"traced_resize",
                    seq({H(L::InputLayer({4, 6, 2})), H(L::Lambda(fn, {.name = "resize"}))}, "traced_resize")});
   }
+  {  // moments' fused kernel over a middle block and the last axis, traced: ReduceMeans and a Sub
+    const auto normalise = [](const Tensor& t) {
+      const auto [m, v] = moments(t, {1, 2}, true);
+      return (t - m) * rsqrt(v + 1e-3) + reduce_variance(t, {-1}, true);
+    };
+    const std::function<Tensor(const Tensor&)> fn(normalise);
+    out.push_back({"traced_moments", seq({H(L::InputLayer({4, 6, 2})), H(L::Lambda(fn, {.name = "moments"}))},
+                                         "traced_moments")});
+  }
   {  // every unary kernel, the binary ones, comparisons, logical ops, float tests and casts, traced
     const auto every_kernel = [](const Tensor& x) {
       const Tensor p = abs(x) + 0.5, u = tanh(x) * 0.9;  // positive, and inside (-1, 1)

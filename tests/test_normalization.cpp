@@ -427,3 +427,107 @@ TEST_CASE("moments gives the mean and the biased variance over the axes", "[mome
     return m * v;
   }, {randn({3, 2, 4}, 131)}, 1e-6, 1e-6);
 }
+
+namespace {
+// The statistics written with plain reductions (not moments' fused kernel), in float64.
+std::pair<Tensor, Tensor> reference_moments(const Tensor& x, const std::vector<int>& axes) {
+  const Tensor x64 = x.astype(DType::float64);
+  const Tensor mean = reduce_mean(x64, axes, true);
+  return {mean, reduce_mean(square(x64 - mean), axes, true)};
+}
+}  // namespace
+
+TEST_CASE("moments over blocks of axes matches plain reductions at every SIMD level", "[moments]") {
+  struct Layout {
+    Shape shape;
+    std::vector<int> axes;
+  };
+  // Trailing rows (shorter than a 16-lane step, with a tail, longer than a 1024 block), leading
+  // rows over few and many columns, a middle block (instance statistics of NHWC), every axis.
+  const std::vector<Layout> layouts{{{37, 1}, {1}},      {{37, 15}, {1}},       {{9, 16}, {1}},
+                                    {{5, 1025}, {1}},    {{3, 4, 33}, {1, 2}},  {{300, 1}, {0}},
+                                    {{300, 3}, {0}},     {{70, 33}, {0}},       {{4, 5, 6, 19}, {0, 1, 2}},
+                                    {{3, 5, 7, 19}, {1, 2}}, {{2, 3, 4}, {0, 1, 2}}, {{6, 1, 5}, {1}},
+                                    // Axes in two runs (GroupNormalization's [N, H, W, groups, C / groups]
+                                    // over {1, 2, 4}): the kernel over the larger, the law of total
+                                    // variance over the other.
+                                    {{2, 5, 6, 3, 4}, {1, 2, 4}}, {{4, 3, 10}, {0, 2}}};
+  for (const Layout& l : layouts) {
+    for (DType dt : {DType::float32, DType::float64}) {
+      INFO("shape " << l.shape.to_string() << ", " << name(dt));
+      // Far from zero (mean 40, sd 3): a variance taken as E[x^2] - E[x]^2 in float32 loses it.
+      const Tensor x = randn(l.shape, 151 + static_cast<std::uint64_t>(l.shape.num_elements()), 40.0, 3.0, dt);
+      const std::pair<Tensor, Tensor> ref = reference_moments(x, l.axes);
+      const bool one_run = l.axes.back() - l.axes.front() + 1 == static_cast<int>(l.axes.size());
+      const Tensor &rm = ref.first, &rv = ref.second;
+      std::vector<double> first_m, first_v;
+      testing::at_every_simd_level([&](const std::string& level) {
+        INFO("level " << level);
+        const auto [m, v] = moments(x, l.axes, true);
+        REQUIRE(m.shape() == rm.shape());
+        REQUIRE(v.shape() == rv.shape());
+        CHECK(m.dtype() == dt);
+        const double tol = dt == DType::float32 ? 2e-4 : 1e-10;  // relative to a mean of 40 and variance of 9
+        check_all_close(m, rm, 40 * tol);
+        check_all_close(v, rv, 9 * tol);
+        if (first_m.empty()) {
+          first_m = m.to_vector<double>();
+          first_v = v.to_vector<double>();
+        }
+        if (one_run) {  // the fused kernel alone: the same bits at every level (reduce_mean's are not)
+          CHECK(m.to_vector<double>() == first_m);
+          CHECK(v.to_vector<double>() == first_v);
+        }
+      });
+    }
+  }
+}
+
+TEST_CASE("moments' gradients match finite differences for each layout", "[moments][grad]") {
+  const auto both = [](std::vector<int> axes) {
+    return [axes](const std::vector<Tensor>& in) {
+      const auto [m, v] = moments(in[0], axes, true);
+      return m * 0.7 + v * v;  // weights both outputs, the variance not linearly
+    };
+  };
+  SECTION("trailing axis") { check_gradients(both({2}), {randn({2, 3, 5}, 161)}, 1e-6, 1e-6); }
+  SECTION("leading axes") { check_gradients(both({0, 1}), {randn({3, 4, 5}, 162)}, 1e-6, 1e-6); }
+  SECTION("a middle block") { check_gradients(both({1, 2}), {randn({2, 3, 4, 3}, 163)}, 1e-6, 1e-6); }
+  SECTION("axes in two runs") { check_gradients(both({1, 3}), {randn({2, 4, 3, 5}, 166)}, 1e-6, 1e-6); }
+  SECTION("only the variance used, no kept dims") {
+    check_gradients([](const std::vector<Tensor>& in) { return moments(in[0], {0}).second; }, {randn({6, 2}, 164)},
+                    1e-6, 1e-6);
+  }
+  SECTION("second derivatives through an outer tape") {
+    check_gradients([](const std::vector<Tensor>& in) {
+      GradientTape inner;
+      inner.watch(in[0]);
+      const auto [m, v] = moments(in[0], {1}, true);
+      return inner.gradient(reduce_sum(v * v + m * v), in[0]);
+    }, {randn({3, 4}, 165)}, 1e-6, 1e-6);
+  }
+}
+
+TEST_CASE("moments' gradient is (x - mean) * 2 g_var / n + g_mean / n", "[moments][grad]") {
+  // x = [1, 2, 6] over axis 0: mean 3, variance (4 + 1 + 9) / 3 = 14/3. With loss = 2 mean + var:
+  // dx = (x - 3) * 2 / 3 + 2 / 3 = [-4/3 + 2/3, -2/3 + 2/3, 2 + 2/3] = [-2/3, 0, 8/3].
+  for (DType dt : {DType::float32, DType::float64}) {
+    const Tensor x = constant({1.0, 2.0, 6.0}, {3}, dt);
+    GradientTape tape;
+    tape.watch(x);
+    const auto [m, v] = moments(x, {0});
+    check_close(v, {14.0 / 3}, 1e-6);
+    check_close(tape.gradient(m * 2.0 + v, x), {-2.0 / 3, 0.0, 8.0 / 3}, 1e-6);
+  }
+}
+
+TEST_CASE("moments of an empty block are NaN, and reduce_variance and reduce_std use it", "[moments]") {
+  const auto [m, v] = moments(zeros({0, 3}), {0});
+  CHECK(m.shape() == Shape{3});
+  for (double e : m.to_vector<double>()) CHECK(std::isnan(e));
+  for (double e : v.to_vector<double>()) CHECK(std::isnan(e));
+  // 1e4 + {-1, 0, 1, 2}: variance 1.25 in float32, where a one-pass E[x^2] - E[x]^2 is off by ~8.
+  const Tensor x = constant({9999.0, 10000.0, 10001.0, 10002.0}, {1, 4}, DType::float32);
+  check_close(reduce_variance(x, {1}), {1.25}, 1e-6);
+  check_close(reduce_std(x), {std::sqrt(1.25)}, 1e-6);
+}

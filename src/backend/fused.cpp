@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include <fmt/core.h>
 
@@ -142,6 +143,51 @@ void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
   on_cpu("layer_norm", x, [&]<class T>() {
     cpu::layer_norm_backward<T>(x.data<T>(), dy.data<T>(), rows, cols, typed_or_null<T>(gamma), mean.data<T>(),
                                 rstd.data<T>(), out<T>(dx), out<T>(dgamma), out<T>(dbeta));
+  });
+}
+
+// ---- moments -------------------------------------------------------------------------------------
+
+namespace {
+// x as [outer, rows, inner] around its axes [first, last).
+std::array<std::int64_t, 3> around_block(const Tensor& x, int first, int last) {
+  std::array<std::int64_t, 3> d{1, 1, 1};
+  for (int a = 0; a < x.rank(); ++a) d[a < first ? 0 : a < last ? 1 : 2] *= x.shape()[a];
+  return d;
+}
+// The axes [first, last), as a traced graph keeps them (Node::ints, reduce's form).
+std::vector<std::int64_t> block_axes(int first, int last) {
+  std::vector<std::int64_t> axes;
+  for (int a = first; a < last; ++a) axes.push_back(a);
+  return axes;
+}
+}  // namespace
+
+void moments(const Tensor& x, int first, int last, const Tensor& mean, const Tensor& variance) {
+  if (KernelRecorder* r = recorder()) {
+    const std::vector<std::int64_t> axes = block_axes(first, last);
+    return r->kernel({"moments", 0, 0, axes.data(), axes.size()}, {&x}, {&mean, &variance},
+                     [first, last](const Tensor* t) { moments(t[0], first, last, t[1], t[2]); });
+  }
+  KernelClock clock;
+  const std::array<std::int64_t, 3> d = around_block(x, first, last);
+  on_cpu("moments", x, [&]<class T>() {
+    cpu::moments<T>(x.data<T>(), d[0], d[1], d[2], out<T>(mean), out<T>(variance));
+  });
+}
+
+void moments_backward(const Tensor& x, int first, int last, const Tensor& mean, const Tensor& g_mean,
+                      const Tensor& g_var, const Tensor& dx) {
+  if (KernelRecorder* r = recorder()) {
+    const std::vector<std::int64_t> axes = block_axes(first, last);
+    return r->kernel({"moments_backward", 0, 0, axes.data(), axes.size()}, {&x, &mean, &g_mean, &g_var}, {&dx},
+                     [first, last](const Tensor* t) { moments_backward(t[0], first, last, t[1], t[2], t[3], t[4]); });
+  }
+  KernelClock clock;
+  const std::array<std::int64_t, 3> d = around_block(x, first, last);
+  on_cpu("moments", x, [&]<class T>() {
+    cpu::moments_backward<T>(x.data<T>(), d[0], d[1], d[2], mean.data<T>(), g_mean.data<T>(), g_var.data<T>(),
+                             out<T>(dx));
   });
 }
 

@@ -30,6 +30,7 @@ enum class Fused : std::uint8_t {
   max_pool_argmax,  // max_pool_with_argmax (below)
   softmax,
   resample_linear,
+  moments,
 };
 
 // Whether `device` has the fused kernel of `op` (the entries below for it).
@@ -61,6 +62,15 @@ void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double
 // (gamma's number of elements).
 void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
                          const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta);
+
+// ---- moments: x contiguous, its axes [first, last) reduced; mean and variance have x's rank with
+// 1 on those axes, contiguous -------------------------------------------------------------------
+// The mean and the biased variance (tf.nn.moments) over those axes; NaN where they hold nothing.
+void moments(const Tensor& x, int first, int last, const Tensor& mean, const Tensor& variance);
+// Its gradient into dx (x's shape) from the forward's mean and the gradients of the two outputs
+// (contiguous, mean's shape): dx = (x - mean) * 2 g_var / n + g_mean / n, n elements reduced.
+void moments_backward(const Tensor& x, int first, int last, const Tensor& mean, const Tensor& g_mean,
+                      const Tensor& g_var, const Tensor& dx);
 
 // ---- linear resampling (resize_bilinear's passes) ------------------------------------------------
 // x contiguous, seen as [outer, in, inner] around its axis `axis`; lower and upper int64 [out]

@@ -145,11 +145,12 @@ struct TypedKernels {
                            const T* row_rstd, std::int64_t rows, std::int64_t cols, std::int64_t block_rows,
                            double* s1, double* s2);
   // batch_norm's normalisation y = (x - center) * scale + offset and its gradient wrt x,
-  // dx = a * dy + b * (x - mean) + e, per column, left to right.
+  // dx = a * dy + b * (x - mean) + e, per column, left to right. `stream`: the output is too large
+  // to stay in cache (streaming stores).
   void (*batch_norm_rows)(const T* x, std::int64_t rows, std::int64_t cols, const T* center, const T* scale,
-                          const T* offset, T* y);
+                          const T* offset, T* y, bool stream);
   void (*batch_norm_grad_rows)(const T* x, const T* dy, std::int64_t rows, std::int64_t cols, const T* mean,
-                               const T* a, const T* b, const T* e, T* dx);
+                               const T* a, const T* b, const T* e, T* dx, bool stream);
   // dropout after its Philox words (simd/philox_impl.hpp): y[k] = x[k] * scale where
   // words[k] >= threshold, else +0.0; mask[k] (when not null) = scale or +0.0 likewise; k < n.
   // `stream`: y is part of an output too large to stay in cache (streaming stores).
@@ -157,6 +158,13 @@ struct TypedKernels {
                          std::int64_t n, bool stream);
   // The first i < n with !(x[i] <= threshold), or n (top_k's scan for a candidate).
   std::int64_t (*next_above)(const T* x, std::int64_t n, T threshold);
+  // The mean and biased variance of each of `rows` rows of `cols` (simd/normalization_impl.hpp:
+  // layer_norm_rows' statistics, the same bits at every level), rounded to T.
+  void (*row_moments)(const T* x, std::int64_t rows, std::int64_t cols, T* mean, T* variance);
+  // batch_norm_rows with one center, scale and offset per row: y[r, c] = (x[r, c] - center[r]) *
+  // scale[r] + offset[r] (moments' gradient over trailing axes).
+  void (*row_affine)(const T* x, std::int64_t rows, std::int64_t cols, const T* center, const T* scale,
+                     const T* offset, T* y, bool stream);
 };
 
 inline constexpr std::int64_t kPhiloxChunk = 256;

@@ -1,5 +1,5 @@
 #pragma once
-// Fused CPU kernels of batch_norm and layer_norm on a row-major [rows, cols] matrix (the
+// Fused CPU kernels of batch_norm, layer_norm and moments on a row-major [rows, cols] matrix (the
 // normalised axis or axes last), float or double. Every pointer is contiguous; the optional
 // parameters (gamma, beta, moving statistics) may be null, which reads as ones for gamma and
 // the moving variance, zeros for beta and the moving mean. Outputs are written, never resized.
@@ -45,5 +45,17 @@ void layer_norm(const T* x, std::int64_t rows, std::int64_t cols, const T* gamma
 template <class T>
 void layer_norm_backward(const T* x, const T* dy, std::int64_t rows, std::int64_t cols, const T* gamma,
                          const T* mean, const T* rstd, T* dx, T* dgamma, T* dbeta);
+
+// The mean and biased variance over the middle axis of x seen as [outer, rows, inner] (the
+// reduced axes one block of consecutive axes), into mean and variance [outer, inner]; NaN where
+// rows is 0.
+template <class T>
+void moments(const T* x, std::int64_t outer, std::int64_t rows, std::int64_t inner, T* mean, T* variance);
+
+// Its gradient from the forward's mean and the outputs' gradients g_mean, g_var ([outer, inner]):
+// dx = (x - mean) * (2 g_var / rows) + g_mean / rows.
+template <class T>
+void moments_backward(const T* x, std::int64_t outer, std::int64_t rows, std::int64_t inner, const T* mean,
+                      const T* g_mean, const T* g_var, T* dx);
 
 }  // namespace keel::cpu

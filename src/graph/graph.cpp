@@ -73,6 +73,10 @@ std::string kernel_op_name(const backend::KernelType& type) {
   if (f == "batch_norm_backward") return "FusedBatchNormGradV3";
   if (f == "layer_norm") return "LayerNorm";
   if (f == "layer_norm_backward") return "LayerNormGrad";
+  if (f == "moments") return "Moments";
+  if (f == "moments_backward") return "MomentsGrad";
+  if (f == "resample_linear") return "ResizeBilinearAxis";
+  if (f == "resample_linear_backward") return "ResizeBilinearAxisGrad";
   if (f == "lstm_cell") return "LSTMBlockCell";
   if (f == "lstm_cell_backward") return "LSTMBlockCellGrad";
   if (f == "lstm_sequence") return "BlockLSTM";

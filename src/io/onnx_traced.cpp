@@ -52,6 +52,7 @@ class TracedConverter : public TracedValues {
     if (family == "resample_linear") return resample_linear(na.type.kind);
     if (family == "batch_norm_inference") return batch_norm(na.type.alpha);
     if (family == "layer_norm") return layer_norm(na.type.alpha);
+    if (family == "moments") return moments();
     if (family == "softmax") {
       const TracedValue x = in(0);
       return put(0, g_.op(na.type.kind ? "LogSoftmax" : "Softmax", {x.name}, base_, {attr("axis", -1)}), x.shape);
@@ -310,6 +311,19 @@ class TracedConverter : public TracedValues {
   }
 
   // Normalised over the trailing axes that the statistics do not have (mean has one value per row).
+  // The mean and biased variance over the node's axes, kept as 1s (tf.nn.moments' keepdims form).
+  void moments() {
+    const TracedValue x = in(0);
+    const std::vector<std::int64_t>& axes = node_a_->ints;
+    const std::string mean = g_.reduce("ReduceMean", x.name, axes, true, base_);
+    const std::string centred = g_.op("Sub", {x.name, mean}, base_);
+    const std::string variance = g_.reduce("ReduceMean", g_.op("Mul", {centred, centred}, base_), axes, true, base_);
+    TracedDims stats = x.shape;
+    for (std::int64_t a : axes) stats[static_cast<std::size_t>(a)] = {1, 1};
+    put(0, mean, stats);
+    put(1, variance, stats);
+  }
+
   void layer_norm(double epsilon) {
     const TracedValue x = in(0);
     std::int64_t rows = 1;

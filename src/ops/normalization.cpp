@@ -13,8 +13,10 @@
 // moments and layer_norm over non-trailing axes are composites of other ops.
 #include "keel/ops/nn.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <tuple>
 #include <vector>
 
@@ -136,15 +138,95 @@ Grads bn_inference_backward(const Tensor& x, const Tensor& gamma, const Tensor& 
 
 // ---- moments -----------------------------------------------------------------------------------
 
+namespace {
+
+// The composite: reductions and elementwise ops (a GPU, half floats, axes that are not one block).
+// Biased variance, as tf.nn.moments. No stop_gradient on the mean (TensorFlow has one): the first
+// derivative is the same either way, but the second is only right without it.
+std::pair<Tensor, Tensor> composite_moments(const Tensor& x, const std::vector<int>& ax) {
+  const Tensor mean = reduce_mean(x, ax, true);
+  return {mean, reduce_mean(square(sub(x, mean)), ax, true)};
+}
+
+// Over the block of consecutive axes [first, last) of a float32/float64 x: one fused kernel for
+// both statistics, recorded as one tape node with the closed-form gradient
+// dx = (x - mean) * 2 g_var / n + g_mean / n.
+std::pair<Tensor, Tensor> fused_moments(const Tensor& x, const std::vector<int>& ax) {
+  const int first = ax.front(), last = ax.back() + 1;
+  std::vector<std::int64_t> kept = x.shape().dims();
+  std::int64_t n = 1;
+  for (int a : ax) {
+    n *= kept[static_cast<std::size_t>(a)];
+    kept[static_cast<std::size_t>(a)] = 1;
+  }
+  Tensor mean = detail::empty_tensor(Shape(kept), x.dtype(), x.device());
+  Tensor var = detail::empty_tensor(Shape(kept), x.dtype(), x.device());
+  backend::moments(x.contiguous(), first, last, mean, var);
+  if (autograd::recording())
+    autograd::record("moments", {x}, {mean, var}, [x, mean, ax, first, last, n](const Grads& g, const Needs& need) {
+      if (!need[0]) return Grads{Tensor()};
+      if (!autograd::recording()) {
+        Tensor dx = detail::empty_tensor(x.shape(), x.dtype(), x.device());
+        backend::moments_backward(x.contiguous(), first, last, mean, g[0].contiguous(), g[1].contiguous(), dx);
+        return Grads{dx};
+      }
+      // An outer tape records this backward: the same formula with differentiable ops, the mean
+      // recomputed from x so that the outer tape sees how it depends on x.
+      const Tensor m = reduce_mean(x, ax, true);
+      const auto count = static_cast<double>(n);
+      return Grads{add(mul(sub(x, m), mul(g[1], scalar_like(g[1], 2.0 / count))), div(g[0], scalar_like(g[0], count)))};
+    }, {x});
+  return {mean, var};
+}
+
+// The sorted axes as a fused kernel takes them: the run of consecutive axes holding the most
+// elements (empty where the kernel does not apply or that run holds fewer than 4 elements).
+std::vector<int> fused_run(const Tensor& x, const std::vector<int>& ax) {
+  if (ax.empty() || (x.dtype() != DType::float32 && x.dtype() != DType::float64) ||
+      !backend::has_fused(backend::Fused::moments, x.device()))
+    return {};
+  std::vector<int> best, run;
+  std::int64_t best_size = 0;
+  for (std::size_t i = 0; i < ax.size(); ++i) {
+    if (i > 0 && ax[i] != ax[i - 1] + 1) run.clear();
+    run.push_back(ax[i]);
+    std::int64_t size = 1;
+    for (int a : run) size *= x.shape()[a];
+    if (size > best_size) {
+      best = run;
+      best_size = size;
+    }
+  }
+  return best_size >= 4 ? best : std::vector<int>{};
+}
+
+}  // namespace
+
 std::pair<Tensor, Tensor> moments(const Tensor& x, std::vector<int> axes, bool keepdims) {
   detail::check_float(x, "moments", "x");
   const std::vector<int> ax = detail::normalize_axes(axes, x.rank(), "moments");
-  const Tensor mean = reduce_mean(x, ax, true);
-  // Biased variance, as tf.nn.moments. No stop_gradient on the mean (TensorFlow has one): the
-  // first derivative is the same either way, but the second is only right without it.
-  const Tensor var = reduce_mean(square(sub(x, mean)), ax, keepdims);
+  const std::vector<int> run = fused_run(x, ax);
+  Tensor mean, var;
+  if (run.empty()) {
+    std::tie(mean, var) = composite_moments(x, ax);
+  } else if (run.size() == ax.size()) {
+    std::tie(mean, var) = fused_moments(x, ax);
+  } else {
+    // Axes in several runs (GroupNormalization's spatial axes and the channels of a group): the
+    // fused kernel over the largest run, then the law of total variance over the others, on
+    // statistics that many times smaller. Each of the run's groups holds as many elements, so
+    // mean = mean(m), var = mean(v + (m - mean)^2).
+    std::vector<int> rest;
+    std::set_difference(ax.begin(), ax.end(), run.begin(), run.end(), std::back_inserter(rest));
+    const auto [m, v] = fused_moments(x, run);
+    mean = reduce_mean(m, rest, true);
+    var = reduce_mean(add(v, square(sub(m, mean))), rest, true);
+  }
   if (keepdims) return {mean, var};
-  return {reshape(mean, var.shape()), var};
+  std::vector<std::int64_t> out;
+  for (std::int64_t d = 0; d < x.rank(); ++d)
+    if (!std::binary_search(ax.begin(), ax.end(), static_cast<int>(d))) out.push_back(x.shape()[d]);
+  return {reshape(mean, Shape(out)), reshape(var, Shape(out))};
 }
 
 // ---- batch norm ----------------------------------------------------------------------------------

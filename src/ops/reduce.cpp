@@ -13,6 +13,7 @@
 #include "keel/autograd/tape.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
+#include "keel/ops/nn.hpp"
 #include "keel/ops/shape.hpp"
 
 namespace keel {
@@ -167,8 +168,7 @@ Tensor reduce_logsumexp(const Tensor& x, std::vector<int> axes, bool keepdims) {
 Tensor reduce_variance(const Tensor& x, std::vector<int> axes, bool keepdims) {
   const ReducedShapes r = reduced_shapes(x, axes, keepdims, "reduce_variance");
   if (!is_floating(x.dtype())) throw DTypeError(fmt::format("reduce_variance: expected a float tensor, got {}", name(x.dtype())));
-  const Tensor mean = reduce_mean(x, r.axes, true);
-  return reduce_mean(square(sub(x, mean)), r.axes, keepdims);
+  return moments(x, r.axes, keepdims).second;
 }
 
 Tensor reduce_std(const Tensor& x, std::vector<int> axes, bool keepdims) {

@@ -9,7 +9,10 @@
 #include <cstdint>
 #include <utility>
 
+#include <immintrin.h>
+
 #include "cpu/kernels.hpp"
+#include "cpu/simd/store_stream.hpp"
 
 namespace keel::cpu::simd_impl {
 
@@ -101,42 +104,63 @@ void column_pair_sums(ColumnPair kind, const T* x, const T* g, const T* ref, con
   }
 }
 
-// y = (x - center) * scale + offset, per column, left to right.
-template <class A, class T>
-void batch_norm_rows(const T* x, std::int64_t rows, std::int64_t cols, const T* center, const T* scale,
-                     const T* offset, T* y) {
+// Writes row r's `cols` outputs from f(c) (a batch of columns c..c+W) and one(c) (column c
+// alone), for r < rows. With `stream`, the batches go out with streaming stores from the first
+// aligned column of each row (the columns before it one at a time: the same bits).
+template <class A, class T, class F, class One>
+inline void write_rows(T* y, std::int64_t rows, std::int64_t cols, bool stream, F f, One one) {
   using B = xsimd::batch<T, A>;
   constexpr std::int64_t W = B::size;
   for (std::int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * cols;
     T* yr = y + r * cols;
     std::int64_t c = 0;
-    for (; c + W <= cols; c += W)
-      ((B::load_unaligned(xr + c) - B::load_unaligned(center + c)) * B::load_unaligned(scale + c) +
-       B::load_unaligned(offset + c))
-          .store_unaligned(yr + c);
-    for (; c < cols; ++c) yr[c] = (xr[c] - center[c]) * scale[c] + offset[c];
+    if (stream) {
+      for (; c < cols && reinterpret_cast<std::uintptr_t>(yr + c) % sizeof(B) != 0; ++c) yr[c] = one(r, c);
+      for (; c + W <= cols; c += W) store_stream(f(r, c), yr + c);
+    }
+    for (; c + W <= cols; c += W) f(r, c).store_unaligned(yr + c);
+    for (; c < cols; ++c) yr[c] = one(r, c);
   }
+  if (stream) _mm_sfence();
+}
+
+// y = (x - center) * scale + offset, left to right, the three per column (batch_norm_rows) or, with
+// PerRow, per row (row_affine: moments' gradient over trailing axes).
+template <bool PerRow, class A, class T>
+void affine_rows(const T* x, std::int64_t rows, std::int64_t cols, const T* center, const T* scale, const T* offset,
+                 T* y, bool stream) {
+  using B = xsimd::batch<T, A>;
+  const auto at = [](const T* p, std::int64_t r, std::int64_t c) {
+    if constexpr (PerRow) return B(p[r]);
+    else return B::load_unaligned(p + c);
+  };
+  write_rows<A, T>(
+      y, rows, cols, stream,
+      [=](std::int64_t r, std::int64_t c) {
+        return (B::load_unaligned(x + r * cols + c) - at(center, r, c)) * at(scale, r, c) + at(offset, r, c);
+      },
+      [=](std::int64_t r, std::int64_t c) {
+        const std::int64_t k = PerRow ? r : c;
+        return (x[r * cols + c] - center[k]) * scale[k] + offset[k];
+      });
 }
 
 // dx = a * dy + b * (x - mean) + e, per column, left to right.
 template <class A, class T>
 void batch_norm_grad_rows(const T* x, const T* dy, std::int64_t rows, std::int64_t cols, const T* mean, const T* a,
-                          const T* b, const T* e, T* dx) {
+                          const T* b, const T* e, T* dx, bool stream) {
   using B = xsimd::batch<T, A>;
-  constexpr std::int64_t W = B::size;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * cols;
-    const T* gr = dy + r * cols;
-    T* dr = dx + r * cols;
-    std::int64_t c = 0;
-    for (; c + W <= cols; c += W) {
-      const B ag = B::load_unaligned(a + c) * B::load_unaligned(gr + c);
-      const B bx = B::load_unaligned(b + c) * (B::load_unaligned(xr + c) - B::load_unaligned(mean + c));
-      (ag + bx + B::load_unaligned(e + c)).store_unaligned(dr + c);
-    }
-    for (; c < cols; ++c) dr[c] = a[c] * gr[c] + b[c] * (xr[c] - mean[c]) + e[c];
-  }
+  write_rows<A, T>(
+      dx, rows, cols, stream,
+      [=](std::int64_t r, std::int64_t c) {
+        const B ag = B::load_unaligned(a + c) * B::load_unaligned(dy + r * cols + c);
+        const B bx = B::load_unaligned(b + c) * (B::load_unaligned(x + r * cols + c) - B::load_unaligned(mean + c));
+        return ag + bx + B::load_unaligned(e + c);
+      },
+      [=](std::int64_t r, std::int64_t c) {
+        const std::int64_t i = r * cols + c;
+        return a[c] * dy[i] + b[c] * (x[i] - mean[c]) + e[c];
+      });
 }
 
 }  // namespace keel::cpu::simd_impl

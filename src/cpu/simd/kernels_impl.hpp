@@ -416,16 +416,16 @@ SimdKernels make_kernels(const char* isa) {
            &window_mean<A, float>, &window_mean_grad<A, float>, &bias_unary<A, float>, &program<A, float>,
            &lstm_gates<A, float>, &lstm_gate_grads<A, float>, &gru_gates<A, float>, &gru_gate_grads<A, float>,
            &layer_norm_rows<A, float>, &layer_norm_grad_rows<A, float>, &column_pair_sums<A, float>,
-           &batch_norm_rows<A, float>, &batch_norm_grad_rows<A, float>, &dropout_select<A, float>,
-           &next_above<A, float>};
+           &affine_rows<false, A, float>, &batch_norm_grad_rows<A, float>, &dropout_select<A, float>,
+           &next_above<A, float>, &row_moments<A, float>, &affine_rows<true, A, float>};
   k.f64 = {&unary<A, double>, &binary<A, double>, &reduce<A, double>, &accumulate<A, double>, &stream_copy<A, double>,
            &window_max<A, double>, &window_max_grad<A, double>, &window_max_arg<A, double>,
            &window_arg_grad<A, double>, &window_max_gather<A, double>,
            &window_mean<A, double>, &window_mean_grad<A, double>, &bias_unary<A, double>, &program<A, double>,
            &lstm_gates<A, double>, &lstm_gate_grads<A, double>, &gru_gates<A, double>,
            &gru_gate_grads<A, double>, &layer_norm_rows<A, double>, &layer_norm_grad_rows<A, double>,
-           &column_pair_sums<A, double>, &batch_norm_rows<A, double>, &batch_norm_grad_rows<A, double>,
-           &dropout_select<A, double>, &next_above<A, double>};
+           &column_pair_sums<A, double>, &affine_rows<false, A, double>, &batch_norm_grad_rows<A, double>,
+           &dropout_select<A, double>, &next_above<A, double>, &row_moments<A, double>, &affine_rows<true, A, double>};
   k.optimizer_update = &optimizer_update<A>;
   k.philox_words = &philox_words<A>;
   k.uniform_floats = &uniform_floats<A>;

@@ -77,44 +77,65 @@ inline double row_sum_lanes(std::int64_t n, Vec vec, One one) {
   return total;
 }
 
-// layer_norm over `rows` rows of `cols`: mean (double sum / n, rounded to T) and rstd =
-// 1 / sqrt(var + epsilon), var = the mean of (x - mean)^2 corrected for the rounded mean; then
-// y = (x - mean) * rstd * gamma + beta, left to right.
+// The statistics of the rows [g0, g0 + len) of `cols`, len <= kNormGroup: mean[g0 + i] (the
+// double sum / n rounded to T) and var[i] (double), the mean of (x - mean)^2 corrected for the
+// rounded mean. Each step runs over the whole group before the next starts.
+template <class A, class T>
+void row_group_moments(const T* x, std::int64_t g0, std::int64_t len, std::int64_t cols, T* mean, double* var) {
+  using B = xsimd::batch<T, A>;
+  const auto n = static_cast<double>(cols);
+  double mu[kNormGroup];
+  for (std::int64_t i = 0; i < len; ++i) {
+    const T* xr = x + (g0 + i) * cols;
+    mu[i] = row_sum_lanes<A, T>(cols, [xr](std::int64_t j) { return B::load_unaligned(xr + j); },
+                                [xr](std::int64_t j) { return xr[j]; });
+  }
+#pragma omp simd
+  for (std::int64_t i = 0; i < len; ++i) {
+    mu[i] /= n;
+    mean[g0 + i] = static_cast<T>(mu[i]);
+  }
+  for (std::int64_t i = 0; i < len; ++i) {
+    const T* xr = x + (g0 + i) * cols;
+    const T m = mean[g0 + i];
+    const auto square = [m](const auto& v) {
+      const auto d = v - m;
+      return d * d;
+    };
+    var[i] = row_sum_lanes<A, T>(cols, [=](std::int64_t j) { return square(B::load_unaligned(xr + j)); },
+                                 [=](std::int64_t j) { return square(xr[j]); });
+  }
+#pragma omp simd
+  for (std::int64_t i = 0; i < len; ++i) {
+    // Centred on the rounded mean m: sum((x - m)^2) / n = var + (mu - m)^2.
+    const double dm = mu[i] - static_cast<double>(mean[g0 + i]);
+    var[i] = std::max(var[i] / n - dm * dm, 0.0);  // NaN stays NaN
+  }
+}
+
+// The mean and biased variance of each of `rows` rows of `cols` (moments over trailing axes),
+// both rounded to T.
+template <class A, class T>
+void row_moments(const T* x, std::int64_t rows, std::int64_t cols, T* mean, T* variance) {
+  for_each_row_group(rows, cols, [&](std::int64_t g0, std::int64_t len) {
+    double var[kNormGroup];
+    row_group_moments<A, T>(x, g0, len, cols, mean, var);
+    for (std::int64_t i = 0; i < len; ++i) variance[g0 + i] = static_cast<T>(var[i]);
+  });
+}
+
+// layer_norm over `rows` rows of `cols`: the rows' moments as above and rstd =
+// 1 / sqrt(var + epsilon); then y = (x - mean) * rstd * gamma + beta, left to right.
 template <class A, class T>
 void layer_norm_rows(const T* x, std::int64_t rows, std::int64_t cols, const T* gamma, const T* beta,
                      double epsilon, T* y, T* mean, T* rstd) {
   using B = xsimd::batch<T, A>;
   constexpr std::int64_t W = B::size;
-  const auto n = static_cast<double>(cols);
   for_each_row_group(rows, cols, [&](std::int64_t g0, std::int64_t len) {
-    double mu[kNormGroup], q[kNormGroup];
-    for (std::int64_t i = 0; i < len; ++i) {
-      const T* xr = x + (g0 + i) * cols;
-      mu[i] = row_sum_lanes<A, T>(cols, [xr](std::int64_t j) { return B::load_unaligned(xr + j); },
-                                  [xr](std::int64_t j) { return xr[j]; });
-    }
+    double var[kNormGroup];
+    row_group_moments<A, T>(x, g0, len, cols, mean, var);
 #pragma omp simd
-    for (std::int64_t i = 0; i < len; ++i) {
-      mu[i] /= n;
-      mean[g0 + i] = static_cast<T>(mu[i]);
-    }
-    for (std::int64_t i = 0; i < len; ++i) {
-      const T* xr = x + (g0 + i) * cols;
-      const T m = mean[g0 + i];
-      const auto square = [m](const auto& v) {
-        const auto d = v - m;
-        return d * d;
-      };
-      q[i] = row_sum_lanes<A, T>(cols, [=](std::int64_t j) { return square(B::load_unaligned(xr + j)); },
-                                 [=](std::int64_t j) { return square(xr[j]); });
-    }
-#pragma omp simd
-    for (std::int64_t i = 0; i < len; ++i) {
-      // Centred on the rounded mean m: sum((x - m)^2) / n = var + (mu - m)^2.
-      const double dm = mu[i] - static_cast<double>(mean[g0 + i]);
-      const double var = std::max(q[i] / n - dm * dm, 0.0);  // NaN stays NaN
-      rstd[g0 + i] = static_cast<T>(1.0 / std::sqrt(var + epsilon));
-    }
+    for (std::int64_t i = 0; i < len; ++i) rstd[g0 + i] = static_cast<T>(1.0 / std::sqrt(var[i] + epsilon));
     for (std::int64_t i = 0; i < len; ++i) {
       const T* xr = x + (g0 + i) * cols;
       T* yr = y + (g0 + i) * cols;
