@@ -514,6 +514,31 @@ TEST_CASE("binary ops read broadcast views (a sum's gradient) as the values they
             .to_vector<float>() == std::vector<float>(4, 1.5f));
 }
 
+TEST_CASE("a smaller operand repeated along short trailing runs gives the bits of its full copy",
+          "[elementwise][broadcast]") {
+  // [6, 1, 1, 8, 1] over [6, 7, 9, 8, 8] (GroupNormalization's statistics over its groups): runs of
+  // 8 elements, so the operand is laid out over the output's trailing axes first ([6, 1, 9, 8, 8]).
+  // [16] over [40, 30, 16] (a bias over few channels): laid out as [30, 16]. [5, 1] over [5, 8]
+  // and [300] over [2, 300]: left as they are (a copy would be the output's size; runs already
+  // long). Either way every element is the op on the same two values.
+  random::set_seed(17);
+  const std::vector<std::pair<Shape, Shape>> cases{
+      {{6, 7, 9, 8, 8}, {6, 1, 1, 8, 1}}, {{40, 30, 16}, {16}}, {{5, 8}, {5, 1}}, {{2, 300}, {300}},
+      {{3, 4, 5}, {4, 1}}};
+  for (DType dt : {DType::float32, DType::float64})
+    for (const auto& [big_shape, small_shape] : cases) {
+      INFO(big_shape.to_string() << " with " << small_shape.to_string() << ", " << name(dt));
+      const Tensor big = random::normal(big_shape, 0.0, 1.0, dt);
+      const Tensor small = random::normal(small_shape, 0.0, 1.0, dt) + 2.0;
+      const Tensor full = broadcast_to(small, big_shape).contiguous();
+      CHECK(sub(big, small).to_vector<double>() == sub(big, full).to_vector<double>());
+      CHECK(sub(small, big).to_vector<double>() == sub(full, big).to_vector<double>());
+      CHECK(mul(big, small).to_vector<double>() == mul(big, full).to_vector<double>());
+      CHECK(div(big, small).to_vector<double>() == div(big, full).to_vector<double>());
+      CHECK(maximum(small, big).to_vector<double>() == maximum(full, big).to_vector<double>());
+    }
+}
+
 TEST_CASE("cast between float dtypes passes the gradient back in the source dtype",
           "[elementwise][cast][autograd]") {
   const Tensor x = constant({1.f, 2.f}, {2});
