@@ -15,6 +15,10 @@
 //                                   [64, 32, 32, 16] (instance statistics), 2: GroupNormalization's
 //                                   {1, 2, 4} of [64, 32, 32, 4, 4]; composite = plain reductions
 //   moments_backward/<fused|composite>/layout:L  + the gradient wrt x: x in twice, dx out (3N)
+//   group_norm/<fused|composite>    [64,32,32,16] in 4 groups with gamma and beta: x in, y out (2N);
+//                                   composite = the plain ops it replaces (reshape, reductions,
+//                                   elementwise)
+//   group_norm_backward/<...>       + the gradient wrt x, gamma and beta (5N)
 //   memcpy/<bytes>                  the baseline: a memcpy moving the same number of bytes (half
 //                                   read, half written), split over the same number of threads
 //
@@ -174,6 +178,35 @@ void BM_moments(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * (Backward ? 3 : 1) * kN * kF);
 }
 
+keel::Tensor plain_group_norm(const keel::Tensor& x, const keel::Tensor& gamma, const keel::Tensor& beta) {
+  const keel::Tensor g = keel::reshape(x, {64, 1024, 4, 4});
+  const auto [mean, var] = plain_moments(g, {1, 3});
+  const keel::Tensor y = keel::reshape((g - mean) * keel::rsqrt(var + 1e-3), x.shape());
+  return y * gamma + beta;
+}
+
+template <bool Fused, bool Backward>
+void BM_group_norm(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  ThreadScope threads(threads_of(state));
+  const BatchNormData d;
+  for (auto _ : state) {
+    keel::GradientTape tape;
+    if (Backward) {
+      tape.watch(d.x);
+      tape.watch(d.gamma);
+      tape.watch(d.beta);
+    }
+    const keel::Tensor y = Fused ? keel::group_norm(d.x, 4, d.gamma, d.beta) : plain_group_norm(d.x, d.gamma, d.beta);
+    if (Backward) {
+      auto g = tape.gradient(y, {d.x, d.gamma, d.beta}, d.x);
+      benchmark::DoNotOptimize(g);
+    }
+    benchmark::DoNotOptimize(y);
+  }
+  state.SetBytesProcessed(state.iterations() * (Backward ? 5 : 2) * kN * kF);
+}
+
 // memcpy of range(1) bytes in total (read + written), split into one chunk per thread. The
 // benchmark target links no OpenMP, so the second thread is a std::thread started per
 // iteration (tens of microseconds against a copy of several milliseconds).
@@ -230,6 +263,10 @@ BENCHMARK(BM_moments<true, false>)->Name("moments/fused")->Apply(moments_args);
 BENCHMARK(BM_moments<false, false>)->Name("moments/composite")->Apply(moments_args);
 BENCHMARK(BM_moments<true, true>)->Name("moments_backward/fused")->Apply(moments_args);
 BENCHMARK(BM_moments<false, true>)->Name("moments_backward/composite")->Apply(moments_args);
+BENCHMARK(BM_group_norm<true, false>)->Name("group_norm/fused")->Apply(thread_args);
+BENCHMARK(BM_group_norm<false, false>)->Name("group_norm/composite")->Apply(thread_args);
+BENCHMARK(BM_group_norm<true, true>)->Name("group_norm_backward/fused")->Apply(thread_args);
+BENCHMARK(BM_group_norm<false, true>)->Name("group_norm_backward/composite")->Apply(thread_args);
 BENCHMARK(BM_memcpy)->Name("memcpy/as_forward")->Apply([](benchmark::internal::Benchmark* b) {
   memcpy_args(b, 2 * kN * kF);
 });

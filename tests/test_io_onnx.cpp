@@ -179,6 +179,14 @@ std::vector<Case> cases() {
     out.push_back({"traced_moments", seq({H(L::InputLayer({4, 6, 2})), H(L::Lambda(fn, {.name = "moments"}))},
                                          "traced_moments")});
   }
+  {  // group_norm's fused kernel, traced: a Reshape to the groups, ReduceMeans, back, gamma and beta
+    const Tensor gamma = constant(std::vector<float>{1.5f, 0.5f, 2.0f, 1.0f}, {4});
+    const Tensor beta = constant(std::vector<float>{0.1f, -0.2f, 0.3f, 0.0f}, {4});
+    const std::function<Tensor(const Tensor&)> fn(
+        [gamma, beta](const Tensor& t) { return group_norm(t, 2, gamma, beta); });
+    out.push_back({"traced_group_norm", seq({H(L::InputLayer({3, 5, 4})), H(L::Lambda(fn, {.name = "group_norm"}))},
+                                            "traced_group_norm")});
+  }
   {  // every unary kernel, the binary ones, comparisons, logical ops, float tests and casts, traced
     const auto every_kernel = [](const Tensor& x) {
       const Tensor p = abs(x) + 0.5, u = tanh(x) * 0.9;  // positive, and inside (-1, 1)

@@ -146,6 +146,46 @@ void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
   });
 }
 
+// ---- group norm ------------------------------------------------------------------------------------
+
+namespace {
+// x as [images, pixels, channels]: its first axis, the ones between, its last.
+std::array<std::int64_t, 3> images_pixels_channels(const Tensor& x) {
+  const std::int64_t n = x.shape()[0], c = x.shape()[x.rank() - 1];
+  return {n, n * c == 0 ? 0 : x.size() / (n * c), c};
+}
+}  // namespace
+
+void group_norm(const Tensor& x, int groups, const Tensor& gamma, const Tensor& beta, double epsilon, const Tensor& y,
+                const Tensor& mean, const Tensor& rstd) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"group_norm", groups, epsilon}, {&x, &gamma, &beta}, {&y, &mean, &rstd},
+                     [groups, epsilon](const Tensor* t) {
+                       group_norm(t[0], groups, t[1], t[2], epsilon, t[3], t[4], t[5]);
+                     });
+  KernelClock clock;
+  const std::array<std::int64_t, 3> d = images_pixels_channels(x);
+  on_cpu("group_norm", x, [&]<class T>() {
+    cpu::group_norm<T>(x.data<T>(), d[0], d[1], d[2], groups, typed_or_null<T>(gamma), typed_or_null<T>(beta), epsilon,
+                       out<T>(y), out<T>(mean), out<T>(rstd));
+  });
+}
+
+void group_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                         int groups, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta) {
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"group_norm_backward", groups}, {&x, &dy, &gamma, &mean, &rstd}, {&dx, &dgamma, &dbeta},
+                     [groups](const Tensor* t) {
+                       group_norm_backward(t[0], t[1], t[2], t[3], t[4], groups, t[5], t[6], t[7]);
+                     });
+  KernelClock clock;
+  const std::array<std::int64_t, 3> d = images_pixels_channels(x);
+  on_cpu("group_norm", x, [&]<class T>() {
+    cpu::group_norm_backward<T>(x.data<T>(), dy.data<T>(), d[0], d[1], d[2], groups, typed_or_null<T>(gamma),
+                                mean.data<T>(), rstd.data<T>(), out<T>(dx), out<T>(dgamma), out<T>(dbeta));
+  });
+}
+
 // ---- moments -------------------------------------------------------------------------------------
 
 namespace {

@@ -31,6 +31,7 @@ enum class Fused : std::uint8_t {
   softmax,
   resample_linear,
   moments,
+  group_norm,
 };
 
 // Whether `device` has the fused kernel of `op` (the entries below for it).
@@ -62,6 +63,17 @@ void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double
 // (gamma's number of elements).
 void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
                          const Tensor& rstd, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta);
+
+// ---- group norm: x [N, ..., C] contiguous, its channels in `groups` groups (Keras'
+// GroupNormalization over the last axis); gamma, beta [C] contiguous or undefined -------------------
+// y (x's shape) = (x - mean) * rstd * gamma + beta with each image's group statistics, written to
+// mean and rstd = 1 / sqrt(biased variance + epsilon) ([N, groups]).
+void group_norm(const Tensor& x, int groups, const Tensor& gamma, const Tensor& beta, double epsilon, const Tensor& y,
+                const Tensor& mean, const Tensor& rstd);
+// Its first-order gradient from the saved statistics: dx (x's shape), dgamma, dbeta ([C]), each
+// written when defined; dy contiguous, x's shape.
+void group_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                         int groups, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta);
 
 // ---- moments: x contiguous, its axes [first, last) reduced; mean and variance have x's rank with
 // 1 on those axes, contiguous -------------------------------------------------------------------

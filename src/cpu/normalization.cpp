@@ -78,6 +78,19 @@ bool streams(std::int64_t n) {
   return static_cast<std::size_t>(n) * sizeof(T) >= 2 * kStreamOutputBytes;
 }
 
+// fn(i, r0, r1) over the rows of `slices` consecutive [rows, cols] matrices, split between threads
+// by rows and at the matrices' ends: r0 and r1 count rows from the first matrix's first.
+template <class F>
+void rows_by_slice(std::int64_t slices, std::int64_t rows, std::int64_t cols, F fn) {
+  parallel_for(slices * rows, row_grain(cols), [&](std::int64_t b, std::int64_t e) {
+    while (b < e) {
+      const std::int64_t i = b / rows, end = std::min(e, (i + 1) * rows);
+      fn(i, b, end);
+      b = end;
+    }
+  });
+}
+
 // y[r, c] = (x[r, c] - center[c]) * scale[c] + offset[c]
 template <class T>
 void normalize_columns(const T* x, T* y, std::int64_t rows, std::int64_t cols, const T* center,
@@ -286,16 +299,122 @@ void moments_backward(const T* x, std::int64_t outer, std::int64_t rows, std::in
     });
     return;
   }
-  // The rows of all slices in one range: each range's rows are split at the slices' ends.
   const auto kernel = typed_kernels<T>().batch_norm_rows;
-  parallel_for(outer * rows, row_grain(inner), [&](std::int64_t b, std::int64_t e) {
-    while (b < e) {
-      const std::int64_t o = b / rows, end = std::min(e, (o + 1) * rows);
-      kernel(x + b * inner, end - b, inner, mean + o * inner, scale.data() + o * inner, offset.data() + o * inner,
-             dx + b * inner, stream);
-      b = end;
+  rows_by_slice(outer, rows, inner, [&](std::int64_t o, std::int64_t r0, std::int64_t r1) {
+    kernel(x + r0 * inner, r1 - r0, inner, mean + o * inner, scale.data() + o * inner, offset.data() + o * inner,
+           dx + r0 * inner, stream);
+  });
+}
+
+// ---- group norm -------------------------------------------------------------------------------
+
+// Each image is a [hw, c] matrix; its per-channel sums come from batch_norm's column_sums and a
+// group's statistics from its channels' (they hold hw elements each). The statistics run over the
+// images in parallel (one image's rows split between threads when there are few), then one pass
+// over every row normalises it with its image's per-channel center and scale.
+template <class T>
+void group_norm(const T* x, std::int64_t n, std::int64_t hw, std::int64_t c, std::int64_t groups, const T* gamma,
+                const T* beta, double epsilon, T* y, T* mean, T* rstd) {
+  const std::int64_t cg = c / groups;
+  const auto uc = static_cast<std::size_t>(c);
+  const std::vector<T> ga = values_or<T>(gamma, c, T(1)), be = values_or<T>(beta, c, T(0));
+  std::vector<T> center(static_cast<std::size_t>(n) * uc), scale(center.size());
+  parallel_for(n, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(hw * c, 1)),
+               [&](std::int64_t i0, std::int64_t i1) {
+    std::vector<double> cm, cv;
+    for (std::int64_t i = i0; i < i1; ++i) {
+      column_moments<T>(x + i * hw * c, hw, c, cm, cv);
+      for (std::int64_t g = 0; g < groups; ++g) {
+        // The channels' means and variances (hw elements each) combined: the mean of the means,
+        // and the mean of (variance + (channel mean - group mean)^2).
+        double mu = 0, var = 0;
+        for (std::int64_t k = g * cg; k < (g + 1) * cg; ++k) mu += cm[static_cast<std::size_t>(k)];
+        mu /= static_cast<double>(cg);
+        for (std::int64_t k = g * cg; k < (g + 1) * cg; ++k) {
+          const double d = cm[static_cast<std::size_t>(k)] - mu;
+          var += cv[static_cast<std::size_t>(k)] + d * d;
+        }
+        var /= static_cast<double>(cg);
+        const double r = 1.0 / std::sqrt(var + epsilon);
+        mean[i * groups + g] = static_cast<T>(mu);
+        rstd[i * groups + g] = static_cast<T>(r);
+        for (std::int64_t k = g * cg; k < (g + 1) * cg; ++k) {
+          const std::size_t at = static_cast<std::size_t>(i) * uc + static_cast<std::size_t>(k);
+          center[at] = static_cast<T>(mu);
+          scale[at] = static_cast<T>(r * static_cast<double>(ga[static_cast<std::size_t>(k)]));
+        }
+      }
     }
   });
+  const auto kernel = typed_kernels<T>().batch_norm_rows;
+  const bool stream = streams<T>(n * hw * c) && x != y;
+  rows_by_slice(n, hw, c, [&](std::int64_t i, std::int64_t r0, std::int64_t r1) {
+    kernel(x + r0 * c, r1 - r0, c, center.data() + i * c, scale.data() + i * c, be.data(), y + r0 * c, stream);
+  });
+}
+
+// With h = dy * gamma, xhat = (x - mean) * rstd and the group means of h and h * xhat over its
+// m = hw * c / groups elements: dx = rstd * (h - mean(h) - xhat * mean(h * xhat)), as batch norm's
+// dx = a * dy + b * (x - mean) + e with per-channel a = rstd * gamma, b = -rstd^3 * sum(h * (x -
+// mean)) / m, e = -rstd * sum(h) / m; dgamma = sum(dy * xhat), dbeta = sum(dy) over every image,
+// added in image order.
+template <class T>
+void group_norm_backward(const T* x, const T* dy, std::int64_t n, std::int64_t hw, std::int64_t c,
+                         std::int64_t groups, const T* gamma, const T* mean, const T* rstd, T* dx, T* dgamma,
+                         T* dbeta) {
+  const std::int64_t cg = c / groups;
+  const auto uc = static_cast<std::size_t>(c);
+  const std::vector<T> ga = values_or<T>(gamma, c, T(1));
+  // Per image and channel: sum(dy), sum(dy * (x - mean)), and dx's center, a, b and e.
+  std::vector<double> gsum(static_cast<std::size_t>(n) * uc), gxc(gsum.size());
+  std::vector<T> ref(gsum.size()), a(gsum.size()), b(gsum.size()), e(gsum.size());
+  const auto m = static_cast<double>(hw * cg);
+  parallel_for(n, std::max<std::int64_t>(1, kParallelGrain / std::max<std::int64_t>(hw * c, 1)),
+               [&](std::int64_t i0, std::int64_t i1) {
+    std::vector<double> s1, s2;
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const std::size_t at = static_cast<std::size_t>(i) * uc;
+      for (std::int64_t k = 0; k < c; ++k) ref[at + static_cast<std::size_t>(k)] = mean[i * groups + k / cg];
+      column_sums<T>(ColumnPair::bn_grad, hw, c, x + i * hw * c, dy + i * hw * c, ref.data() + at, nullptr, nullptr,
+                     s1, s2);
+      std::copy(s1.begin(), s1.end(), gsum.begin() + static_cast<std::ptrdiff_t>(at));
+      std::copy(s2.begin(), s2.end(), gxc.begin() + static_cast<std::ptrdiff_t>(at));
+      for (std::int64_t g = 0; g < groups; ++g) {
+        double sh = 0, shx = 0;
+        for (std::int64_t k = g * cg; k < (g + 1) * cg; ++k) {
+          const auto uk = static_cast<std::size_t>(k);
+          sh += static_cast<double>(ga[uk]) * s1[uk];
+          shx += static_cast<double>(ga[uk]) * s2[uk];
+        }
+        const double r = rstd[i * groups + g];
+        for (std::int64_t k = g * cg; k < (g + 1) * cg; ++k) {
+          const auto uk = static_cast<std::size_t>(k);
+          a[at + uk] = static_cast<T>(r * static_cast<double>(ga[uk]));
+          b[at + uk] = static_cast<T>(-r * r * r * shx / m);
+          e[at + uk] = static_cast<T>(-r * sh / m);
+        }
+      }
+    }
+  });
+  if (dx != nullptr) {
+    const auto kernel = typed_kernels<T>().batch_norm_grad_rows;
+    const bool stream = streams<T>(n * hw * c);
+    rows_by_slice(n, hw, c, [&](std::int64_t i, std::int64_t r0, std::int64_t r1) {
+      const std::int64_t at = i * c;
+      kernel(x + r0 * c, dy + r0 * c, r1 - r0, c, ref.data() + at, a.data() + at, b.data() + at, e.data() + at,
+             dx + r0 * c, stream);
+    });
+  }
+  for (std::size_t k = 0; k < uc; ++k) {
+    double dg = 0, db = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::size_t at = static_cast<std::size_t>(i) * uc + k;
+      dg += gxc[at] * static_cast<double>(rstd[i * groups + static_cast<std::int64_t>(k) / cg]);
+      db += gsum[at];
+    }
+    if (dgamma != nullptr) dgamma[k] = static_cast<T>(dg);
+    if (dbeta != nullptr) dbeta[k] = static_cast<T>(db);
+  }
 }
 
 #define KEEL_NORMALIZATION_KERNELS(T)                                                                         \
@@ -309,6 +428,10 @@ void moments_backward(const T* x, std::int64_t outer, std::int64_t rows, std::in
   template void layer_norm_backward<T>(const T*, const T*, std::int64_t, std::int64_t, const T*, const T*,    \
                                        const T*, T*, T*, T*);                                                 \
   template void moments<T>(const T*, std::int64_t, std::int64_t, std::int64_t, T*, T*);                      \
+  template void group_norm<T>(const T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t, const T*,     \
+                              const T*, double, T*, T*, T*);                                                  \
+  template void group_norm_backward<T>(const T*, const T*, std::int64_t, std::int64_t, std::int64_t,          \
+                                       std::int64_t, const T*, const T*, const T*, T*, T*, T*);               \
   template void moments_backward<T>(const T*, std::int64_t, std::int64_t, std::int64_t, const T*, const T*,   \
                                     const T*, T*);
 KEEL_NORMALIZATION_KERNELS(float)

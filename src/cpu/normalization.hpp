@@ -58,4 +58,19 @@ template <class T>
 void moments_backward(const T* x, std::int64_t outer, std::int64_t rows, std::int64_t inner, const T* mean,
                       const T* g_mean, const T* g_var, T* dx);
 
+// Group norm over [n, hw, c] (Keras' GroupNormalization over the last axis): each image's c
+// channels in `groups` groups, normalised with the group's mean and biased variance over its hw
+// rows and c / groups channels; y = (x - mean) * rstd * gamma + beta. Writes mean and rstd
+// [n, groups].
+template <class T>
+void group_norm(const T* x, std::int64_t n, std::int64_t hw, std::int64_t c, std::int64_t groups, const T* gamma,
+                const T* beta, double epsilon, T* y, T* mean, T* rstd);
+
+// Its first-order gradient from the saved statistics: dx (may be null), dgamma, dbeta ([c], each
+// may be null).
+template <class T>
+void group_norm_backward(const T* x, const T* dy, std::int64_t n, std::int64_t hw, std::int64_t c,
+                         std::int64_t groups, const T* gamma, const T* mean, const T* rstd, T* dx, T* dgamma,
+                         T* dbeta);
+
 }  // namespace keel::cpu

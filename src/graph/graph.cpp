@@ -74,6 +74,8 @@ std::string kernel_op_name(const backend::KernelType& type) {
   if (f == "layer_norm") return "LayerNorm";
   if (f == "layer_norm_backward") return "LayerNormGrad";
   if (f == "moments") return "Moments";
+  if (f == "group_norm") return "GroupNorm";
+  if (f == "group_norm_backward") return "GroupNormGrad";
   if (f == "moments_backward") return "MomentsGrad";
   if (f == "resample_linear") return "ResizeBilinearAxis";
   if (f == "resample_linear_backward") return "ResizeBilinearAxisGrad";

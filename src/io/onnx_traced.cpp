@@ -53,6 +53,7 @@ class TracedConverter : public TracedValues {
     if (family == "batch_norm_inference") return batch_norm(na.type.alpha);
     if (family == "layer_norm") return layer_norm(na.type.alpha);
     if (family == "moments") return moments();
+    if (family == "group_norm") return group_norm(na.type.kind, na.type.alpha);
     if (family == "softmax") {
       const TracedValue x = in(0);
       return put(0, g_.op(na.type.kind ? "LogSoftmax" : "Softmax", {x.name}, base_, {attr("axis", -1)}), x.shape);
@@ -303,7 +304,7 @@ class TracedConverter : public TracedValues {
   void batch_norm(double epsilon) {
     const TracedValue x = in(0);
     const std::string mean = in(3).name, variance = in(4).name;
-    std::string scale = g_.op("Reciprocal", {g_.op("Sqrt", {g_.op("Add", {variance, constant(epsilon, x.dtype)}, base_)}, base_)}, base_);
+    std::string scale = reciprocal_sqrt(variance, epsilon, x.dtype);
     if (node_a_->operands[1] >= 0) scale = g_.op("Mul", {scale, in(1).name}, base_);
     std::string y = g_.op("Mul", {g_.op("Sub", {x.name, mean}, base_), scale}, base_);
     if (node_a_->operands[2] >= 0) y = g_.op("Add", {y, in(2).name}, base_);
@@ -324,6 +325,39 @@ class TracedConverter : public TracedValues {
     put(1, variance, stats);
   }
 
+  // 1 / sqrt(variance + epsilon).
+  std::string reciprocal_sqrt(const std::string& variance, double epsilon, DType dtype) {
+    const std::string shifted = g_.op("Add", {variance, constant(epsilon, dtype)}, base_);
+    return g_.op("Reciprocal", {g_.op("Sqrt", {shifted}, base_)}, base_);
+  }
+
+  // Keras' GroupNormalization over the last axis: x reshaped to [batch, pixels, groups, channels
+  // / groups], the group moments over {1, 3}, back to x's shape, then gamma and beta.
+  void group_norm(std::int64_t groups, double epsilon) {
+    const TracedValue x = in(0);
+    const std::size_t r = x.shape.size();
+    std::vector<std::int64_t> back{0};  // 0: the batch axis as it is
+    for (std::size_t i = 1; i < r; ++i) {
+      if (x.shape[i].follows_batch()) fail("a group normalisation over an axis that grows with the batch");
+      back.push_back(x.shape[i].a);
+    }
+    const std::int64_t channels = back.back();
+    const std::string shape = g_.ints(base_ + "/grouped", {0, -1, groups, channels / groups});
+    const std::string g = g_.op("Reshape", {x.name, shape}, base_);
+    const std::string mean = g_.reduce("ReduceMean", g, {1, 3}, true, base_);
+    const std::string centred = g_.op("Sub", {g, mean}, base_);
+    const std::string variance = g_.reduce("ReduceMean", g_.op("Mul", {centred, centred}, base_), {1, 3}, true, base_);
+    const std::string rstd = reciprocal_sqrt(variance, epsilon, x.dtype);
+    const std::string normed = g_.op("Mul", {centred, rstd}, base_);
+    std::string y = g_.op("Reshape", {normed, g_.ints(base_ + "/ungrouped", back)}, base_);
+    if (node_a_->operands[1] >= 0) y = g_.op("Mul", {y, in(1, true).name}, base_);
+    if (node_a_->operands[2] >= 0) y = g_.op("Add", {y, in(2, true).name}, base_);
+    const std::string stats_shape = g_.ints(base_ + "/stats", {0, groups});
+    put(0, y, x.shape);
+    put(1, g_.op("Reshape", {mean, stats_shape}, base_), TracedDims{x.shape[0], {groups, groups}});
+    put(2, g_.op("Reshape", {rstd, stats_shape}, base_), TracedDims{x.shape[0], {groups, groups}});
+  }
+
   void layer_norm(double epsilon) {
     const TracedValue x = in(0);
     std::int64_t rows = 1;
@@ -338,7 +372,7 @@ class TracedConverter : public TracedValues {
     const std::string mean = g_.reduce("ReduceMean", x.name, axes, true, base_);
     const std::string centred = g_.op("Sub", {x.name, mean}, base_);
     const std::string variance = g_.reduce("ReduceMean", g_.op("Mul", {centred, centred}, base_), axes, true, base_);
-    const std::string rstd = g_.op("Reciprocal", {g_.op("Sqrt", {g_.op("Add", {variance, constant(epsilon, x.dtype)}, base_)}, base_)}, base_);
+    const std::string rstd = reciprocal_sqrt(variance, epsilon, x.dtype);
     std::string y = g_.op("Mul", {centred, rstd}, base_);
     if (node_a_->operands[1] >= 0) y = g_.op("Mul", {y, in(1, true).name}, base_);
     if (node_a_->operands[2] >= 0) y = g_.op("Add", {y, in(2, true).name}, base_);

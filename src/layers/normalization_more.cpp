@@ -70,6 +70,9 @@ void GroupNormalization::check_input_shape(const Shape& s) const {
 Tensor GroupNormalization::call(const Tensor& inputs, bool) {
   const Tensor& x = inputs;
   const Shape& s = x.shape();
+  if (axis_ == s.rank() - 1)  // channels last: the fused op
+    return group_norm(x, groups_, gamma_ ? like(gamma_->value(), x) : Tensor(),
+                      beta_ ? like(beta_->value(), x) : Tensor(), options_.epsilon);
   const std::int64_t channels = s[axis_];
   // [..., C, ...] -> [..., groups, C / groups, ...]: the statistics of each group are taken over
   // every non-batch axis except the group axis (Keras' _apply_normalization).

@@ -69,6 +69,11 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& b
 // shaped like those axes; either may be undefined).
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                   std::vector<int> axes = {-1}, double epsilon = 1e-3);
+// Group normalisation of x [batch, ..., channels] (Keras' GroupNormalization over the last axis):
+// the channels in `groups` groups of channels / groups; each image's group normalised with its
+// mean and biased variance over the axes between and the group's channels, then scaled by gamma
+// and shifted by beta ([channels] each; either may be undefined).
+Tensor group_norm(const Tensor& x, int groups, const Tensor& gamma, const Tensor& beta, double epsilon = 1e-3);
 // Mean and variance over axes (tf.nn.moments).
 std::pair<Tensor, Tensor> moments(const Tensor& x, std::vector<int> axes, bool keepdims = false);
 

@@ -6,6 +6,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <utility>
 
@@ -129,37 +130,39 @@ inline void write_rows(T* y, std::int64_t rows, std::int64_t cols, bool stream, 
   _mm_sfence();
 }
 
+// Rows of one to four batches (batch_norm over 16-64 channels) with the per-column parameters
+// `params` kept in registers: loaded beside the stores to y (which might alias them), they came
+// back every row, 1.4x slower. y[k..k+W) = f(k, p), p[q] parameter q's batch of those columns.
+// False, and nothing written, for other rows or with `stream`.
+template <class A, class T, std::size_t P, class F>
+bool short_rows(std::int64_t rows, std::int64_t cols, bool stream, const std::array<const T*, P>& params, T* y, F f) {
+  using B = xsimd::batch<T, A>;
+  constexpr std::int64_t W = B::size;
+  const std::int64_t nb = cols / W;
+  if (stream || cols % W != 0 || nb < 1 || nb > 4) return false;
+  const auto run = [&]<int N>() {
+    std::array<B, P> p[N];
+    for (int j = 0; j < N; ++j)
+      for (std::size_t q = 0; q < P; ++q) p[j][q] = B::load_unaligned(params[q] + j * W);
+    for (std::int64_t i = 0; i < rows * cols; i += N * W)
+      for (int j = 0; j < N; ++j) f(i + j * W, p[j]).store_unaligned(y + i + j * W);
+  };
+  if (nb == 1) run.template operator()<1>();
+  else if (nb == 2) run.template operator()<2>();
+  else if (nb == 3) run.template operator()<3>();
+  else run.template operator()<4>();
+  return true;
+}
+
 // y = (x - center) * scale + offset, left to right, the three per column (batch_norm_rows) or, with
 // PerRow, per row (row_affine: moments' gradient over trailing axes).
 template <bool PerRow, class A, class T>
 void affine_rows(const T* x, std::int64_t rows, std::int64_t cols, const T* center, const T* scale, const T* offset,
                  T* y, bool stream) {
   using B = xsimd::batch<T, A>;
-  constexpr std::int64_t W = B::size;
   if constexpr (!PerRow) {
-    // Rows of one to four batches (batch_norm over 16-64 channels): the parameters stay in
-    // registers, where loads beside the stores to y (which might alias them) came back each row.
-    const std::int64_t nb = cols / W;
-    if (!stream && cols % W == 0 && nb >= 1 && nb <= 4) {
-      const auto rows_of = [&]<int N>() {
-        B cc[N], ss[N], oo[N];
-        for (int j = 0; j < N; ++j) {
-          cc[j] = B::load_unaligned(center + j * W);
-          ss[j] = B::load_unaligned(scale + j * W);
-          oo[j] = B::load_unaligned(offset + j * W);
-        }
-        for (std::int64_t i = 0; i < rows * cols; i += N * W)
-          for (int j = 0; j < N; ++j) {
-            const std::int64_t k = i + j * W;
-            ((B::load_unaligned(x + k) - cc[j]) * ss[j] + oo[j]).store_unaligned(y + k);
-          }
-      };
-      if (nb == 1) rows_of.template operator()<1>();
-      else if (nb == 2) rows_of.template operator()<2>();
-      else if (nb == 3) rows_of.template operator()<3>();
-      else rows_of.template operator()<4>();
-      return;
-    }
+    const auto f = [x](std::int64_t k, const auto& p) { return (B::load_unaligned(x + k) - p[0]) * p[1] + p[2]; };
+    if (short_rows<A, T, 3>(rows, cols, stream, {center, scale, offset}, y, f)) return;
   }
   const auto at = [](const T* p, std::int64_t r, std::int64_t c) {
     if constexpr (PerRow) return B(p[r]);
@@ -181,6 +184,12 @@ template <class A, class T>
 void batch_norm_grad_rows(const T* x, const T* dy, std::int64_t rows, std::int64_t cols, const T* mean, const T* a,
                           const T* b, const T* e, T* dx, bool stream) {
   using B = xsimd::batch<T, A>;
+  const auto f = [x, dy](std::int64_t k, const auto& p) {
+    const B ag = p[1] * B::load_unaligned(dy + k);
+    const B bx = p[2] * (B::load_unaligned(x + k) - p[0]);
+    return ag + bx + p[3];
+  };
+  if (short_rows<A, T, 4>(rows, cols, stream, {mean, a, b, e}, dx, f)) return;
   write_rows<A, T>(
       dx, rows, cols, stream,
       [=](std::int64_t i, std::int64_t, std::int64_t c) {
