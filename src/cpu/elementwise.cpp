@@ -173,15 +173,19 @@ Tensor float_operand(const Tensor& x) {
   return contiguous(x);
 }
 
-// Runs of a broadcast operand's trailing axes at least this long are left as they are.
+// A broadcast operand whose runs along the output's trailing axes are shorter than
+// kShortBroadcastRun is widened until they hold kMinBroadcastRun elements. Runs of 64 floats
+// already measured faster as they are: widened to 2048 ([64, 32, 32, 64] * [64]), 1.6-1.7 ms
+// against 1.15-1.45 at one thread.
+constexpr std::int64_t kShortBroadcastRun = 64;
 constexpr std::int64_t kMinBroadcastRun = 256;
 
 // A contiguous operand smaller than the output that repeats along some of the output's trailing
 // axes (GroupNormalization's statistics [N, 1, 1, G, 1] over [N, H, W, G, C/G]) leaves runs as
 // short as its trailing block: a kernel call per 8 elements took 14 ms for 4M floats. It is laid
-// out over the output's trailing axes until its runs hold kMinBroadcastRun elements, a copy of at
-// most a quarter of the output; the results are the same bits (runs do not change an element's
-// arithmetic).
+// out over the output's trailing axes until its runs hold kMinBroadcastRun elements (see above), a
+// copy of at most a quarter of the output; the results are the same bits (runs do not change an
+// element's arithmetic).
 Tensor widen_operand(const Tensor& x, const Shape& out) {
   const std::int64_t n = out.num_elements();
   if (x.size() <= 1 || x.size() >= n) return x;
@@ -196,6 +200,7 @@ Tensor widen_operand(const Tensor& x, const Shape& out) {
   std::int64_t run = 1, wide = x.size();
   while (j > 0 && xd[j - 1] == od[j - 1]) run *= od[--j];
   const std::size_t shared = j;
+  if (run >= kShortBroadcastRun) return x;
   while (j > 0 && run < kMinBroadcastRun) {
     const std::int64_t next = wide / xd[j - 1] * od[j - 1];
     if (next > n / 4) break;

@@ -13,6 +13,7 @@
 
 #include "core/tensor_util.hpp"
 #include "keel/ops/elementwise.hpp"
+#include "keel/ops/nn.hpp"
 #include "keel/ops/reduce.hpp"
 #include "keel/ops/shape.hpp"
 #include "ops/philox.hpp"
@@ -299,8 +300,8 @@ Tensor per_image_standardization(const Tensor& image) {
   const bool wide = dt == DType::float32 || dt == DType::float64;
   const Tensor x = wide ? image : image.astype(DType::float32);
   const std::vector<int> axes{-3, -2, -1};
-  const Tensor mean = reduce_mean(x, axes, true);
-  const Tensor stddev = reduce_std(x, axes, true);
+  const auto [mean, variance] = moments(x, axes, true);  // one pass for both statistics
+  const Tensor stddev = sqrt(variance);
   const double min_stddev = 1.0 / std::sqrt(static_cast<double>(std::max<std::int64_t>(1, d.h * d.w * d.c)));
   const Tensor out = (x - mean) / maximum(stddev, min_stddev);
   return is_floating(dt) && !wide ? out.astype(dt) : out;
