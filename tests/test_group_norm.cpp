@@ -142,6 +142,21 @@ TEST_CASE("GroupNormalization over the last axis runs group_norm, traced as eage
   CHECK(step.trace_count() == 1);
 }
 
+TEST_CASE("group_norm of images without pixels gives empty results and gradients", "[group_norm]") {
+  const Tensor x = zeros({2, 0, 4});
+  const Tensor gamma = ones({4}), beta = zeros({4});
+  GradientTape tape;
+  tape.watch(x);
+  tape.watch(gamma);
+  tape.watch(beta);
+  const Tensor y = group_norm(x, 2, gamma, beta);
+  CHECK(y.shape() == Shape{2, 0, 4});
+  const std::vector<Tensor> g = tape.gradient(reduce_sum(y), {x, gamma, beta});
+  CHECK(g[0].shape() == Shape{2, 0, 4});
+  CHECK(g[1].to_vector<double>() == std::vector<double>(4, 0.0));  // nothing to sum
+  CHECK(g[2].to_vector<double>() == std::vector<double>(4, 0.0));
+}
+
 TEST_CASE("group_norm rejects bad arguments, naming the op", "[group_norm][errors]") {
   const Tensor x = zeros({2, 3, 4});
   CHECK_THROWS_AS(group_norm(x, 3, Tensor(), Tensor()), ValueError);  // 3 does not divide 4

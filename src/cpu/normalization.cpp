@@ -315,6 +315,11 @@ void moments_backward(const T* x, std::int64_t outer, std::int64_t rows, std::in
 template <class T>
 void group_norm(const T* x, std::int64_t n, std::int64_t hw, std::int64_t c, std::int64_t groups, const T* gamma,
                 const T* beta, double epsilon, T* y, T* mean, T* rstd) {
+  if (hw == 0) {  // images without pixels: no y to write, the statistics of nothing
+    std::fill(mean, mean + n * groups, std::numeric_limits<T>::quiet_NaN());
+    std::fill(rstd, rstd + n * groups, std::numeric_limits<T>::quiet_NaN());
+    return;
+  }
   const std::int64_t cg = c / groups;
   const auto uc = static_cast<std::size_t>(c);
   const std::vector<T> ga = values_or<T>(gamma, c, T(1)), be = values_or<T>(beta, c, T(0));
@@ -362,6 +367,11 @@ template <class T>
 void group_norm_backward(const T* x, const T* dy, std::int64_t n, std::int64_t hw, std::int64_t c,
                          std::int64_t groups, const T* gamma, const T* mean, const T* rstd, T* dx, T* dgamma,
                          T* dbeta) {
+  if (hw == 0) {  // sums over nothing
+    if (dgamma != nullptr) std::fill(dgamma, dgamma + c, T(0));
+    if (dbeta != nullptr) std::fill(dbeta, dbeta + c, T(0));
+    return;
+  }
   const std::int64_t cg = c / groups;
   const auto uc = static_cast<std::size_t>(c);
   const std::vector<T> ga = values_or<T>(gamma, c, T(1));
