@@ -149,10 +149,12 @@ void layer_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
 // ---- group norm ------------------------------------------------------------------------------------
 
 namespace {
-// x as [images, pixels, channels]: its first axis, the ones between, its last.
-std::array<std::int64_t, 3> images_pixels_channels(const Tensor& x) {
-  const std::int64_t n = x.shape()[0], c = x.shape()[x.rank() - 1];
-  return {n, n * c == 0 ? 0 : x.size() / (n * c), c};
+// t as [outer, rows, inner] around its axes [first, last): the products of the axes before, of
+// those, and of the axes after.
+std::array<std::int64_t, 3> around(const Tensor& t, int first, int last) {
+  std::array<std::int64_t, 3> d{1, 1, 1};
+  for (int a = 0; a < t.rank(); ++a) d[a < first ? 0 : a < last ? 1 : 2] *= t.shape()[a];
+  return d;
 }
 }  // namespace
 
@@ -164,7 +166,7 @@ void group_norm(const Tensor& x, int groups, const Tensor& gamma, const Tensor& 
                        group_norm(t[0], groups, t[1], t[2], epsilon, t[3], t[4], t[5]);
                      });
   KernelClock clock;
-  const std::array<std::int64_t, 3> d = images_pixels_channels(x);
+  const std::array<std::int64_t, 3> d = around(x, 1, x.rank() - 1);  // [images, pixels, channels]
   on_cpu("group_norm", x, [&]<class T>() {
     cpu::group_norm<T>(x.data<T>(), d[0], d[1], d[2], groups, typed_or_null<T>(gamma), typed_or_null<T>(beta), epsilon,
                        out<T>(y), out<T>(mean), out<T>(rstd));
@@ -179,7 +181,7 @@ void group_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
                        group_norm_backward(t[0], t[1], t[2], t[3], t[4], groups, t[5], t[6], t[7]);
                      });
   KernelClock clock;
-  const std::array<std::int64_t, 3> d = images_pixels_channels(x);
+  const std::array<std::int64_t, 3> d = around(x, 1, x.rank() - 1);  // [images, pixels, channels]
   on_cpu("group_norm", x, [&]<class T>() {
     cpu::group_norm_backward<T>(x.data<T>(), dy.data<T>(), d[0], d[1], d[2], groups, typed_or_null<T>(gamma),
                                 mean.data<T>(), rstd.data<T>(), out<T>(dx), out<T>(dgamma), out<T>(dbeta));
@@ -189,12 +191,6 @@ void group_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
 // ---- moments -------------------------------------------------------------------------------------
 
 namespace {
-// x as [outer, rows, inner] around its axes [first, last).
-std::array<std::int64_t, 3> around_block(const Tensor& x, int first, int last) {
-  std::array<std::int64_t, 3> d{1, 1, 1};
-  for (int a = 0; a < x.rank(); ++a) d[a < first ? 0 : a < last ? 1 : 2] *= x.shape()[a];
-  return d;
-}
 // The axes [first, last), as a traced graph keeps them (Node::ints, reduce's form).
 std::vector<std::int64_t> block_axes(int first, int last) {
   std::vector<std::int64_t> axes;
@@ -210,7 +206,7 @@ void moments(const Tensor& x, int first, int last, const Tensor& mean, const Ten
                      [first, last](const Tensor* t) { moments(t[0], first, last, t[1], t[2]); });
   }
   KernelClock clock;
-  const std::array<std::int64_t, 3> d = around_block(x, first, last);
+  const std::array<std::int64_t, 3> d = around(x, first, last);
   on_cpu("moments", x, [&]<class T>() {
     cpu::moments<T>(x.data<T>(), d[0], d[1], d[2], out<T>(mean), out<T>(variance));
   });
@@ -224,7 +220,7 @@ void moments_backward(const Tensor& x, int first, int last, const Tensor& mean, 
                      [first, last](const Tensor* t) { moments_backward(t[0], first, last, t[1], t[2], t[3], t[4]); });
   }
   KernelClock clock;
-  const std::array<std::int64_t, 3> d = around_block(x, first, last);
+  const std::array<std::int64_t, 3> d = around(x, first, last);
   on_cpu("moments", x, [&]<class T>() {
     cpu::moments_backward<T>(x.data<T>(), d[0], d[1], d[2], mean.data<T>(), g_mean.data<T>(), g_var.data<T>(),
                              out<T>(dx));
@@ -233,23 +229,13 @@ void moments_backward(const Tensor& x, int first, int last, const Tensor& mean, 
 
 // ---- linear resampling -------------------------------------------------------------------------
 
-namespace {
-// [outer, n, inner] around `axis` of t.
-std::array<std::int64_t, 3> around(const Tensor& t, int axis) {
-  std::array<std::int64_t, 3> d{1, t.shape()[axis], 1};
-  for (int a = 0; a < t.rank(); ++a)
-    if (a != axis) d[a < axis ? 0 : 2] *= t.shape()[a];
-  return d;
-}
-}  // namespace
-
 void resample_linear(const Tensor& x, int axis, const Tensor& lower, const Tensor& upper, const Tensor& weight,
                      const Tensor& y) {
   if (KernelRecorder* r = recorder())
     return r->kernel({"resample_linear", axis}, {&x, &lower, &upper, &weight}, {&y},
                      [axis](const Tensor* t) { resample_linear(t[0], axis, t[1], t[2], t[3], t[4]); });
   KernelClock clock;
-  const std::array<std::int64_t, 3> d = around(x, axis);  // [outer, in, inner]
+  const std::array<std::int64_t, 3> d = around(x, axis, axis + 1);  // [outer, in, inner]
   on_cpu("resize_bilinear", x, [&]<class T>() {
     cpu::resample_linear<T>(x.data<T>(), d[0], d[1], d[2], lower.data<std::int64_t>(), upper.data<std::int64_t>(),
                             weight.data<T>(), y.shape()[axis], out<T>(y));
@@ -262,7 +248,7 @@ void resample_linear_backward(const Tensor& dy, int axis, const Tensor& lower, c
     return r->kernel({"resample_linear_backward", axis}, {&dy, &lower, &upper, &weight}, {&dx},
                      [axis](const Tensor* t) { resample_linear_backward(t[0], axis, t[1], t[2], t[3], t[4]); });
   KernelClock clock;
-  const std::array<std::int64_t, 3> d = around(dx, axis);  // [outer, in, inner]
+  const std::array<std::int64_t, 3> d = around(dx, axis, axis + 1);  // [outer, in, inner]
   on_cpu("resize_bilinear", dy, [&]<class T>() {
     cpu::resample_linear_backward<T>(dy.data<T>(), d[0], d[1], d[2], lower.data<std::int64_t>(),
                                      upper.data<std::int64_t>(), weight.data<T>(), dy.shape()[axis], out<T>(dx));

@@ -140,7 +140,7 @@ Grads bn_inference_backward(const Tensor& x, const Tensor& gamma, const Tensor& 
 
 namespace {
 
-// The composite: reductions and elementwise ops (a GPU, half floats, axes that are not one block).
+// The composite: reductions and elementwise ops (a GPU, half floats, runs of fewer than 4 elements).
 // Biased variance, as tf.nn.moments. No stop_gradient on the mean (TensorFlow has one): the first
 // derivative is the same either way, but the second is only right without it.
 std::pair<Tensor, Tensor> composite_moments(const Tensor& x, const std::vector<int>& ax) {
