@@ -15,6 +15,9 @@
 //   mul/repeated_scalar,    mul(g, x) with g a broadcast_to view of one value, or of a [1024]
 //   mul/repeated_row        row, over [4096, 1024] (stride 0 along the repeated axes): a sum's or
 //                           a bias's gradient times a tensor (read 1, write 1 array)
+//   mul/column,             mul(x, c) with c a contiguous column of one value per row: [4096, 1]
+//   mul/short_column        over [4096, 1024], and [1048576, 1] over [1048576, 4] (x / row sums,
+//                           per-sample weights over few classes): read 1, write 1 array
 //   mod, floordiv, atan2    binary; mod is a scalar std::fmod loop (exact remainders)
 //   transpose               transpose(x).contiguous(): read 1, write 1 array
 //   exp_transposed          exp of the transposed view: read 1, write 1 array
@@ -164,6 +167,20 @@ void BM_mul_repeated(benchmark::State& state) {
   const keel::Tensor g = keel::broadcast_to(keel::random::normal(small), {kRows, kCols});
   for (auto _ : state) {
     keel::Tensor z = keel::mul(g, x);
+    benchmark::DoNotOptimize(z);
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * kN * kF);
+}
+
+// mul of x [rows, cols] (the same kN elements) by a contiguous [rows, 1]: state.range(1) = cols.
+void BM_mul_column(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  ThreadScope threads(threads_of(state));
+  const std::int64_t cols = state.range(1), rows = kN / cols;
+  const keel::Tensor x = keel::random::normal({rows, cols});
+  const keel::Tensor c = keel::random::normal({rows, 1});
+  for (auto _ : state) {
+    keel::Tensor z = keel::mul(x, c);
     benchmark::DoNotOptimize(z);
   }
   state.SetBytesProcessed(state.iterations() * 2 * kN * kF);
@@ -325,6 +342,12 @@ BENCHMARK(BM_mul_repeated)->Name("mul/repeated_scalar")->Apply([](benchmark::int
 });
 BENCHMARK(BM_mul_repeated)->Name("mul/repeated_row")->Apply([](benchmark::internal::Benchmark* b) {
   b->ArgNames({"threads", "row"})->Args({1, 1})->Args({2, 1})->UseRealTime()->Unit(benchmark::kMillisecond);
+});
+BENCHMARK(BM_mul_column)->Name("mul/column")->Apply([](benchmark::internal::Benchmark* b) {
+  b->ArgNames({"threads", "cols"})->Args({1, kCols})->Args({2, kCols})->UseRealTime()->Unit(benchmark::kMillisecond);
+});
+BENCHMARK(BM_mul_column)->Name("mul/short_column")->Apply([](benchmark::internal::Benchmark* b) {
+  b->ArgNames({"threads", "cols"})->Args({1, 4})->Args({2, 4})->UseRealTime()->Unit(benchmark::kMillisecond);
 });
 BENCHMARK(BM_binary<keel::mod>)->Name("mod")->Apply(thread_args);
 BENCHMARK(BM_binary<keel::floordiv>)->Name("floordiv")->Apply(thread_args);

@@ -13,6 +13,9 @@
 //   global_avg_pool         reduce_mean over {1, 2} of [16, 64, 64, 64] (NHWC, the same 16 MiB):
 //                           the middle axes (read 1 array)
 //   log_softmax/last_axis
+//   reduce_sum/short_rows,  the same 16 MiB as [1048576, 4] summed over its last axis (rows
+//   reduce_max/short_rows   shorter than a SIMD batch: folded side by side in lanes)
+//   softmax/short_rows      softmax over the rows of [524288, 8] (read 1, write 1 array)
 #include <benchmark/benchmark.h>
 #include <keel/keel.hpp>
 
@@ -79,6 +82,18 @@ void BM_log_softmax(benchmark::State& state) {
   run_op(state, [](const keel::Tensor& x) { return keel::log_softmax(x, -1); }, 2);
 }
 
+void BM_reduce_sum_short_rows(benchmark::State& state) {
+  run_op(state, [](const keel::Tensor& x) { return keel::reduce_sum(keel::reshape(x, {kRows * kCols / 4, 4}), {-1}); },
+         1);
+}
+void BM_reduce_max_short_rows(benchmark::State& state) {
+  run_op(state, [](const keel::Tensor& x) { return keel::reduce_max(keel::reshape(x, {kRows * kCols / 4, 4}), {-1}); },
+         1);
+}
+void BM_softmax_short_rows(benchmark::State& state) {
+  run_op(state, [](const keel::Tensor& x) { return keel::softmax(keel::reshape(x, {kRows * kCols / 8, 8}), -1); }, 2);
+}
+
 void BM_softmax_grad(benchmark::State& state) {
   keel::DeviceScope cpu(keel::Device::cpu());
   const int previous_threads = keel::config::num_threads();
@@ -116,6 +131,9 @@ BENCHMARK(BM_global_avg_pool)->Name("global_avg_pool")->Apply(thread_args);
 BENCHMARK(BM_softmax_grad)->Name("softmax_grad/last_axis")->Apply(thread_args);
 BENCHMARK(BM_softmax)->Name("softmax/last_axis")->Apply(thread_args);
 BENCHMARK(BM_log_softmax)->Name("log_softmax/last_axis")->Apply(thread_args);
+BENCHMARK(BM_reduce_sum_short_rows)->Name("reduce_sum/short_rows")->Apply(thread_args);
+BENCHMARK(BM_reduce_max_short_rows)->Name("reduce_max/short_rows")->Apply(thread_args);
+BENCHMARK(BM_softmax_short_rows)->Name("softmax/short_rows")->Apply(thread_args);
 
 }  // namespace
 

@@ -6,10 +6,32 @@
 #include <keel/keel.hpp>
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "simd_levels.hpp"
+
 using namespace keel;
+
+namespace {
+
+// Binary ops of a whole operand with a smaller one that broadcasts (positive, so that pow and mod
+// stay finite), each order, against the same ops on the smaller one's full copy: bit for bit.
+void check_against_full_copy(const Tensor& big, const Tensor& small) {
+  const Tensor full = broadcast_to(small, big.shape()).contiguous();
+  CHECK(sub(big, small).to_vector<double>() == sub(big, full).to_vector<double>());
+  CHECK(sub(small, big).to_vector<double>() == sub(full, big).to_vector<double>());
+  CHECK(div(big, small).to_vector<double>() == div(big, full).to_vector<double>());
+  CHECK(div(small, big).to_vector<double>() == div(full, big).to_vector<double>());
+  CHECK(mul(big, small).to_vector<double>() == mul(big, full).to_vector<double>());
+  CHECK(pow(small, big).to_vector<double>() == pow(full, big).to_vector<double>());
+  CHECK(maximum(small, big).to_vector<double>() == maximum(full, big).to_vector<double>());
+  CHECK(minimum(big, small).to_vector<double>() == minimum(big, full).to_vector<double>());
+  CHECK(mod(big, small).to_vector<double>() == mod(big, full).to_vector<double>());
+}
+
+}  // namespace
 
 TEST_CASE("binary ops read broadcast views (a sum's gradient) as the values they repeat",
           "[elementwise][views][broadcast]") {
@@ -70,12 +92,43 @@ TEST_CASE("a smaller operand repeated along short trailing runs gives the bits o
     for (const auto& [big_shape, small_shape] : cases) {
       INFO(big_shape.to_string() << " with " << small_shape.to_string() << ", " << name(dt));
       const Tensor big = random::normal(big_shape, 0.0, 1.0, dt);
-      const Tensor small = random::normal(small_shape, 0.0, 1.0, dt) + 2.0;
-      const Tensor full = broadcast_to(small, big_shape).contiguous();
-      CHECK(sub(big, small).to_vector<double>() == sub(big, full).to_vector<double>());
-      CHECK(sub(small, big).to_vector<double>() == sub(full, big).to_vector<double>());
-      CHECK(mul(big, small).to_vector<double>() == mul(big, full).to_vector<double>());
-      CHECK(div(big, small).to_vector<double>() == div(big, full).to_vector<double>());
-      CHECK(maximum(small, big).to_vector<double>() == maximum(full, big).to_vector<double>());
+      check_against_full_copy(big, random::uniform(small_shape, 0.5, 2.0, dt));
     }
+}
+
+TEST_CASE("a row or a column repeated over a whole operand gives the bits of its full copy at every SIMD level",
+          "[elementwise][broadcast][simd]") {
+  // One operand whole, the other a row over its leading axes ([C] over [N, C], [1, H, C] over
+  // [N, H, C]) or a column of one value per row ([N, 1] over [N, C], [N, 1, 1] over [N, H, C]):
+  // one kernel call per part over whole rows, large outputs written with streaming stores (8 MB
+  // here: at 1 and 2 threads each part streams). Rows shorter than a batch (5, 3: columns laid
+  // out in tiles of 256 rows, so 600 rows take three), with a partial last batch (33, 300) and of
+  // whole batches (32, 2048); each order of the operands; every element the op on the same two
+  // values.
+  random::set_seed(23);
+  const std::vector<std::pair<Shape, Shape>> cases{
+      {{7, 5}, {5}},          {{40, 33}, {1, 33}},      {{3, 4, 300}, {4, 300}}, {{1024, 2048}, {2048}},
+      {{9, 2, 16}, {1, 1, 16}}, {{7, 5}, {7, 1}},       {{600, 3}, {600, 1}},    {{2, 50, 33}, {2, 50, 1}},
+      {{6, 4, 8}, {6, 1, 1}}, {{1024, 2048}, {1024, 1}}, {{524288, 4}, {524288, 1}}};
+  const int threads = config::num_threads();
+  for (int t : {1, 2}) {
+    config::set_num_threads(t);
+    testing::at_every_simd_level([&](const std::string&) {
+      for (DType dt : {DType::float32, DType::float64})
+        for (const auto& [big_shape, small_shape] : cases) {
+          INFO(big_shape.to_string() << " with " << small_shape.to_string() << ", " << name(dt) << ", threads " << t);
+          const Tensor big = random::normal(big_shape, 0.0, 1.0, dt);
+          check_against_full_copy(big, random::uniform(small_shape, 0.5, 2.0, dt));
+        }
+      // Against values by hand: [[1, 2, 3], [4, 5, 6]] - [10, 20, 30], the row first, and a column.
+      const Tensor m = constant<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+      const Tensor r = constant<float>({10, 20, 30}, {3});
+      const Tensor c = constant<float>({10, 20}, {2, 1});
+      CHECK(sub(m, r).to_vector<float>() == std::vector<float>{-9, -18, -27, -6, -15, -24});
+      CHECK(sub(r, m).to_vector<float>() == std::vector<float>{9, 18, 27, 6, 15, 24});
+      CHECK(sub(m, c).to_vector<float>() == std::vector<float>{-9, -8, -7, -16, -15, -14});
+      CHECK(div(c, m).to_vector<float>() == std::vector<float>{10, 5, 10.0f / 3, 5, 4, 20.0f / 6});
+    });
+  }
+  config::set_num_threads(threads);
 }

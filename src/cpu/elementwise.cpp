@@ -1,5 +1,6 @@
 #include "cpu/elementwise.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -213,6 +214,30 @@ Tensor widen_operand(const Tensor& x, const Shape& out) {
   return contiguous(detail::make_view(x, Shape(shape), xs, x.offset()));
 }
 
+// The length of the row a contiguous operand repeats over the output's leading axes (its shape,
+// less leading 1s, is the output's trailing axes: a bias [C] over [N, H, W, C]), or 0.
+std::int64_t repeated_row(const Tensor& x, const Shape& out) {
+  if (!x.is_contiguous() || x.size() <= 1 || x.size() >= out.num_elements()) return 0;
+  const std::int64_t r = out.rank(), pad = r - x.rank();
+  std::int64_t first = 0;  // x's first axis other than 1
+  while (first < x.rank() && x.shape()[first] == 1) ++first;
+  for (std::int64_t i = first; i < x.rank(); ++i)
+    if (x.shape()[i] != out[pad + i]) return 0;
+  return x.size();
+}
+
+// The length of the rows over which a contiguous operand repeats each of its values (its shape
+// is the output's leading axes, then 1s: row sums [N, 1] over [N, C]), or 0.
+std::int64_t repeated_column(const Tensor& x, const Shape& out) {
+  if (!x.is_contiguous() || x.size() <= 1 || x.size() >= out.num_elements()) return 0;
+  const std::int64_t r = out.rank(), pad = r - x.rank();
+  std::int64_t i = r, c = 1;
+  while (i > pad && x.shape()[i - 1 - pad] == 1) c *= out[--i];
+  for (std::int64_t k = 0; k < i; ++k)
+    if ((k < pad ? 1 : x.shape()[k - pad]) != out[k]) return 0;
+  return c;
+}
+
 }  // namespace
 
 void binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
@@ -235,6 +260,33 @@ void binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in, const Tensor& o
         parallel_for(n, kParallelGrain, [&](std::int64_t s, std::int64_t e) {
           k.binary(op, ap + s * sa, sa, bp + s * sb, sb, yp + s, e - s);
         });
+        return;
+      }
+      // One operand whole, the other a row repeating over the leading axes, or a value per row
+      // (a column): whole rows per part, one kernel call each.
+      const std::int64_t ra = bc ? repeated_row(a, out.shape()) : 0, rb = ac ? repeated_row(b, out.shape()) : 0;
+      if (ra > 0 || rb > 0) {
+        const std::int64_t c = ra > 0 ? ra : rb;
+        const T* full = ra > 0 ? bp : ap;
+        const T* row = ra > 0 ? ap : bp;
+        parallel_for(n / c, row_grain(c), [&](std::int64_t r0, std::int64_t r1) {
+          k.binary_repeat(op, full + r0 * c, row, c, ra > 0, yp + r0 * c, (r1 - r0) * c);
+        });
+        return;
+      }
+      const std::int64_t ca = bc ? repeated_column(a, out.shape()) : 0;
+      const std::int64_t cb = ac ? repeated_column(b, out.shape()) : 0;
+      if (ca > 0 || cb > 0) {
+        const std::int64_t c = ca > 0 ? ca : cb;
+        const T* full = ca > 0 ? bp : ap;
+        const T* column = ca > 0 ? ap : bp;
+        // Parts of whole tiles of rows, so that each part's output keeps the batch alignment.
+        const std::int64_t rows = n / c, tiles = (rows + kColumnTileRows - 1) / kColumnTileRows;
+        parallel_for(tiles, std::max<std::int64_t>(1, row_grain(c) / kColumnTileRows),
+                     [&](std::int64_t t0, std::int64_t t1) {
+                       const std::int64_t r0 = t0 * kColumnTileRows, r1 = std::min(rows, t1 * kColumnTileRows);
+                       k.binary_columns(op, full + r0 * c, column + r0, c, ca > 0, yp + r0 * c, (r1 - r0) * c);
+                     });
         return;
       }
     }

@@ -165,7 +165,27 @@ struct TypedKernels {
   // scale[r] + offset[r] (moments' gradient over trailing axes).
   void (*row_affine)(const T* x, std::int64_t rows, std::int64_t cols, const T* center, const T* scale,
                      const T* offset, T* y, bool stream);
+  // y[i] = op(x[i], row[i % c]), or op(row[i % c], x[i]) when row_first, for i < n (n a multiple
+  // of c): binary's bits, with streaming stores for a large y. y may alias x.
+  void (*binary_repeat)(BinaryOp op, const T* x, const T* row, std::int64_t c, bool row_first, T* y,
+                        std::int64_t n);
+  // y[i] = op(x[i], column[i / c]), or op(column[i / c], x[i]) when column_first, for i < n (n a
+  // multiple of c): binary's bits, with streaming stores for a large y. y may alias x.
+  void (*binary_columns)(BinaryOp op, const T* x, const T* column, std::int64_t c, bool column_first, T* y,
+                         std::int64_t n);
+  // y[r] = each of `rows` contiguous rows of `cols` reduced left to right from op's identity (for
+  // rows shorter than a batch, reduce()'s bits), the rows side by side in SIMD lanes.
+  void (*reduce_rows)(ReduceOp op, const T* x, std::int64_t rows, std::int64_t cols, T* y);
 };
+
+// Rows shorter than this reduce side by side in SIMD lanes (reduce_rows), in reductions over the
+// last axis and in the fused softmax alike (so that it keeps the composite's bits): a kernel call
+// per row cost more than the row ([1048576, 4] summed over its last axis: 46 ms).
+inline constexpr std::int64_t kShortReduceRow = 64;
+
+// Rows of binary_columns' values laid out at a time when its rows are shorter than a batch (a
+// multiple of every batch width, so that whole tiles keep the output's alignment).
+inline constexpr std::int64_t kColumnTileRows = 256;
 
 inline constexpr std::int64_t kPhiloxChunk = 256;
 
