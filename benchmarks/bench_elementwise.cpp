@@ -18,6 +18,8 @@
 //   mul/column,             mul(x, c) with c a contiguous column of one value per row: [4096, 1]
 //   mul/short_column        over [4096, 1024], and [1048576, 1] over [1048576, 4] (x / row sums,
 //                           per-sample weights over few classes): read 1, write 1 array
+//   slice/short_columns     slice(x, {0, 1}, {rows, 2}).contiguous() of [1048576, 4]: runs of 8
+//                           bytes one row apart (read and write half an array)
 //   mod, floordiv, atan2    binary; mod is a scalar std::fmod loop (exact remainders)
 //   transpose               transpose(x).contiguous(): read 1, write 1 array
 //   exp_transposed          exp of the transposed view: read 1, write 1 array
@@ -186,6 +188,17 @@ void BM_mul_column(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * 2 * kN * kF);
 }
 
+void BM_slice_short_columns(benchmark::State& state) {
+  keel::DeviceScope cpu(keel::Device::cpu());
+  ThreadScope threads(threads_of(state));
+  const keel::Tensor x = keel::random::normal({kN / 4, 4});
+  for (auto _ : state) {
+    keel::Tensor z = keel::slice(x, {0, 1}, {kN / 4, 2}).contiguous();
+    benchmark::DoNotOptimize(z);
+  }
+  state.SetBytesProcessed(state.iterations() * kN * kF);
+}
+
 void BM_transpose(benchmark::State& state) {
   keel::DeviceScope cpu(keel::Device::cpu());
   ThreadScope threads(threads_of(state));
@@ -349,6 +362,7 @@ BENCHMARK(BM_mul_column)->Name("mul/column")->Apply([](benchmark::internal::Benc
 BENCHMARK(BM_mul_column)->Name("mul/short_column")->Apply([](benchmark::internal::Benchmark* b) {
   b->ArgNames({"threads", "cols"})->Args({1, 4})->Args({2, 4})->UseRealTime()->Unit(benchmark::kMillisecond);
 });
+BENCHMARK(BM_slice_short_columns)->Name("slice/short_columns")->Apply(thread_args);
 BENCHMARK(BM_binary<keel::mod>)->Name("mod")->Apply(thread_args);
 BENCHMARK(BM_binary<keel::floordiv>)->Name("floordiv")->Apply(thread_args);
 BENCHMARK(BM_binary<keel::atan2>)->Name("atan2")->Apply(thread_args);

@@ -16,6 +16,9 @@
 //   reduce_sum/short_rows,  the same 16 MiB as [1048576, 4] summed over its last axis (rows
 //   reduce_max/short_rows   shorter than a SIMD batch: folded side by side in lanes)
 //   softmax/short_rows      softmax over the rows of [524288, 8] (read 1, write 1 array)
+//   argmax/short_rows       argmax over the rows of [1048576, 4] (read 1 array)
+//   sparse_softmax_ce/...   sparse_softmax_cross_entropy_with_logits of [4096, 1024] logits and of
+//                           [1048576, 4] (short_rows) with random labels (read 1 array)
 #include <benchmark/benchmark.h>
 #include <keel/keel.hpp>
 
@@ -94,6 +97,21 @@ void BM_softmax_short_rows(benchmark::State& state) {
   run_op(state, [](const keel::Tensor& x) { return keel::softmax(keel::reshape(x, {kRows * kCols / 8, 8}), -1); }, 2);
 }
 
+void BM_argmax_short_rows(benchmark::State& state) {
+  run_op(state, [](const keel::Tensor& x) { return keel::argmax(keel::reshape(x, {kRows * kCols / 4, 4}), -1); }, 1);
+}
+
+// The loss of logits of the same 16 MiB in rows of `classes`, against random labels.
+void sparse_ce(benchmark::State& state, std::int64_t classes) {
+  const std::int64_t rows = kRows * kCols / classes;
+  const keel::Tensor labels = keel::random::uniform_int(keel::Shape{rows}, 0, classes);
+  run_op(state, [&](const keel::Tensor& x) {
+    return keel::sparse_softmax_cross_entropy_with_logits(labels, keel::reshape(x, {rows, classes}));
+  }, 1);
+}
+void BM_sparse_ce_last_axis(benchmark::State& state) { sparse_ce(state, kCols); }
+void BM_sparse_ce_short_rows(benchmark::State& state) { sparse_ce(state, 4); }
+
 void BM_softmax_grad(benchmark::State& state) {
   keel::DeviceScope cpu(keel::Device::cpu());
   const int previous_threads = keel::config::num_threads();
@@ -134,6 +152,9 @@ BENCHMARK(BM_log_softmax)->Name("log_softmax/last_axis")->Apply(thread_args);
 BENCHMARK(BM_reduce_sum_short_rows)->Name("reduce_sum/short_rows")->Apply(thread_args);
 BENCHMARK(BM_reduce_max_short_rows)->Name("reduce_max/short_rows")->Apply(thread_args);
 BENCHMARK(BM_softmax_short_rows)->Name("softmax/short_rows")->Apply(thread_args);
+BENCHMARK(BM_argmax_short_rows)->Name("argmax/short_rows")->Apply(thread_args);
+BENCHMARK(BM_sparse_ce_last_axis)->Name("sparse_softmax_ce/last_axis")->Apply(thread_args);
+BENCHMARK(BM_sparse_ce_short_rows)->Name("sparse_softmax_ce/short_rows")->Apply(thread_args);
 
 }  // namespace
 

@@ -215,3 +215,32 @@ TEST_CASE("a sliced assign bumps the version a tape checks", "[indexing][variabl
   v.assign(constant<double>({9}, {1}), {range(0, 1)});
   CHECK_THROWS_AS(tape.gradient(y, v), Error);
 }
+
+TEST_CASE("copies of short contiguous runs (a few columns) take every element from its place", "[slice][copy]") {
+  // A slice of a few columns and a concat along a short last axis copy runs of 1 to 128 bytes one
+  // stride apart as fixed-size moves (and other sizes as calls): every element checked against
+  // its source, for 1-, 2-, 4- and 8-byte elements, at 1 and 2 threads.
+  const int threads = config::num_threads();
+  for (int t : {1, 2}) {
+    config::set_num_threads(t);
+    for (DType dt : {DType::uint8, DType::float16, DType::float32, DType::float64})
+      for (std::int64_t cols : {1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 33}) {
+        INFO(name(dt) << ", " << cols << " columns, threads " << t);
+        const std::int64_t rows = 9000, wide = cols + 3;
+        const Tensor x = cast(reshape(mod(arange(0.0, static_cast<double>(rows * wide)), 97.0), {rows, wide}), dt);
+        const std::vector<double> xv = x.to_vector<double>();
+        const std::vector<double> s = slice(x, {0, 1}, {rows, cols}).contiguous().to_vector<double>();
+        const std::vector<double> c = concat({slice(x, {0, 0}, {rows, cols}), x}, 1).to_vector<double>();
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t j = 0; j < cols; ++j) {
+            REQUIRE(s[static_cast<std::size_t>(r * cols + j)] == xv[static_cast<std::size_t>(r * wide + 1 + j)]);
+            REQUIRE(c[static_cast<std::size_t>(r * (cols + wide) + j)] == xv[static_cast<std::size_t>(r * wide + j)]);
+          }
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t j = 0; j < wide; ++j)
+            REQUIRE(c[static_cast<std::size_t>(r * (cols + wide) + cols + j)] ==
+                    xv[static_cast<std::size_t>(r * wide + j)]);
+      }
+  }
+  config::set_num_threads(threads);
+}

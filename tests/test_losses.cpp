@@ -6,8 +6,10 @@
 
 #include <keel/keel.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "gradcheck.hpp"
@@ -107,6 +109,45 @@ TEST_CASE("softmax cross-entropy of a known 3-class example", "[cross_entropy]")
     const Tensor ids = constant(std::vector<std::int64_t>{2, 0}, {2});
     check_close(sparse_softmax_cross_entropy_with_logits(ids, logits), {0.40760596444438013, 2.40760596444438}, tol);
   }
+}
+
+TEST_CASE("softmax cross-entropies over short and long rows match a float64 log-sum-exp", "[cross_entropy]") {
+  // The rows go a block at a time (rows of 4 and 33 several per block, rows of 5000 one each):
+  // every row's loss against lse(x) - sum_j z_j x_j from a float64 max and sum, and the sparse
+  // loss against lse(x) - x[label].
+  random::set_seed(5);
+  for (const auto& [rows, k] : {std::pair<std::int64_t, std::int64_t>{3000, 4}, {500, 33}, {3, 5000}}) {
+    INFO("[" << rows << ", " << k << "]");
+    const Tensor logits = random::normal(Shape{rows, k}, 0.0, 3.0);
+    const Tensor ids = random::uniform_int(Shape{rows}, 0, k);
+    const Tensor labels = softmax(random::normal(Shape{rows, k}), -1);
+    const std::vector<double> x = logits.to_vector<double>(), z = labels.to_vector<double>();
+    const std::vector<std::int64_t> id = ids.to_vector<std::int64_t>();
+    const std::vector<double> dense = softmax_cross_entropy_with_logits(labels, logits).to_vector<double>();
+    const std::vector<double> sparse = sparse_softmax_cross_entropy_with_logits(ids, logits).to_vector<double>();
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const double* xr = x.data() + r * k;
+      const double m = *std::max_element(xr, xr + k);
+      double sum = 0, zx = 0, zs = 0;
+      for (std::int64_t j = 0; j < k; ++j) {
+        sum += std::exp(xr[j] - m);
+        zx += z[static_cast<std::size_t>(r * k + j)] * xr[j];
+        zs += z[static_cast<std::size_t>(r * k + j)];
+      }
+      const double lse = m + std::log(sum);
+      REQUIRE(dense[static_cast<std::size_t>(r)] == Approx(lse * zs - zx).epsilon(1e-5).margin(1e-5));
+      REQUIRE(sparse[static_cast<std::size_t>(r)] ==
+              Approx(lse - xr[id[static_cast<std::size_t>(r)]]).epsilon(1e-5).margin(1e-5));
+    }
+  }
+  // A -inf logit: with a zero label it adds nothing (loss log 2 from the other two equal logits);
+  // with a positive label the loss is infinite.
+  const Tensor logits = constant<float>({-INFINITY, 0, 0, -INFINITY, 0, 0}, {2, 3});
+  const Tensor labels = constant<float>({0, 1, 0, 0.5f, 0.5f, 0}, {2, 3});
+  const std::vector<float> loss = softmax_cross_entropy_with_logits(labels, logits).to_vector<float>();
+  CHECK(loss[0] == Approx(std::log(2.0)));
+  CHECK(std::isinf(loss[1]));
+  CHECK(loss[1] > 0);
 }
 
 TEST_CASE("sigmoid cross-entropy at a few points", "[cross_entropy]") {

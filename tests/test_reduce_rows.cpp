@@ -89,3 +89,32 @@ TEST_CASE("reductions over short last axes fold each row left to right at every 
   }
   config::set_num_threads(threads);
 }
+
+TEST_CASE("argmax and argmin over short rows give the first extreme, or the first NaN", "[reduce][simd]") {
+  // Short rows take their extremes from reduce_rows a block at a time, then the first index that
+  // holds it; values from {0, 1, 2} make ties common, and a NaN wins from its row's first NaN on.
+  random::set_seed(43);
+  testing::at_every_simd_level([&](const std::string&) {
+    for (DType dt : {DType::float32, DType::float64})
+      for (std::int64_t cols : {1, 3, 4, 9, 40}) {
+        const std::int64_t rows = 2100;  // more than one block of 1024 rows
+        INFO(name(dt) << " [" << rows << ", " << cols << "]");
+        std::vector<double> v = floor(random::uniform(Shape{rows, cols}, 0.0, 3.0, DType::float64)).to_vector<double>();
+        for (std::int64_t r = 0; r < rows; r += 7) v[static_cast<std::size_t>(r * cols + (r / 7) % cols)] = NAN;
+        const Tensor x = cast(constant<double>(v, {rows, cols}), dt);
+        const std::vector<std::int64_t> hi = argmax(x, -1).to_vector<std::int64_t>();
+        const std::vector<std::int64_t> lo = argmin(x, -1).to_vector<std::int64_t>();
+        for (std::int64_t r = 0; r < rows; ++r) {
+          std::int64_t want_hi = 0, want_lo = 0;
+          for (std::int64_t j = 0; j < cols; ++j) {
+            const double e = v[static_cast<std::size_t>(r * cols + j)];
+            if (std::isnan(e)) { want_hi = want_lo = j; break; }
+            if (e > v[static_cast<std::size_t>(r * cols + want_hi)]) want_hi = j;
+            if (e < v[static_cast<std::size_t>(r * cols + want_lo)]) want_lo = j;
+          }
+          REQUIRE(hi[static_cast<std::size_t>(r)] == want_hi);
+          REQUIRE(lo[static_cast<std::size_t>(r)] == want_lo);
+        }
+      }
+  });
+}

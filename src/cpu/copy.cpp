@@ -134,6 +134,39 @@ bool copy_transposed(const RunPlan<2>& p, const char* src, char* dst, std::size_
   return true;
 }
 
+// Runs of at most this many bytes, contiguous on both sides and one stride apart (a slice of a
+// few columns, a concat along a short last axis), go as fixed-size moves in one loop: a memcpy
+// call per run and the odometer between runs took 4.4 ms to take [1048576, 2] out of
+// [1048576, 4], 12x the time of the same bytes in long rows.
+constexpr std::int64_t kShortRunBytes = 128;
+
+template <std::size_t N>
+void short_runs(const char* s, std::int64_t s_step, char* d, std::int64_t d_step, std::int64_t b, std::int64_t e) {
+  for (std::int64_t r = b; r < e; ++r) std::memcpy(d + r * d_step, s + r * s_step, N);
+}
+
+using ShortRuns = void (*)(const char*, std::int64_t, char*, std::int64_t, std::int64_t, std::int64_t);
+
+// short_runs<N> for the run sizes it is instantiated for (null for another size).
+template <std::size_t... N>
+ShortRuns short_runs_of(std::int64_t bytes) {
+  ShortRuns f = nullptr;
+  ((bytes == static_cast<std::int64_t>(N) ? (f = &short_runs<N>) : f), ...);
+  return f;
+}
+
+bool copy_short_runs(const RunPlan<2>& p, const char* src, char* dst, std::int64_t itemsize) {
+  const std::int64_t bytes = p.inner * itemsize;
+  if (p.shape.size() != 2 || bytes > kShortRunBytes || p.strides[0][1] != 1 || p.strides[1][1] != 1) return false;
+  const std::int64_t ds = p.strides[0][0] * itemsize, ss = p.strides[1][0] * itemsize;
+  const ShortRuns fixed = short_runs_of<1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128>(bytes);
+  parallel_for(p.outer, std::max<std::int64_t>(1, kParallelGrain / p.inner), [&](std::int64_t b, std::int64_t e) {
+    if (fixed != nullptr) return fixed(src, ss, dst, ds, b, e);
+    for (std::int64_t r = b; r < e; ++r) std::memcpy(dst + r * ds, src + r * ss, static_cast<std::size_t>(bytes));
+  });
+  return true;
+}
+
 }  // namespace
 
 void copy_strided(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& src_strides,
@@ -145,6 +178,7 @@ void copy_strided(const std::vector<std::int64_t>& shape, const std::vector<std:
   const RunPlan<2> plan = make_plan<2>(shape, {&dst_strides, &src_strides});
   if (copy_transposed(plan, src, dst, itemsize)) return;
   const auto is = static_cast<std::int64_t>(itemsize);
+  if (copy_short_runs(plan, src, dst, is)) return;
   for_each_run(plan, [&](const std::array<std::int64_t, 2>& off, std::int64_t n,
                          const std::array<std::int64_t, 2>& st) {
                     char* d = dst + off[0] * is;
