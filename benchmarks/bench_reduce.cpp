@@ -19,6 +19,7 @@
 //   argmax/short_rows       argmax over the rows of [1048576, 4] (read 1 array)
 //   sparse_softmax_ce/...   sparse_softmax_cross_entropy_with_logits of [4096, 1024] logits and of
 //                           [1048576, 4] (short_rows) with random labels (read 1 array)
+//   sparse_softmax_ce_grad/ the same loss and the logits' gradient of its sum (3 arrays)
 #include <benchmark/benchmark.h>
 #include <keel/keel.hpp>
 
@@ -101,16 +102,23 @@ void BM_argmax_short_rows(benchmark::State& state) {
   run_op(state, [](const keel::Tensor& x) { return keel::argmax(keel::reshape(x, {kRows * kCols / 4, 4}), -1); }, 1);
 }
 
-// The loss of logits of the same 16 MiB in rows of `classes`, against random labels.
-void sparse_ce(benchmark::State& state, std::int64_t classes) {
+// The loss of logits of the same 16 MiB in rows of `classes`, against random labels; with `grad`,
+// also the logits' gradient of its sum under a GradientTape (counted as 3 arrays).
+void sparse_ce(benchmark::State& state, std::int64_t classes, bool grad) {
   const std::int64_t rows = kRows * kCols / classes;
   const keel::Tensor labels = keel::random::uniform_int(keel::Shape{rows}, 0, classes);
   run_op(state, [&](const keel::Tensor& x) {
-    return keel::sparse_softmax_cross_entropy_with_logits(labels, keel::reshape(x, {rows, classes}));
-  }, 1);
+    const keel::Tensor logits = keel::reshape(x, {rows, classes});
+    if (!grad) return keel::sparse_softmax_cross_entropy_with_logits(labels, logits);
+    keel::GradientTape tape;
+    tape.watch(logits);
+    return tape.gradient(keel::reduce_sum(keel::sparse_softmax_cross_entropy_with_logits(labels, logits)), logits);
+  }, grad ? 3 : 1);
 }
-void BM_sparse_ce_last_axis(benchmark::State& state) { sparse_ce(state, kCols); }
-void BM_sparse_ce_short_rows(benchmark::State& state) { sparse_ce(state, 4); }
+void BM_sparse_ce_last_axis(benchmark::State& state) { sparse_ce(state, kCols, false); }
+void BM_sparse_ce_short_rows(benchmark::State& state) { sparse_ce(state, 4, false); }
+void BM_sparse_ce_grad_last_axis(benchmark::State& state) { sparse_ce(state, kCols, true); }
+void BM_sparse_ce_grad_short_rows(benchmark::State& state) { sparse_ce(state, 4, true); }
 
 void BM_softmax_grad(benchmark::State& state) {
   keel::DeviceScope cpu(keel::Device::cpu());
@@ -155,6 +163,8 @@ BENCHMARK(BM_softmax_short_rows)->Name("softmax/short_rows")->Apply(thread_args)
 BENCHMARK(BM_argmax_short_rows)->Name("argmax/short_rows")->Apply(thread_args);
 BENCHMARK(BM_sparse_ce_last_axis)->Name("sparse_softmax_ce/last_axis")->Apply(thread_args);
 BENCHMARK(BM_sparse_ce_short_rows)->Name("sparse_softmax_ce/short_rows")->Apply(thread_args);
+BENCHMARK(BM_sparse_ce_grad_last_axis)->Name("sparse_softmax_ce_grad/last_axis")->Apply(thread_args);
+BENCHMARK(BM_sparse_ce_grad_short_rows)->Name("sparse_softmax_ce_grad/short_rows")->Apply(thread_args);
 
 }  // namespace
 

@@ -474,6 +474,25 @@ void sparse_softmax_cross_entropy(const Tensor& labels, const Tensor& logits, co
   });
 }
 
+void softmax_cross_entropy_backward(const Tensor& labels, const Tensor& logits, const Tensor& g, const Tensor& dx) {
+  const bool sparse = !is_floating(labels.dtype());
+  if (KernelRecorder* r = recorder())
+    return r->kernel({"softmax_cross_entropy_backward", sparse ? 1 : 0}, {&labels, &logits, &g}, {&dx},
+                     [](const Tensor* t) { softmax_cross_entropy_backward(t[0], t[1], t[2], t[3]); });
+  KernelClock clock;
+  const std::int64_t k = channels(logits);
+  const char* op = sparse ? "sparse_softmax_cross_entropy_with_logits" : "softmax_cross_entropy_with_logits";
+  on_cpu(op, logits, [&]<class T>() {
+    if (!sparse)
+      return cpu::softmax_cross_entropy_backward<T, std::int32_t>(g.size(), k, logits.data<T>(), g.data<T>(),
+                                                                  labels.data<T>(), nullptr, out<T>(dx));
+    detail::dispatch_index(labels.dtype(), op, [&]<class I>() {
+      cpu::softmax_cross_entropy_backward<T, I>(g.size(), k, logits.data<T>(), g.data<T>(), nullptr, labels.data<I>(),
+                                                out<T>(dx));
+    });
+  });
+}
+
 void sigmoid_cross_entropy(const Tensor& labels, const Tensor& logits, const Tensor& loss) {
   if (KernelRecorder* r = recorder())
     return r->kernel({"sigmoid_cross_entropy"}, {&labels, &logits}, {&loss},

@@ -185,6 +185,10 @@ void softmax_cross_entropy(const Tensor& labels, const Tensor& logits, const Ten
 // Per row of logits ([rows, k], contiguous): loss[r] = lse - logits[r, labels[r]]. labels: int32
 // or int64, contiguous, [rows], every id already checked to lie in [0, k).
 void sparse_softmax_cross_entropy(const Tensor& labels, const Tensor& logits, const Tensor& loss);
+// Their gradients for the losses' upstream gradient g ([rows]): dx [rows, k] = g[r] * (softmax(logits)
+// * sum(labels) - labels) for float labels [rows, k], g[r] * (softmax(logits) - one_hot(labels))
+// for integer labels [rows]; all contiguous.
+void softmax_cross_entropy_backward(const Tensor& labels, const Tensor& logits, const Tensor& g, const Tensor& dx);
 // Elementwise max(x, 0) - x z + log1p(exp(-|x|)), all contiguous, one shape.
 void sigmoid_cross_entropy(const Tensor& labels, const Tensor& logits, const Tensor& loss);
 

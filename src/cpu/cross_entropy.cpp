@@ -89,6 +89,36 @@ void sparse_softmax_cross_entropy(std::int64_t rows, std::int64_t k, const I* la
   });
 }
 
+// One pass per block instead of the composite's five ops over the whole [rows, k] (softmax, the
+// one-hot labels or the label sums, a difference and a product): with the same kernels in the same
+// order, so the same bits.
+template <class T, class I>
+void softmax_cross_entropy_backward(std::int64_t rows, std::int64_t k, const T* logits, const T* g, const T* labels,
+                                    const I* ids, T* dx) {
+  const std::int64_t block = std::max<std::int64_t>(1, kRowBlock / std::max<std::int64_t>(k, 1));
+  parallel_for(rows, std::max(block, row_grain(k)), [&](std::int64_t r0, std::int64_t r1) {
+    const auto& kern = typed_kernels<T>();
+    std::vector<T> sums(labels != nullptr ? static_cast<std::size_t>(block) : 0);
+    for (std::int64_t b = r0; b < r1; b += block) {
+      const std::int64_t n = std::min(block, r1 - b), len = n * k;
+      T* d = dx + b * k;
+      softmax_rows<T>(n, k, logits + b * k, d, false);  // a block: one part, on this thread
+      if (labels != nullptr) {
+        const T* z = labels + b * k;
+        if (k < kShortReduceRow) kern.reduce_rows(ReduceOp::sum, z, n, k, sums.data());
+        else
+          for (std::int64_t r = 0; r < n; ++r)
+            sums[static_cast<std::size_t>(r)] = kern.reduce(ReduceOp::sum, z + r * k, k);
+        kern.binary_columns(BinaryOp::mul, d, sums.data(), k, false, d, len);
+        kern.binary(BinaryOp::sub, d, 1, z, 1, d, len);
+      } else {
+        for (std::int64_t r = 0; r < n; ++r) d[r * k + static_cast<std::int64_t>(ids[b + r])] -= T(1);
+      }
+      kern.binary_columns(BinaryOp::mul, d, g + b, k, true, d, len);
+    }
+  });
+}
+
 template <class T>
 void sigmoid_cross_entropy(std::int64_t n, const T* labels, const T* logits, T* loss) {
   const T* xp = logits;
@@ -241,6 +271,18 @@ template void sparse_softmax_cross_entropy<double, std::int32_t>(std::int64_t, s
                                                                   const double*, double*);
 template void sparse_softmax_cross_entropy<double, std::int64_t>(std::int64_t, std::int64_t, const std::int64_t*,
                                                                   const double*, double*);
+template void softmax_cross_entropy_backward<float, std::int32_t>(std::int64_t, std::int64_t, const float*,
+                                                                   const float*, const float*, const std::int32_t*,
+                                                                   float*);
+template void softmax_cross_entropy_backward<float, std::int64_t>(std::int64_t, std::int64_t, const float*,
+                                                                   const float*, const float*, const std::int64_t*,
+                                                                   float*);
+template void softmax_cross_entropy_backward<double, std::int32_t>(std::int64_t, std::int64_t, const double*,
+                                                                    const double*, const double*,
+                                                                    const std::int32_t*, double*);
+template void softmax_cross_entropy_backward<double, std::int64_t>(std::int64_t, std::int64_t, const double*,
+                                                                    const double*, const double*,
+                                                                    const std::int64_t*, double*);
 template void sigmoid_cross_entropy<float>(std::int64_t, const float*, const float*, float*);
 template void sigmoid_cross_entropy<double>(std::int64_t, const double*, const double*, double*);
 

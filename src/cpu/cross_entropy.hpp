@@ -15,6 +15,14 @@ void softmax_cross_entropy(std::int64_t rows, std::int64_t k, const T* labels, c
 template <class T, class I>
 void sparse_softmax_cross_entropy(std::int64_t rows, std::int64_t k, const I* labels, const T* logits, T* loss);
 
+// The gradients of the two for logits [rows, k] and the losses' upstream gradient g [rows]:
+// dx[r, j] = g[r] * (softmax(logits)[r, j] * sum_j labels[r, j] - labels[r, j]) with labels
+// [rows, k] (ids null), or g[r] * (softmax(logits)[r, j] - (j == ids[r])) with ids (labels null):
+// the bits of the composite ops' gradient, a block of rows at a time while it is in cache.
+template <class T, class I>
+void softmax_cross_entropy_backward(std::int64_t rows, std::int64_t k, const T* logits, const T* g, const T* labels,
+                                    const I* ids, T* dx);
+
 // loss[i] = max(x, 0) - x z + log1p(exp(-|x|)) with x = logits[i], z = labels[i].
 template <class T>
 void sigmoid_cross_entropy(std::int64_t n, const T* labels, const T* logits, T* loss);

@@ -92,7 +92,8 @@ void sort_rows(const T* x, std::int64_t outer, std::int64_t n, std::int64_t inne
     Item<K>* const items = static_cast<Item<K>*>(scratch.data());
     Item<K>* const tmp = n >= kRadixMin ? items + n : nullptr;
     for (std::int64_t r = r0; r < r1; ++r) {
-      const std::int64_t base = (r / inner) * n * inner + r % inner;
+      // (Along the last axis without the divisions: two per row were a third of sorting rows of 4.)
+      const std::int64_t base = inner == 1 ? r * n : (r / inner) * n * inner + r % inner;
       const T* row = x + base;
       for (std::int64_t j = 0; j < n; ++j) {
         const K k = sort_keys::key(row[j * inner]);

@@ -93,6 +93,8 @@ std::string kernel_op_name(const backend::KernelType& type) {
   if (f == "softmax_backward") return pick(std::array{"SoftmaxGrad", "LogSoftmaxGrad"}, k);
   if (f == "softmax_cross_entropy") return "SoftmaxCrossEntropyWithLogits";
   if (f == "sparse_softmax_cross_entropy") return "SparseSoftmaxCrossEntropyWithLogits";
+  if (f == "softmax_cross_entropy_backward")
+    return pick(std::array{"SoftmaxCrossEntropyWithLogitsGrad", "SparseSoftmaxCrossEntropyWithLogitsGrad"}, k);
   if (f == "sigmoid_cross_entropy") return "SigmoidCrossEntropyWithLogits";
   if (f == "optimizer_update")
     return pick(std::array{"ResourceApplyGradientDescent", "ResourceApplyMomentum", "ResourceApplyAdam",

@@ -119,8 +119,14 @@ Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
       Grads out(2);
       // d/dlogits = softmax(logits) * sum(labels) - labels (softmax - labels for labels that
       // sum to one); d/dlabels = -log_softmax(logits).
-      if (n[1])
+      if (n[1] && !autograd::recording() && a == logits.rank() - 1) {
+        // Without an outer tape (which must see how it depends on the inputs) and along the
+        // last axis: the same bits in one fused pass.
+        out[1] = detail::empty_tensor(logits.shape(), logits.dtype(), logits.device());
+        backend::softmax_cross_entropy_backward(labels.contiguous(), logits.contiguous(), g[0].contiguous(), out[1]);
+      } else if (n[1]) {
         out[1] = mul(ge, sub(mul(softmax(logits, a), reduce_sum(labels, {a}, true)), labels));
+      }
       if (n[0]) out[0] = neg(mul(ge, log_softmax(logits, a)));
       return out;
     }, {labels, logits});
@@ -152,7 +158,13 @@ Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tens
   if (autograd::recording())
     autograd::record(op, {labels, logits}, {loss}, [labels, logits, k](const Grads& g, const Needs& n) {
       if (!n[1]) return Grads{Tensor(), Tensor()};
-      // d/dlogits = softmax(logits) - one_hot(labels); labels are integers: no gradient.
+      // d/dlogits = softmax(logits) - one_hot(labels); labels are integers: no gradient. Without
+      // an outer tape, the same bits in one fused pass.
+      if (!autograd::recording()) {
+        Tensor dx = detail::empty_tensor(logits.shape(), logits.dtype(), logits.device());
+        backend::softmax_cross_entropy_backward(labels.contiguous(), logits.contiguous(), g[0].contiguous(), dx);
+        return Grads{Tensor(), dx};
+      }
       const Tensor target = one_hot(labels, static_cast<int>(k), 1, 0, logits.dtype());
       return Grads{Tensor(), mul(expand_dims(g[0], -1), sub(softmax(logits, -1), target))};
     }, {logits});
