@@ -202,16 +202,19 @@ void arg_reduce(kernel::ArgReduceOp op, const Tensor& x, int axis, const Tensor&
     const bool short_rows = std::is_floating_point_v<T> && n > 0 && n < kShortReduceRow;
     // The first index of row r that holds m (its extreme), or for a NaN extreme the first NaN.
     const auto first_of = [&](const T* row, T m) {
-      std::int64_t best = 0;
       if (n > 0 && !is_nan(m)) {
-        while (!(row[best] == m)) ++best;  // the first of equals, as below
-      } else {
-        for (std::int64_t i = 1; i < n; ++i) {
-          // The first NaN wins, like NumPy and tf.math.argmax
-          if (is_nan(row[best])) break;
-          if (is_nan(row[i])) { best = i; break; }
-          if (is_max ? row[i] > row[best] : row[i] < row[best]) best = i;
-        }
+        // The first of equals, as below. (A pointer walk: with an index GCC kept it in the output
+        // element, a store per element, which made the scan of rows of 1024 3x slower.)
+        const T* p = row;
+        while (!(*p == m)) ++p;
+        return static_cast<std::int64_t>(p - row);
+      }
+      std::int64_t best = 0;
+      for (std::int64_t i = 1; i < n; ++i) {
+        // The first NaN wins, like NumPy and tf.math.argmax
+        if (is_nan(row[best])) break;
+        if (is_nan(row[i])) { best = i; break; }
+        if (is_max ? row[i] > row[best] : row[i] < row[best]) best = i;
       }
       return best;
     };
