@@ -12,6 +12,7 @@
 #include "autograd/record.hpp"
 #include "backend/fused.hpp"
 #include "core/tensor_util.hpp"
+#include "ops/channel_param.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/nn.hpp"
@@ -23,16 +24,6 @@ namespace keel {
 namespace {
 
 constexpr const char* kOp = "group_norm";
-
-void check_param(const Tensor& p, const Tensor& x, std::int64_t channels, const char* what) {
-  if (!p.defined()) return;
-  if (p.dtype() != x.dtype())
-    throw DTypeError(fmt::format("{}: {} has dtype {}, x has {}", kOp, what, name(p.dtype()), name(x.dtype())));
-  detail::check_same_device(p, x, kOp);
-  if (p.shape() != Shape{channels})
-    throw ShapeError(fmt::format("{}: {} has shape {}, expected [{}] (the last axis of x {})", kOp, what,
-                                 p.shape().to_string(), channels, x.shape().to_string()));
-}
 
 // x as [batch, pixels, groups, channels / groups]: the group statistics reduce axes {1, 3}.
 Shape grouped(const Tensor& x, std::int64_t groups) {
@@ -91,8 +82,8 @@ Tensor group_norm(const Tensor& x, int groups, const Tensor& gamma, const Tensor
                                  channels, x.shape().to_string()));
   if (!std::isfinite(epsilon) || epsilon < 0)
     throw ValueError(fmt::format("{}: epsilon must be finite and >= 0, got {}", kOp, epsilon));
-  check_param(gamma, x, channels, "gamma");
-  check_param(beta, x, channels, "beta");
+  detail::check_channel_param(kOp, gamma, x, channels, "gamma", false);
+  detail::check_channel_param(kOp, beta, x, channels, "beta", false);
   if ((x.dtype() != DType::float32 && x.dtype() != DType::float64) ||
       !backend::has_fused(backend::Fused::group_norm, x.device()))
     return composite_group_norm(x, groups, gamma, beta, epsilon);

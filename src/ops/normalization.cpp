@@ -25,6 +25,7 @@
 #include "autograd/record.hpp"
 #include "backend/fused.hpp"
 #include "core/tensor_util.hpp"
+#include "ops/channel_param.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
 #include "keel/ops/reduce.hpp"
@@ -56,22 +57,6 @@ Tensor sum_over(const Tensor& t, const std::vector<int>& axes, bool keepdims) {
 
 // A small parameter (gamma, beta, statistics) as the kernels read it: contiguous, or undefined.
 // ---- batch norm ------------------------------------------------------------------------------
-
-// gamma, beta and the moving statistics: [C], x's dtype and device; `required` ones defined.
-void check_channel_param(const Tensor& p, const Tensor& x, std::int64_t channels, const char* what,
-                         bool required) {
-  if (!p.defined()) {
-    if (required)
-      throw ValueError(fmt::format("batch_norm: {} is required in inference mode (training = false)", what));
-    return;
-  }
-  if (p.dtype() != x.dtype())
-    throw DTypeError(fmt::format("batch_norm: {} has dtype {}, x has {}", what, name(p.dtype()), name(x.dtype())));
-  detail::check_same_device(p, x, "batch_norm");
-  if (p.shape() != Shape{channels})
-    throw ShapeError(fmt::format("batch_norm: {} has shape {}, expected [{}] (the last axis of x {})", what,
-                                 p.shape().to_string(), channels, x.shape().to_string()));
-}
 
 // Closed-form training gradient with fused kernels (the first-order case). With
 // xhat = (x - mean) * rstd, per channel over the M rows:
@@ -277,10 +262,10 @@ BatchNormResult batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& b
   const std::int64_t C = x.shape()[x.rank() - 1];
   std::int64_t M = 1;
   for (std::int64_t d = 0; d + 1 < x.rank(); ++d) M *= x.shape()[d];
-  check_channel_param(gamma, x, C, "gamma", false);
-  check_channel_param(beta, x, C, "beta", false);
-  check_channel_param(moving_mean, x, C, "moving_mean", !training);
-  check_channel_param(moving_variance, x, C, "moving_variance", !training);
+  detail::check_channel_param(op, gamma, x, C, "gamma", false);
+  detail::check_channel_param(op, beta, x, C, "beta", false);
+  detail::check_channel_param(op, moving_mean, x, C, "moving_mean", !training);
+  detail::check_channel_param(op, moving_variance, x, C, "moving_variance", !training);
   check_epsilon(epsilon, op);
   if (!std::isfinite(momentum) || momentum < 0 || momentum > 1)
     throw ValueError(fmt::format("batch_norm: momentum must be in [0, 1], got {}", momentum));
