@@ -36,10 +36,7 @@ void for_rows_logsumexp(std::int64_t rows, std::int64_t k, const T* logits, F f)
     for (std::int64_t b = r0; b < r1; b += block) {
       const std::int64_t n = std::min(block, r1 - b), len = n * k;
       const T* xb = logits + b * k;
-      if (k < kShortReduceRow) kern.reduce_rows(ReduceOp::max, xb, n, k, shift.data());
-      else
-        for (std::int64_t r = 0; r < n; ++r)
-          shift[static_cast<std::size_t>(r)] = kern.reduce(ReduceOp::max, xb + r * k, k);
+      reduce_each_row<T>(ReduceOp::max, xb, n, k, shift.data());
       kern.binary_columns(BinaryOp::sub, xb, shift.data(), k, false, buf.data(), len);
       kern.unary(UnaryOp::exp, buf.data(), buf.data(), len, T(0));
       // The sums in double; a vectorised reduction's setup per row cost more than a short row.
@@ -105,10 +102,7 @@ void softmax_cross_entropy_backward(std::int64_t rows, std::int64_t k, const T* 
       softmax_rows<T>(n, k, logits + b * k, d, false);  // a block: one part, on this thread
       if (labels != nullptr) {
         const T* z = labels + b * k;
-        if (k < kShortReduceRow) kern.reduce_rows(ReduceOp::sum, z, n, k, sums.data());
-        else
-          for (std::int64_t r = 0; r < n; ++r)
-            sums[static_cast<std::size_t>(r)] = kern.reduce(ReduceOp::sum, z + r * k, k);
+        reduce_each_row<T>(ReduceOp::sum, z, n, k, sums.data());
         kern.binary_columns(BinaryOp::mul, d, sums.data(), k, false, d, len);
         kern.binary(BinaryOp::sub, d, 1, z, 1, d, len);
       } else {
@@ -156,7 +150,6 @@ namespace {
 // Rows shorter than kShortReduceRow go kRowBlock elements of rows at a time, each step one kernel
 // call over the block (reduce_rows, binary_columns): five calls per row of 8 took 85 ms for
 // [524288, 8].
-
 template <class T>
 void softmax_short_rows(std::int64_t rows, std::int64_t k, const T* x, T* y, bool log) {
   const std::int64_t block = std::max<std::int64_t>(1, kRowBlock / k);

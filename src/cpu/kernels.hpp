@@ -224,4 +224,15 @@ template <class T> const TypedKernels<T>& typed_kernels();
 template <> inline const TypedKernels<float>& typed_kernels<float>() { return simd().f32; }
 template <> inline const TypedKernels<double>& typed_kernels<double>() { return simd().f64; }
 
+// y[r] = row r of x [rows, cols] reduced as a reduction over the last axis reduces it: rows
+// shorter than kShortReduceRow side by side in lanes (reduce_rows), longer ones a reduce() call
+// each. The fused softmax and cross-entropies take their row statistics here, so they keep the
+// bits of reduce_max / reduce_sum.
+template <class T>
+void reduce_each_row(ReduceOp op, const T* x, std::int64_t rows, std::int64_t cols, T* y) {
+  const TypedKernels<T>& k = typed_kernels<T>();
+  if (cols < kShortReduceRow) return k.reduce_rows(op, x, rows, cols, y);
+  for (std::int64_t r = 0; r < rows; ++r) y[r] = k.reduce(op, x + r * cols, cols);
+}
+
 }  // namespace keel::cpu

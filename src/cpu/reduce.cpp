@@ -176,10 +176,9 @@ void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, const Te
       return;
     }
     parallel_for(outer, std::max<std::int64_t>(1, kParallelGrain / inner), [&](std::int64_t b, std::int64_t e) {
-      if constexpr (std::is_floating_point_v<T>) {
-        if (inner < kShortReduceRow) return typed_kernels<T>().reduce_rows(op, xp + b * inner, e - b, inner, y + b);
-      }
-      for (std::int64_t r = b; r < e; ++r) y[r] = reduce_run<T>(op, xp + r * inner, inner);
+      if constexpr (std::is_floating_point_v<T>) return reduce_each_row<T>(op, xp + b * inner, e - b, inner, y + b);
+      else
+        for (std::int64_t r = b; r < e; ++r) y[r] = reduce_run<T>(op, xp + r * inner, inner);
     });
   });
 }

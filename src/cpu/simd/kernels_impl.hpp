@@ -320,7 +320,6 @@ void binary(BinaryOp op, const T* a, std::int64_t sa, const T* b, std::int64_t s
 // into a register; shorter rows ([N, 4] over [N, 1]: a kernel call per 4 elements took 20x as
 // long as a scalar operand) lay out kColumnTileRows rows of values at a time into a cached tile
 // and run over it as over a whole operand. A large output goes out with streaming stores.
-
 template <class A, class T, class G>
 inline void map_columns(const T* x, const T* column, std::int64_t c, T* y, std::int64_t n, G g) {
   using B = xsimd::batch<T, A>;
