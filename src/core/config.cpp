@@ -1,6 +1,8 @@
 #include "keel/core/config.hpp"
 
 #include <atomic>
+#include <cstdlib>
+#include <string_view>
 #include <thread>
 
 #include "cuda/runtime.hpp"
@@ -14,6 +16,12 @@ int hardware_threads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 std::atomic<int> threads{hardware_threads()};
+
+bool yield_from_environment() {
+  const char* env = std::getenv("KEEL_YIELD_BUSY_CORES");
+  return env == nullptr || std::string_view(env) != "0";
+}
+std::atomic<bool> yield_busy{yield_from_environment()};
 }  // namespace
 
 void set_num_threads(int n) {
@@ -24,6 +32,9 @@ void set_num_threads(int n) {
 }
 
 int num_threads() { return threads.load(std::memory_order_relaxed); }
+
+void set_yield_busy_cores(bool enabled) { yield_busy.store(enabled, std::memory_order_relaxed); }
+bool yield_busy_cores() { return yield_busy.load(std::memory_order_relaxed); }
 
 void set_tf32(bool enabled) { cuda::set_tf32(enabled); }
 bool tf32() { return cuda::tf32(); }

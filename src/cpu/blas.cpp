@@ -8,7 +8,6 @@
 
 #include "cpu/kernels.hpp"
 #include "cpu/thread_pool.hpp"
-#include "keel/core/config.hpp"
 
 #ifdef KEEL_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
@@ -32,7 +31,7 @@ int parts_for(std::int64_t m, std::int64_t n, std::int64_t k) {
   const double macs = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const auto by_work = static_cast<std::int64_t>(macs / kMinMacsPerThread);
   return static_cast<int>(std::clamp<std::int64_t>(std::min<std::int64_t>(by_work, std::max(m, n)), 1,
-                                                   config::num_threads()));
+                                                   parallel_threads()));
 }
 
 // OpenBLAS (the OpenMP build) and oneDNN (the OpenMP runtime) size their parallel regions by the

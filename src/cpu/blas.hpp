@@ -4,7 +4,7 @@
 // OpenBLAS. Row-major, C = alpha * op(A) * op(B) + beta * C.
 //
 // Threads: called outside a parallel region, a product is split into blocks of C over the thread
-// pool (cpu/thread_pool.hpp), up to config::num_threads() of them, or runs on one thread when it
+// pool (cpu/thread_pool.hpp), up to parallel_threads() of them, or runs on one thread when it
 // is too small to gain from a second; each block is a single-threaded library call. A product
 // whose inner dimension is long against both sides of a small C is split along it instead, each
 // part into its own C, summed at the end. Called inside

@@ -10,7 +10,6 @@
 
 #include "core/dispatch.hpp"
 #include "cpu/kernels.hpp"
-#include "keel/core/config.hpp"
 #include "cpu/thread_pool.hpp"
 
 namespace keel::cpu {
@@ -219,7 +218,7 @@ void run_elementwise_program(const ElementwiseProgram& program, DType dtype, std
     lower(program, /*in_registers=*/!loops, lowered);
     const TileRun<T> run{program, lowered, loops, inputs, outputs, tile, stream};
     const bool parallel = n >= kParallelMin && tiles > 1;
-    parallel_ranges(tiles, parallel ? 2 * std::max(1, config::num_threads()) : 1,
+    parallel_ranges(tiles, parallel ? 2 * std::max(1, parallel_threads()) : 1,
                     [&](std::int64_t first, std::int64_t last) { run(n, first, last); }, parallel);
   });
 }

@@ -7,7 +7,6 @@
 
 #include "core/dispatch.hpp"
 #include "cpu/thread_pool.hpp"
-#include "keel/core/config.hpp"
 
 namespace keel::cpu {
 
@@ -16,7 +15,7 @@ namespace {
 // Parallel copying only pays once the data is well beyond the caches.
 constexpr std::int64_t kParallelCopyBytes = std::int64_t{1} << 22;
 
-int threads() { return std::max(1, config::num_threads()); }
+int threads() { return std::max(1, parallel_threads()); }
 
 std::vector<std::int64_t> read_ids(const void* ids, DType dtype, std::int64_t n, const char* op) {
   std::vector<std::int64_t> out(static_cast<std::size_t>(n));

@@ -6,7 +6,6 @@
 #include "core/dispatch.hpp"
 #include "cpu/copy.hpp"
 #include "cpu/thread_pool.hpp"
-#include "keel/core/config.hpp"
 
 namespace keel::cpu {
 
@@ -75,7 +74,7 @@ NdBadIndex gather_nd(const NdLayout& l, const void* params, const void* indices,
   const auto row = static_cast<std::int64_t>(l.row_bytes);
   const char* s = static_cast<const char*>(params);
   char* d = static_cast<char*>(out);
-  const int nt = std::max(1, config::num_threads());
+  const int nt = std::max(1, parallel_threads());
   const bool par = nt > 1 && l.n * row >= kParallelBytes;
   parallel_ranges(l.n, nt, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t j = b; j < e; ++j)

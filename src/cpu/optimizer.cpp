@@ -5,7 +5,6 @@
 
 #include "cpu/kernels.hpp"
 #include "cpu/thread_pool.hpp"
-#include "keel/core/config.hpp"
 
 namespace keel::cpu {
 
@@ -34,7 +33,7 @@ void scalar_update(const kernel::OptimizerParams& p, std::int64_t n, float* w, c
   const float scale = static_cast<float>(p.grad_scale), hi = static_cast<float>(p.clipvalue), lo = -hi,
               decay = static_cast<float>(p.decay);
   const kernel::RuleConstants<float> c(p);
-  const int parts = static_cast<int>(std::clamp<std::int64_t>(n / (std::int64_t{1} << 15), 1, config::num_threads()));
+  const int parts = static_cast<int>(std::clamp<std::int64_t>(n / (std::int64_t{1} << 15), 1, parallel_threads()));
   parallel_ranges(n, parts, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) {
       float gi = g[i];

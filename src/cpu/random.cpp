@@ -8,7 +8,6 @@
 #include "cpu/kernels.hpp"
 #include "cpu/thread_pool.hpp"
 #include "core/philox.hpp"
-#include "keel/core/config.hpp"
 
 namespace keel::cpu {
 
@@ -61,7 +60,7 @@ void standard_normals(const std::uint32_t* words, std::int64_t pairs, double* z)
 template <class F>
 void for_block_words(std::int64_t n_elements, std::int64_t n_blocks, std::uint64_t key, std::uint64_t counter,
                      F&& body) {
-  const int nt = std::max(1, config::num_threads());
+  const int nt = std::max(1, parallel_threads());
   const bool par = nt > 1 && n_elements > (std::int64_t{1} << 16);
   const auto philox_words = simd().philox_words;
   parallel_ranges(n_blocks, nt, [&](std::int64_t b0, std::int64_t b1) {

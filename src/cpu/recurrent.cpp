@@ -10,7 +10,6 @@
 #include "cpu/gemm.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/thread_pool.hpp"
-#include "keel/core/config.hpp"
 #include "keel/core/dtype.hpp"
 
 namespace keel::cpu {
@@ -96,7 +95,7 @@ int recurrence_parts(std::int64_t time, std::int64_t batch, std::int64_t u, std:
   if (in_parallel_region()) return 1;
   const double macs = static_cast<double>(time) * static_cast<double>(batch) * static_cast<double>(u * width);
   if (macs < kMinRecurrenceMacs) return 1;
-  return static_cast<int>(std::clamp<std::int64_t>(batch / kMinRecurrenceRows, 1, config::num_threads()));
+  return static_cast<int>(std::clamp<std::int64_t>(batch / kMinRecurrenceRows, 1, parallel_threads()));
 }
 
 // Each part (the batch's rows [r0, r1), as parallel_ranges splits them) owns the block of rows

@@ -11,6 +11,7 @@
 #include "cpu/copy.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/strided.hpp"
+#include "cpu/thread_pool.hpp"
 
 namespace keel::cpu {
 
@@ -111,7 +112,7 @@ void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, const Te
       // `fold` at a time, as one run of fold * C into a wide accumulator whose rows are added at
       // the end: a kernel call per row cost more than its additions.
       if (outer < 1024) {
-        const std::int64_t most_parts = std::min<std::int64_t>(config::num_threads(), inner);
+        const std::int64_t most_parts = std::min<std::int64_t>(parallel_threads(), inner);
         const int row_parts = static_cast<int>(std::clamp<std::int64_t>(inner * outer / kParallelGrain, 1, most_parts));
         const std::int64_t fold =
             std::max<std::int64_t>(1, std::min<std::int64_t>(kFoldElements / outer, inner / row_parts));
@@ -163,7 +164,7 @@ void reduce(ReduceOp op, const Tensor& x, const std::vector<int>& axes, const Te
     const T* xp = static_cast<const T*>(rows.raw_data());
     if (outer == 1) {
       // One long row: split it between threads and combine the partial results.
-      const int threads = std::max(1, std::min<int>(config::num_threads(), static_cast<int>(inner / kParallelGrain)));
+      const int threads = std::max(1, std::min<int>(parallel_threads(), static_cast<int>(inner / kParallelGrain)));
       std::vector<T> partial(static_cast<std::size_t>(threads), identity<T>(op));
       parallel_for(threads, 1, [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t t = b; t < e; ++t)

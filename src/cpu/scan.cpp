@@ -9,7 +9,7 @@
 #include "cpu/rows.hpp"
 #include "cpu/scan_sort.hpp"
 #include "cpu/strided.hpp"
-#include "keel/core/config.hpp"
+#include "cpu/thread_pool.hpp"
 
 namespace keel::cpu {
 
@@ -142,7 +142,7 @@ void scan(ScanOp kind, const Tensor& x_in, int axis, bool exclusive, bool revers
     // Whole rows of `inner` columns per task, read and written front to back; the columns are
     // split only as far as the threads need it (narrow column strips touch a new page on every
     // row: cumsum over the rows of [4096, 1024] in strips of 256 columns ran at 0.26x memcpy).
-    const int nt = std::max(1, config::num_threads());
+    const int nt = std::max(1, parallel_threads());
     const bool big = x.size() >= kParallelGrain;
     const auto row_bytes = inner * static_cast<std::int64_t>(sizeof(T));
     const std::int64_t widest = std::max<std::int64_t>(1, row_bytes / kMinStripBytes);

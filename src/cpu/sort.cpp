@@ -18,7 +18,7 @@
 #include "cpu/scan_sort.hpp"
 #include "cpu/sort_keys.hpp"
 #include "cpu/strided.hpp"
-#include "keel/core/config.hpp"
+#include "cpu/thread_pool.hpp"
 #include "keel/core/storage.hpp"
 
 namespace keel::cpu {
@@ -83,7 +83,7 @@ void sort_rows(const T* x, std::int64_t outer, std::int64_t n, std::int64_t inne
                std::int32_t* indices) {
   using K = sort_keys::Key<T>;
   const std::int64_t rows = outer * inner;
-  const int nt = std::max(1, config::num_threads());
+  const int nt = std::max(1, parallel_threads());
   const bool par = nt > 1 && rows > 1 && rows * n >= kParallelGrain;
   parallel_ranges(rows, nt, [&](std::int64_t r0, std::int64_t r1) {
     // Scratch without zero-filling (every entry is written before it is read), from the tensors'
@@ -221,7 +221,7 @@ void top_k(const Tensor& x_in, std::int64_t k, bool sorted, const Tensor& values
   detail::dispatch_numeric(x.dtype(), "top_k", [&]<class T>() {
     const T* xs = x.data<T>();
     T* vs = static_cast<T*>(values.raw_data());
-    const int nt = std::max(1, config::num_threads());
+    const int nt = std::max(1, parallel_threads());
     const bool par = nt > 1 && rows > 1 && x.size() >= kParallelGrain;
     parallel_ranges(rows, nt, [&](std::int64_t r0, std::int64_t r1) {
       using I = Item<sort_keys::Key<T>>;

@@ -9,7 +9,7 @@
 #include "cpu/scan_sort.hpp"
 #include "cpu/sort_keys.hpp"
 #include "cpu/strided.hpp"
-#include "keel/core/config.hpp"
+#include "cpu/thread_pool.hpp"
 
 namespace keel::cpu {
 
@@ -22,7 +22,7 @@ void search_sorted(const Tensor& sorted_in, const Tensor& values_in, bool right,
     const T* ss = s.data<T>();
     const T* vs = v.data<T>();
     const std::int64_t total = out.size();
-    const int nt = std::max(1, config::num_threads());
+    const int nt = std::max(1, parallel_threads());
     // A binary search costs about log2(n) probes, each a cache miss on a long row.
     const bool par = nt > 1 && total * 16 >= kParallelGrain;
     parallel_ranges(total, nt, [&](std::int64_t b, std::int64_t e) {

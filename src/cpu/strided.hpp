@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "cpu/thread_pool.hpp"
-#include "keel/core/config.hpp"
 
 namespace keel::cpu {
 
@@ -81,8 +80,9 @@ inline constexpr std::int64_t kParallelGrain = 1 << 15;
 template <std::size_t K, class F>
 void for_each_run(const RunPlan<K>& p, F&& fn) {
   const std::int64_t total = p.outer * p.inner;
-  const int threads = config::num_threads();
-  if (threads > 1 && p.outer == 1 && total >= 2 * kParallelGrain) {
+  // Small work never asks how many threads there are (a tiny op's overhead is ~100 ns).
+  const int threads = total < 2 * kParallelGrain ? 1 : parallel_threads();
+  if (threads > 1 && p.outer == 1) {
     // One long run (operands contiguous or scalars): split along it, or it would run on one thread.
     std::array<std::int64_t, K> steps;
     for (std::size_t k = 0; k < K; ++k) steps[k] = p.strides[k].back();
@@ -93,7 +93,7 @@ void for_each_run(const RunPlan<K>& p, F&& fn) {
     });
     return;
   }
-  if (threads <= 1 || total < 2 * kParallelGrain || p.outer < 2) {
+  if (threads <= 1 || p.outer < 2) {
     run_range(p, 0, p.outer, fn);
     return;
   }
@@ -112,8 +112,8 @@ void for_each_run(const std::vector<std::int64_t>& shape,
 // Splits [0, n) into per-thread ranges when n is large; fn(begin, end).
 template <class F>
 void parallel_for(std::int64_t n, std::int64_t grain, F&& fn) {
-  const int threads = config::num_threads();
-  if (threads <= 1 || n < 2 * grain) {
+  const int threads = n < 2 * grain ? 1 : parallel_threads();
+  if (threads <= 1) {
     fn(std::int64_t{0}, n);
     return;
   }

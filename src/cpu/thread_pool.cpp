@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/cpu_load.hpp"
 #include "keel/core/config.hpp"
 
 namespace keel::cpu {
@@ -77,7 +78,7 @@ constexpr int kSpin = 4000;
 class Pool {
  public:
   void run(int parts, void (*call)(void*, int), void* ctx) {
-    const int threads = std::min(parts, config::num_threads());
+    const int threads = std::min(parts, parallel_threads());
     if (threads <= 1 || in_region) {
       const bool outer = in_region;
       in_region = true;
@@ -164,5 +165,10 @@ void run(int parts, void (*call)(void*, int), void* ctx) { pool().run(parts, cal
 }  // namespace pool_detail
 
 bool in_parallel_region() { return in_region; }
+
+int parallel_threads() {
+  const int n = config::num_threads();
+  return n <= 1 || !config::yield_busy_cores() ? n : threads_left(n);
+}
 
 }  // namespace keel::cpu

@@ -20,8 +20,13 @@ namespace pool_detail {
 void run(int parts, void (*call)(void*, int), void* ctx);
 }
 
+// The threads a region started now runs on: config::num_threads(), or while other processes
+// keep cores busy (config::yield_busy_cores(), cpu/cpu_load.hpp) at most the cores they leave.
+// Kernels split their work by it.
+int parallel_threads();
+
 // fn(p) for each p in [0, parts), each exactly once, on the calling thread and up to
-// min(parts, config::num_threads()) - 1 workers; in order on the calling thread when not
+// min(parts, parallel_threads()) - 1 workers; in order on the calling thread when not
 // `parallel`, or when called from inside a region (a part that starts parallel work of its own).
 // An exception from fn reaches the caller after every claimed part has finished.
 template <class F>

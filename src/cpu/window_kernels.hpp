@@ -10,7 +10,6 @@
 #include "cpu/conv.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/thread_pool.hpp"
-#include "keel/core/config.hpp"
 
 namespace keel::cpu::window {
 
@@ -43,10 +42,10 @@ inline void finish_rows(const ConvEpilogue& ep, T* y, i64 rows, i64 o) {
 // kernel stays on the calling thread: starting an OpenMP region costs microseconds.
 constexpr double kMinWorkPerThread = 1 << 17;
 
-// How many contiguous parts to split `items` into: at most config::num_threads(), and only as
+// How many contiguous parts to split `items` into: at most parallel_threads(), and only as
 // many as there is work for.
 inline int plan_parts(i64 items, double work_per_item) {
-  const int threads = config::num_threads();
+  const int threads = parallel_threads();
   if (threads <= 1 || items < 2) return 1;
   const double by_work = static_cast<double>(items) * work_per_item / kMinWorkPerThread;
   const double parts = std::min({by_work, static_cast<double>(items), static_cast<double>(threads)});

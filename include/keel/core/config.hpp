@@ -9,6 +9,15 @@ namespace keel::config {
 void set_num_threads(int n);
 int num_threads();
 
+// Whether keel's CPU kernels run on fewer threads while other processes keep cores of this
+// process's CPU set busy: min(num_threads(), the cores left to it), from the system's CPU
+// accounting, refreshed every 100 ms. A parallel region waits for its slowest thread, and a
+// thread sharing its core with another process waits whole time slices for it. Default true;
+// KEEL_YIELD_BUSY_CORES=0 in the environment makes it false at start-up. With it false, the
+// number of threads (and so the bits of the few kernels whose sums split by thread) stays fixed.
+void set_yield_busy_cores(bool enabled);
+bool yield_busy_cores();
+
 // Whether float32 matmuls and convolutions on CUDA may use TF32 tensor cores (10-bit mantissa
 // products, float32 accumulation). Default false, so results match the CPU to float32 rounding.
 // No effect on the CPU.

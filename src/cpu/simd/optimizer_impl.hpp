@@ -10,7 +10,6 @@
 
 #include "core/optimizer_rules.hpp"
 #include "cpu/thread_pool.hpp"
-#include "keel/core/config.hpp"
 
 namespace keel::cpu::simd_impl {
 
@@ -55,7 +54,7 @@ void fused(const OptimizerParams& p, std::int64_t n, float* wp, const float* gp,
       if (sq[k]) si[k].store_unaligned(sq[k]);
   };
   // Threads only for long weights: below 32K elements per thread the region costs more.
-  const int parts = static_cast<int>(std::clamp<std::int64_t>(n / (std::int64_t{1} << 15), 1, config::num_threads()));
+  const int parts = static_cast<int>(std::clamp<std::int64_t>(n / (std::int64_t{1} << 15), 1, parallel_threads()));
   parallel_ranges(n, parts, [&](std::int64_t b, std::int64_t e) {
     std::int64_t i = b;
     std::array<float*, 3> sq{};
