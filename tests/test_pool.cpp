@@ -11,6 +11,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -188,6 +189,48 @@ TEST_CASE("max_pool2d routes the gradient to the first maximum of each window") 
   tape2.watch(x2);
   const auto g2 = tape2.gradient(reduce_sum(max_pool2d(x2, {2, 2}, {1, 1})), x2).to_vector<double>();
   CHECK(g2 == std::vector<double>{0, 0, 0, 0, 4, 0, 0, 0, 0});
+}
+
+TEST_CASE("max_pool2d's first-order gradient by the forward's kept choices equals the recorded gradient's bits") {
+  // Under a tape alone, the CPU forward keeps each window's choice and the gradient scatters dy by
+  // it; under a second tape (which records the backward), the gradient is max_pool_grad's op,
+  // which finds each window's first maximum again from x. Same routing: ties (values from a set
+  // of 3), NaN taps (a window holding one routes to its first NaN, as its output is NaN) and -inf,
+  // disjoint, overlapping and padded windows, float32 and float64, every SIMD level.
+  struct Case { Shape shape; std::array<int, 2> pool, strides; const char* padding; };
+  const std::vector<Case> cases{{{2, 8, 8, 16}, {2, 2}, {2, 2}, "valid"}, {{2, 9, 7, 5}, {3, 3}, {2, 2}, "same"},
+                                {{1, 6, 6, 3}, {3, 3}, {1, 1}, "valid"}, {{3, 5, 5, 17}, {2, 3}, {1, 2}, "same"}};
+  std::mt19937 gen(31);
+  testing::at_every_simd_level([&](const std::string&) {
+    for (DType dt : {DType::float32, DType::float64})
+      for (const Case& c : cases) {
+        INFO(c.shape.to_string() << " pool " << c.pool[0] << "x" << c.pool[1] << " " << c.padding << " " << name(dt));
+        std::vector<double> v(static_cast<std::size_t>(c.shape.num_elements()));
+        std::uniform_int_distribution<int> pick(0, 40);
+        for (double& e : v) {
+          const int r = pick(gen);
+          e = r == 0 ? std::numeric_limits<double>::quiet_NaN() : r == 1 ? -std::numeric_limits<double>::infinity()
+                                                                          : static_cast<double>(r % 3);
+        }
+        const Tensor x = cast(constant(v, c.shape), dt);
+        const Tensor dy = cast(random_tensor(max_pool2d(x, c.pool, c.strides, c.padding).shape(), 5), dt);
+        GradientTape tape;
+        tape.watch(x);
+        const Tensor kept = tape.gradient(max_pool2d(x, c.pool, c.strides, c.padding), std::vector<Tensor>{x}, dy)[0];
+        GradientTape outer;
+        outer.watch(x);
+        GradientTape inner;
+        inner.watch(x);
+        const Tensor found = inner.gradient(max_pool2d(x, c.pool, c.strides, c.padding), std::vector<Tensor>{x}, dy)[0];
+        const auto a = cast(kept, DType::float64).to_vector<double>();
+        const auto b = cast(found, DType::float64).to_vector<double>();
+        REQUIRE(a.size() == b.size());
+        for (std::size_t i = 0; i < a.size(); ++i) {
+          INFO("element " << i);
+          REQUIRE(std::memcmp(&a[i], &b[i], sizeof(double)) == 0);
+        }
+      }
+  });
 }
 
 TEST_CASE("max_pool2d gradients match finite differences") {

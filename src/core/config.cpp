@@ -17,11 +17,9 @@ int hardware_threads() {
 }
 std::atomic<int> threads{hardware_threads()};
 
-bool yield_from_environment() {
-  const char* env = std::getenv("KEEL_YIELD_BUSY_CORES");
-  return env == nullptr || std::string_view(env) != "0";
-}
-std::atomic<bool> yield_busy{yield_from_environment()};
+// -1 until first asked or set: constant-initialised, so a static initialiser elsewhere (in the
+// same program when keel is a static library) may set it before or after this file's turn.
+std::atomic<int> yield_busy{-1};
 }  // namespace
 
 void set_num_threads(int n) {
@@ -33,8 +31,19 @@ void set_num_threads(int n) {
 
 int num_threads() { return threads.load(std::memory_order_relaxed); }
 
-void set_yield_busy_cores(bool enabled) { yield_busy.store(enabled, std::memory_order_relaxed); }
-bool yield_busy_cores() { return yield_busy.load(std::memory_order_relaxed); }
+void set_yield_busy_cores(bool enabled) { yield_busy.store(enabled ? 1 : 0, std::memory_order_relaxed); }
+
+bool yield_busy_cores() {
+  int state = yield_busy.load(std::memory_order_relaxed);
+  if (state < 0) {
+    const char* env = std::getenv("KEEL_YIELD_BUSY_CORES");
+    const int from_env = env == nullptr || std::string_view(env) != "0" ? 1 : 0;
+    // A set_yield_busy_cores() racing with this first read wins.
+    if (!yield_busy.compare_exchange_strong(state, from_env, std::memory_order_relaxed)) return state == 1;
+    return from_env == 1;
+  }
+  return state == 1;
+}
 
 void set_tf32(bool enabled) { cuda::set_tf32(enabled); }
 bool tf32() { return cuda::tf32(); }

@@ -6,8 +6,8 @@
 //   max_pool_grad(x, dy)    -> d(dy) = max_pool_gather(x, g): g read at those same positions;
 //                              dx = 0 (the routing is piecewise constant in x)
 //   max_pool_gather(x, dx)  -> d(dx) = max_pool_grad(x, g); dx = 0
-// The maxima are found again from x in each kernel rather than saved as indices: it costs one
-// more pass over the window but keeps nothing alive but x, which the tape holds anyway.
+// The maxima are found again from x in each of these kernels; a first-order gradient on the CPU
+// scatters by the choices the forward kept instead (max_pool_forward_keeping_choices).
 //   avg_pool2d(x)           -> dx = avg_pool_grad(g): g / count spread over each window
 //   avg_pool_grad(dy)       -> d(dy) = avg_pool2d(g)     (the two are adjoint linear maps)
 //
@@ -22,6 +22,8 @@
 #include "autograd/record.hpp"
 #include "core/tensor_util.hpp"
 #include "backend/backend.hpp"
+#include "backend/fused.hpp"
+#include "backend/recorder.hpp"
 #include "ops/padding.hpp"
 #include "keel/ops/creation.hpp"
 #include "keel/ops/elementwise.hpp"
@@ -79,7 +81,30 @@ Shape pool_output_shape(const WindowGeom& g) { return Shape{g.n, g.ho, g.wo, g.c
 Tensor max_pool_grad(const Tensor& x, const Tensor& dy, const WindowGeom& g);
 Tensor max_pool_gather(const Tensor& x, const Tensor& dx, const WindowGeom& g);
 
+// Eagerly under a tape, where the device has the kernels (the CPU), the forward also keeps each
+// window's choice (arg, y's shape): a first-order gradient then scatters dy by it, reading arg
+// instead of x. By the backward, x has long left the caches: the seed CNN's first MaxPoolGrad read
+// its 4 MB input back from memory. With a tape above the backward (higher derivatives), the
+// gradient is max_pool_grad's recorded op, as before.
+Tensor max_pool_forward_keeping_choices(const Tensor& x, const WindowGeom& g) {
+  Tensor y = detail::empty_tensor(pool_output_shape(g), x.dtype(), x.device());
+  Tensor arg = detail::empty_tensor(pool_output_shape(g), x.dtype(), x.device());
+  backend::max_pool_with_argmax(g, x.contiguous(), y, arg);
+  autograd::record("max_pool2d", {x}, {y}, [x, g, arg](const Grads& gr, const Needs&) {
+    if (autograd::recording()) return Grads{max_pool_grad(x, gr[0], g)};
+    Tensor dx = detail::empty_tensor(pool_input_shape(g), x.dtype(), x.device());
+    backend::pool(PoolKernel::max_backward_arg, g, arg, gr[0].contiguous(), dx);
+    return Grads{dx};
+  }, {x});
+  return y;
+}
+
 Tensor max_pool_forward(const Tensor& x, const WindowGeom& g) {
+  // Not while a graph is traced: its fusion passes find the pool and its gradient as MaxPool and
+  // MaxPoolGrad, and keep the choices themselves, joining the ReLU gradient and the bias sum.
+  if (autograd::recording() && backend::recorder() == nullptr &&
+      backend::max_pool_keeps_choices(g, /*relu=*/false, x.device()))
+    return max_pool_forward_keeping_choices(x, g);
   Tensor y = detail::empty_tensor(pool_output_shape(g), x.dtype(), x.device());
   backend::pool(PoolKernel::max_forward, g, x.contiguous(), Tensor(), y);
   if (autograd::recording())
