@@ -80,6 +80,24 @@ TEST_CASE("the profiler times every kernel, with shapes, bytes and nesting", "[p
   CHECK(y.to_vector<float>() == relu(matmul(a, b)).to_vector<float>());
 }
 
+TEST_CASE("the profiler shows the kernels an eager step runs without it: a max pool under a tape keeps its choices",
+          "[profiler]") {
+  // Eagerly under a tape, the CPU max pool keeps each window's choice and its gradient scatters by
+  // it (src/ops/pool.cpp); the profiler, which listens to kernel calls as a recorder does, must not
+  // turn that off (only a graph trace, whose passes do their own fusion, does).
+  const Tensor x = random::normal({2, 8, 8, 4});
+  profiler::start("");
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = max_pool2d(x, {2, 2}, {2, 2}, "valid");
+  const Tensor g = tape.gradient(y, x);
+  profiler::stop();
+  const auto stats = profiler::key_averages();
+  CHECK(find(stats, "MaxPoolWithArgmax") != nullptr);
+  CHECK(find(stats, "MaxPoolGradWithArgmax") != nullptr);
+  CHECK(find(stats, "MaxPoolGrad") == nullptr);
+}
+
 TEST_CASE("the Chrome trace is valid Trace Event Format with shapes and stacks", "[profiler]") {
   keel_test::Scratch dir("profiler-trace");
   {
