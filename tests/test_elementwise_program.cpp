@@ -10,9 +10,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/elementwise_program.hpp"
@@ -214,20 +216,23 @@ TEST_CASE("a program streams its outputs from three quarters of the last-level c
   // and on some virtual machines reports ten times the cache (320 MB of L3 for 32 MB). Read here
   // independently: the highest-level data or unified cache.
   cpu::set_program_stream_bytes(0);
-  std::size_t llc = 0;
-  int best = 0;
-  for (int i = 0; i < 8; ++i) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
-    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
-    int level = 0;
-    std::string type;
-    std::size_t kib = 0;
-    char unit = 0;
-    if (!(level_file >> level) || !(type_file >> type) || !(size_file >> kib >> unit)) break;
-    if (type == "Instruction" || level < best) continue;
-    best = level;
-    llc = unit == 'M' ? kib << 20 : kib << 10;
+  // Each cache as (level, bytes); the largest level that holds data wins.
+  std::vector<std::pair<int, std::size_t>> caches;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/sys/devices/system/cpu/cpu0/cache", ec)) {
+    if (entry.path().filename().string().rfind("index", 0) != 0) continue;
+    auto read = [&](const char* name) {
+      std::ifstream in(entry.path() / name);
+      std::string word;
+      in >> word;
+      return word;
+    };
+    const std::string type = read("type"), size = read("size"), level = read("level");
+    if (type.empty() || type == "Instruction" || size.size() < 2 || level.empty()) continue;
+    const std::size_t number = std::stoull(size.substr(0, size.size() - 1));
+    caches.emplace_back(std::stoi(level), size.back() == 'M' ? number * 1024 * 1024 : number * 1024);
   }
+  const std::size_t llc = caches.empty() ? 0 : std::max_element(caches.begin(), caches.end())->second;
   if (llc == 0) {
     WARN("no cache description in sysfs: the threshold comes from sysconf");
     CHECK(cpu::program_stream_bytes() >= cpu::kStreamOutputBytes);
