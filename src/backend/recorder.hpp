@@ -168,6 +168,14 @@ inline KernelRecorder* recorder() {
   return nullptr;
 }
 
+// Whether this thread's recorder fuses kernels itself (a graph trace): ops then hand it their
+// primitive kernels rather than a fused path of their own (bias_add's activation, the max pool's
+// kept choices). False eagerly and under the profiler.
+inline bool recorder_fuses() {
+  const KernelRecorder* r = recorder();
+  return r != nullptr && r->fuses_elementwise();
+}
+
 // Runs host code reading `inputs` now and, under a recorder, on every replay: a check of index
 // values, for instance, that an eager op makes on the host before its kernel.
 // Undefined inputs stay undefined on every run.

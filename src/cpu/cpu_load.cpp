@@ -85,8 +85,9 @@ bool read_sample(LoadSample& s) {
     if (CPU_ISSET(c, &set)) cpus.push_back(c);
   const int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  // The CPU lines come first: 64 KiB holds them for hundreds of CPUs.
-  static thread_local std::vector<char> buffer(std::size_t{64} << 10);
+  // The CPU lines come first: 64 KiB holds them for hundreds of CPUs. One buffer: refresh()
+  // reads under its mutex.
+  static std::vector<char> buffer(std::size_t{64} << 10);
   std::size_t length = 0;
   for (;;) {
     const ssize_t got = read(fd, buffer.data() + length, buffer.size() - length);
@@ -111,8 +112,7 @@ std::atomic<int> others_busy{0};
 std::atomic<int> set_cpus{0};  // CPUs of the affinity set at the last reading (0: none yet)
 std::atomic<std::int64_t> next_refresh_ms{0};
 std::mutex refresh_mutex;
-LoadSample last;         // guarded by refresh_mutex
-bool have_last = false;  // likewise
+LoadSample last;  // guarded by refresh_mutex; cpus == 0 until a reading
 
 void refresh(std::int64_t now) {
   const std::unique_lock<std::mutex> lock(refresh_mutex, std::try_to_lock);
@@ -121,16 +121,15 @@ void refresh(std::int64_t now) {
   LoadSample s;
   if (!read_sample(s)) {  // no reading this window (no /proc, no file descriptor left): nobody busy
     others_busy.store(0, std::memory_order_relaxed);
-    have_last = false;
+    last = LoadSample{};
     return;
   }
-  if (have_last) {
+  if (last.cpus > 0) {
     const int busy = busy_cores_between(last, s, others_busy.load(std::memory_order_relaxed));
     others_busy.store(busy, std::memory_order_relaxed);
   }
   set_cpus.store(s.cpus, std::memory_order_relaxed);
   last = s;
-  have_last = true;
 }
 
 }  // namespace

@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <string>
-#include <atomic>
 #include <vector>
 
 #include "core/dispatch.hpp"

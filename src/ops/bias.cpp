@@ -50,9 +50,7 @@ BiasActivation bias_activation_of(const std::string& name) {
 // that fuses elementwise chains itself (a keel::function trace sees the add and the activation).
 bool runs_fused(const Tensor& x) {
   if (x.dtype() != DType::float32 && x.dtype() != DType::float64) return false;
-  if (!backend::has_fused(backend::Fused::bias_activation, x.device())) return false;
-  const backend::KernelRecorder* r = backend::recorder();
-  return r == nullptr || !r->fuses_elementwise();
+  return backend::has_fused(backend::Fused::bias_activation, x.device()) && !backend::recorder_fuses();
 }
 
 }  // namespace

@@ -100,11 +100,9 @@ Tensor max_pool_forward_keeping_choices(const Tensor& x, const WindowGeom& g) {
 }
 
 Tensor max_pool_forward(const Tensor& x, const WindowGeom& g) {
-  // Not while a graph is traced (a recorder that fuses kernels itself): its fusion passes find the
-  // pool and its gradient as MaxPool and MaxPoolGrad and keep the choices themselves, joining the
-  // ReLU gradient and the bias sum. Under the profiler (a recorder too) as without it.
-  const backend::KernelRecorder* r = backend::recorder();
-  if (autograd::recording() && (r == nullptr || !r->fuses_elementwise()) &&
+  // Not while a graph is traced: its fusion passes find the pool and its gradient as MaxPool and
+  // MaxPoolGrad and keep the choices themselves, joining the ReLU gradient and the bias sum.
+  if (autograd::recording() && !backend::recorder_fuses() &&
       backend::max_pool_keeps_choices(g, /*relu=*/false, x.device()))
     return max_pool_forward_keeping_choices(x, g);
   Tensor y = detail::empty_tensor(pool_output_shape(g), x.dtype(), x.device());
